@@ -1,0 +1,16 @@
+#ifndef INGEST_SYSTEM_SHIMS_H
+#define INGEST_SYSTEM_SHIMS_H
+
+#include <stdint.h>
+
+/// Linux calls that glibc declares only under _GNU_SOURCE, which Swift's Glibc module does
+/// not define. Each returns what the call returns (-1 with errno set on failure).
+
+/// Starts asynchronous writeback of a byte range (sync_file_range with
+/// SYNC_FILE_RANGE_WRITE), so dirty pages never pile up behind a long copy.
+int ingest_start_writeback(int fd, int64_t offset, int64_t length);
+
+/// Reserves blocks for a file without writing them (fallocate mode 0).
+int ingest_fallocate(int fd, int64_t offset, int64_t length);
+
+#endif

@@ -1,0 +1,11 @@
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include "system_shims.h"
+
+int ingest_start_writeback(int fd, int64_t offset, int64_t length) {
+    return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
+}
+
+int ingest_fallocate(int fd, int64_t offset, int64_t length) {
+    return fallocate(fd, 0, offset, length);
+}

@@ -1,0 +1,232 @@
+import Foundation
+import GRDB
+
+/// Where a file of a card stands.
+public enum FileState: String, Sendable, Codable, CaseIterable, DatabaseValueConvertible {
+    /// Seen, not yet staged (never tried, or the last try failed: see `lastError`).
+    case pending
+    /// Copied into staging and fingerprinted.
+    case staged
+}
+
+/// A card (or plain directory) the journal has seen.
+public struct VolumeRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "volume"
+    public var key: String
+    public var rootPath: String
+    public var fsUUID: String?
+    public var fsLabel: String?
+    public var fsType: String?
+    public var deviceNode: String?
+    public var serial: String?
+    public var vendor: String?
+    public var model: String?
+    public var bus: String?
+    public var firstSeen: Date
+    public var lastSeen: Date
+
+    public init(_ identity: VolumeIdentity, seen: Date) {
+        key = identity.key
+        rootPath = identity.rootPath
+        fsUUID = identity.device?.fsUUID
+        fsLabel = identity.device?.fsLabel
+        fsType = identity.device?.fsType ?? identity.fsType
+        deviceNode = identity.device?.node
+        serial = identity.device?.serial
+        vendor = identity.device?.vendor
+        model = identity.device?.model
+        bus = identity.device?.bus
+        firstSeen = seen
+        lastSeen = seen
+    }
+}
+
+/// One file of a volume, keyed by (volume, path); the scan matches on (size, mtime).
+public struct FileRecord: Codable, Sendable, Equatable, FetchableRecord, MutablePersistableRecord {
+    public static let databaseTableName = "file"
+    public var id: Int64?
+    public var volumeKey: String
+    /// The path's raw bytes (names need not be UTF-8).
+    public var path: Data
+    public var size: Int64
+    /// Nanoseconds since the epoch.
+    public var mtime: Int64
+    public var fingerprint: String?
+    public var state: FileState
+    public var lastError: String?
+    public var updatedAt: Date
+
+    public var cardPath: CardPath { CardPath(bytes: Array(path)) }
+
+    public mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// A staged copy: one per distinct content, however many files share it.
+public struct StagedObjectRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "stagedObject"
+    public var fingerprint: String
+    public var size: Int64
+    public var stagedAt: Date
+}
+
+/// The journal: what has been seen, staged (and, later, uploaded), in SQLite.
+///
+/// WAL mode lets one process write while others read, and a busy timeout makes a second
+/// `ingest` wait for a write lock instead of failing. `synchronous=NORMAL` is enough: a
+/// commit lost to a power cut only means a file is staged again, and the staging area
+/// recognises its content.
+public final class Journal: Sendable {
+    public let path: String
+    let database: DatabasePool
+
+    /// Opens the journal at `path`, creating and migrating it as needed.
+    public init(path: String, busyTimeout: TimeInterval = 30) throws(IngestError) {
+        self.path = path
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(busyTimeout)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        do {
+            database = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(database)
+        } catch {
+            throw .stateUnusable(path: path, reason: "the journal cannot be opened: \(error)")
+        }
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: volumes, files, staged objects") { db in
+            try db.create(table: "volume") { t in
+                t.primaryKey("key", .text)
+                t.column("rootPath", .text).notNull()
+                t.column("fsUUID", .text)
+                t.column("fsLabel", .text)
+                t.column("fsType", .text)
+                t.column("deviceNode", .text)
+                t.column("serial", .text)
+                t.column("vendor", .text)
+                t.column("model", .text)
+                t.column("bus", .text)
+                t.column("firstSeen", .datetime).notNull()
+                t.column("lastSeen", .datetime).notNull()
+            }
+            try db.create(table: "stagedObject") { t in
+                t.primaryKey("fingerprint", .text)
+                t.column("size", .integer).notNull()
+                t.column("stagedAt", .datetime).notNull()
+            }
+            try db.create(table: "file") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("volumeKey", .text).notNull().references("volume", onDelete: .cascade)
+                t.column("path", .blob).notNull()
+                t.column("size", .integer).notNull()
+                t.column("mtime", .integer).notNull()
+                t.column("fingerprint", .text).references("stagedObject", onDelete: .setNull)
+                t.column("state", .text).notNull()
+                t.column("lastError", .text)
+                t.column("updatedAt", .datetime).notNull()
+                t.uniqueKey(["volumeKey", "path"])
+            }
+            try db.create(index: "file_by_state", on: "file", columns: ["state"])
+            try db.create(index: "file_by_fingerprint", on: "file", columns: ["fingerprint"])
+        }
+        return migrator
+    }
+
+    /// Records that a volume was seen now (inserting it the first time).
+    public func noteVolume(_ identity: VolumeIdentity, at date: Date = Date()) async throws {
+        try await database.write { db in
+            var record = VolumeRecord(identity, seen: date)
+            if let existing = try VolumeRecord.fetchOne(db, key: identity.key) {
+                record.firstSeen = existing.firstSeen
+            }
+            try record.save(db)
+        }
+    }
+
+    /// What the journal knows of a volume's files, by path: a rescan matches against it.
+    public func files(ofVolume key: String) async throws -> [CardPath: FileRecord] {
+        try await database.read { db in
+            let records = try FileRecord.filter(Column("volumeKey") == key).fetchAll(db)
+            return Dictionary(records.map { ($0.cardPath, $0) }, uniquingKeysWith: { first, _ in first })
+        }
+    }
+
+    /// Records files as staged, with their staged objects, in one transaction.
+    public func recordStaged(_ files: [StagedFile], volumeKey: String, at date: Date = Date()) async throws {
+        guard !files.isEmpty else { return }
+        try await database.write { db in
+            for staged in files {
+                try db.execute(
+                    sql: """
+                        INSERT INTO stagedObject (fingerprint, size, stagedAt) VALUES (?, ?, ?)
+                        ON CONFLICT(fingerprint) DO NOTHING
+                        """,
+                    arguments: [staged.fingerprint.hex, staged.file.size, date])
+                try Self.upsertFile(
+                    db, volumeKey: volumeKey, file: staged.file, fingerprint: staged.fingerprint.hex,
+                    state: .staged, error: nil, at: date)
+            }
+        }
+    }
+
+    /// Records files that could not be staged: they stay pending, with the reason.
+    public func recordFailures(_ failures: [(ScannedFile, String)], volumeKey: String, at date: Date = Date()) async throws {
+        guard !failures.isEmpty else { return }
+        try await database.write { db in
+            for (file, reason) in failures {
+                try Self.upsertFile(db, volumeKey: volumeKey, file: file, fingerprint: nil, state: .pending, error: reason, at: date)
+            }
+        }
+    }
+
+    private static func upsertFile(
+        _ db: Database, volumeKey: String, file: ScannedFile, fingerprint: String?, state: FileState, error: String?,
+        at date: Date
+    ) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO file (volumeKey, path, size, mtime, fingerprint, state, lastError, updatedAt)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(volumeKey, path) DO UPDATE SET
+                  size = excluded.size, mtime = excluded.mtime, fingerprint = excluded.fingerprint,
+                  state = excluded.state, lastError = excluded.lastError, updatedAt = excluded.updatedAt
+                """,
+            arguments: [volumeKey, Data(file.path.bytes), file.size, file.mtime, fingerprint, state, error, date])
+    }
+
+    /// Counts and bytes by state, for `ingest status`.
+    public func summary() async throws -> JournalSummary {
+        try await database.read { db in
+            var byState: [FileState: JournalSummary.Tally] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*), COALESCE(SUM(size), 0) FROM file GROUP BY state") {
+                if let state = FileState(rawValue: row[0]) {
+                    byState[state] = .init(count: row[1], bytes: row[2])
+                }
+            }
+            let objects = try Row.fetchOne(db, sql: "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM stagedObject")!
+            let volumes = try VolumeRecord.order(Column("lastSeen").desc).fetchAll(db)
+            let failures = try FileRecord.filter(Column("lastError") != nil).order(Column("updatedAt").desc)
+                .limit(20).fetchAll(db)
+            return JournalSummary(
+                files: byState, stagedObjects: .init(count: objects[0], bytes: objects[1]), volumes: volumes,
+                recentFailures: failures)
+        }
+    }
+}
+
+/// What `ingest status` shows.
+public struct JournalSummary: Sendable, Equatable {
+    public struct Tally: Sendable, Equatable, Codable {
+        public var count: Int
+        public var bytes: Int64
+        public static let zero = Tally(count: 0, bytes: 0)
+    }
+    public var files: [FileState: Tally]
+    public var stagedObjects: Tally
+    public var volumes: [VolumeRecord]
+    /// Files whose last attempt failed, newest first (at most 20).
+    public var recentFailures: [FileRecord]
+}

@@ -1,0 +1,147 @@
+import Foundation
+
+/// What a scan found, before anything is copied.
+public struct ScanTotals: Sendable, Equatable, Codable {
+    /// Files to copy now: new, changed since last time, or pending from an earlier run.
+    public var toStage = 0
+    public var toStageBytes: Int64 = 0
+    /// Files the journal already has staged with the same size and time: not read again.
+    public var known = 0
+    public var knownBytes: Int64 = 0
+    /// Entries passed over (litter, exclusions, special files, links…).
+    public var skipped = 0
+    public init() {}
+}
+
+/// What a run did, for the final summary and the exit status.
+public struct RunSummary: Sendable, Equatable, Codable {
+    public var volume: String
+    public var scan = ScanTotals()
+    public var staged = 0
+    public var stagedBytes: Int64 = 0
+    /// Staged files whose content the staging area already had.
+    public var deduplicated = 0
+    public var failed = 0
+    public var seconds: Double = 0
+    /// Set when the run stopped early (staging full, card lost); what was not reached stays pending.
+    public var stoppedBy: String?
+
+    public init(volume: String) { self.volume = volume }
+
+    public var exitStatus: ExitStatus { failed > 0 ? .partial : .success }
+}
+
+/// Everything a run reports, in order. Human and machine (`--json`) reporters both read these.
+public enum IngestEvent: Sendable {
+    case volume(VolumeIdentity)
+    /// A file or directory passed over, worth telling (litter and exclusions are only counted).
+    case skipped(CardPath, SkipReason)
+    /// A file that is ingested but deserves a word: a name that is not UTF-8, an empty file.
+    case notice(ScannedFile, code: String, message: String)
+    case scanned(ScanTotals)
+    /// Copying begins; the stager's counters can be polled for progress.
+    case stagingStarted(Stager)
+    case staged(StagedFile)
+    case failed(ScannedFile, StageFailure)
+    case finished(RunSummary)
+}
+
+/// Receives a run's events; reporters are called from one task at a time, in order.
+public protocol EventSink: Sendable {
+    func emit(_ event: IngestEvent)
+}
+
+extension IngestEvent {
+    /// The event as one NDJSON object: always `event`; file events add `path`, `size`, `xxh128`.
+    public var json: [String: JSONValue] {
+        switch self {
+        case .volume(let volume):
+            var object: [String: JSONValue] = [
+                "event": "volume", "key": .string(volume.key), "root": .string(volume.rootPath),
+            ]
+            object["mount_point"] = volume.mountPoint.map(JSONValue.string)
+            object["fs_type"] = (volume.device?.fsType ?? volume.fsType).map(JSONValue.string)
+            if let device = volume.device {
+                object["device"] = .string(device.node)
+                object["fs_uuid"] = device.fsUUID.map(JSONValue.string)
+                object["fs_label"] = device.fsLabel.map(JSONValue.string)
+                object["serial"] = device.serial.map(JSONValue.string)
+                object["vendor"] = device.vendor.map(JSONValue.string)
+                object["model"] = device.model.map(JSONValue.string)
+                object["bus"] = device.bus.map(JSONValue.string)
+            }
+            return object
+        case let .skipped(path, reason):
+            return ["event": "skipped", "path": .string(path.display), "reason": .string(reason.code),
+                    "message": .string(reason.description)]
+        case let .notice(file, code, message):
+            return ["event": "notice", "path": .string(file.path.display), "size": .int(file.size),
+                    "code": .string(code), "message": .string(message)]
+        case .scanned(let totals):
+            return ["event": "scanned", "to_stage": .int(totals.toStage), "to_stage_bytes": .int(totals.toStageBytes),
+                    "known": .int(totals.known), "known_bytes": .int(totals.knownBytes), "skipped": .int(totals.skipped)]
+        case .stagingStarted:
+            return ["event": "staging"]
+        case .staged(let staged):
+            return ["event": "staged", "path": .string(staged.file.path.display), "size": .int(staged.file.size),
+                    "xxh128": .string(staged.fingerprint.hex), "deduplicated": .bool(staged.deduplicated),
+                    "verified": .bool(staged.verified)]
+        case let .failed(file, failure):
+            return ["event": "failed", "path": .string(file.path.display), "size": .int(file.size),
+                    "reason": .string(failure.code), "message": .string(failure.description)]
+        case .finished(let summary):
+            var object: [String: JSONValue] = [
+                "event": "summary", "volume": .string(summary.volume),
+                "staged": .int(summary.staged), "staged_bytes": .int(summary.stagedBytes),
+                "deduplicated": .int(summary.deduplicated), "known": .int(summary.scan.known),
+                "skipped": .int(summary.scan.skipped), "failed": .int(summary.failed),
+                "seconds": .double(summary.seconds), "exit_status": .int(summary.exitStatus.rawValue),
+            ]
+            object["stopped_by"] = summary.stoppedBy.map(JSONValue.string)
+            return object
+        }
+    }
+}
+
+/// A JSON value with a stable, compact encoding (keys sorted), for NDJSON lines.
+public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral {
+    case string(String)
+    case int(Int64)
+    case double(Double)
+    case bool(Bool)
+
+    public init(stringLiteral value: String) { self = .string(value) }
+    static func int(_ value: Int) -> JSONValue { .int(Int64(value)) }
+    static func int(_ value: Int32) -> JSONValue { .int(Int64(value)) }
+
+    var encoded: String {
+        switch self {
+        case .string(let text): Self.quote(text)
+        case .int(let value): String(value)
+        case .double(let value): String(format: "%.3f", value)
+        case .bool(let value): value ? "true" : "false"
+        }
+    }
+
+    /// One line of NDJSON: the object with its keys in sorted order.
+    public static func line(_ object: [String: JSONValue]) -> String {
+        "{" + object.sorted { $0.key < $1.key }.map { "\(quote($0.key)):\($0.value.encoded)" }.joined(separator: ",") + "}"
+    }
+
+    static func quote(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import Synchronization
+
+/// Where reporters write: a file descriptor, unbuffered, one `write` per call so lines from
+/// several threads never interleave mid-line.
+public struct OutputStream: Sendable {
+    public let fd: Int32
+    public static let standardOutput = OutputStream(fd: STDOUT_FILENO)
+    public static let standardError = OutputStream(fd: STDERR_FILENO)
+
+    public init(fd: Int32) { self.fd = fd }
+
+    public var isTerminal: Bool { isatty(fd) == 1 }
+
+    public func write(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                if n <= 0 {
+                    if n == -1, errno == EINTR { continue }
+                    return  // a closed pipe must not stop an ingest
+                }
+                offset += n
+            }
+        }
+    }
+}
+
+/// `--json`: one NDJSON object per event on standard output.
+public struct JSONLinesReporter: EventSink {
+    let output: OutputStream
+    public init(output: OutputStream = .standardOutput) { self.output = output }
+    public func emit(_ event: IngestEvent) { output.write(JSONValue.line(event.json) + "\n") }
+}
+
+/// The human view: notable findings and failures as lines, a live progress line while
+/// copying (only on a terminal), and a summary at the end.
+public final class ConsoleReporter: EventSink, Sendable {
+    private struct Progress {
+        var stager: Stager?
+        var started = Date()
+        var totalFiles = 0
+        var totalBytes: Int64 = 0
+        var filesDone = 0
+        var lineShown = false
+    }
+
+    private let output: OutputStream
+    private let showsProgress: Bool
+    private let progress = Mutex(Progress())
+
+    /// - Parameter showsProgress: draw the live line (on by default when `output` is a terminal).
+    public init(output: OutputStream = .standardError, showsProgress: Bool? = nil) {
+        self.output = output
+        self.showsProgress = showsProgress ?? output.isTerminal
+    }
+
+    public func emit(_ event: IngestEvent) {
+        switch event {
+        case .volume(let volume):
+            var line = "Ingesting \(volume.rootPath)"
+            if let device = volume.device {
+                let details = [device.fsLabel.map { "label \($0)" }, device.fsUUID.map { "UUID \($0)" }, Optional(device.node)]
+                line += " (" + details.compactMap { $0 }.joined(separator: ", ") + ")"
+            }
+            print(line)
+        case let .skipped(path, reason):
+            print("  skipped \(path.display): \(reason)")
+        case let .notice(file, _, message):
+            print("  note: \(file.path.display): \(message)")
+        case .scanned(let totals):
+            progress.withLock {
+                $0.totalFiles = totals.toStage
+                $0.totalBytes = totals.toStageBytes
+            }
+            print(
+                "Found \(totals.toStage) files to copy (\(ByteCount(totals.toStageBytes))), "
+                    + "\(totals.known) already ingested (\(ByteCount(totals.knownBytes))), \(totals.skipped) skipped")
+        case .stagingStarted(let stager):
+            progress.withLock {
+                $0.stager = stager
+                $0.started = Date()
+            }
+        case .staged:
+            progress.withLock { $0.filesDone += 1 }
+        case let .failed(file, failure):
+            progress.withLock { $0.filesDone += 1 }
+            print("  failed \(file.path.display): \(failure)")
+        case .finished(let summary):
+            progress.withLock { $0.stager = nil }
+            var line = "Staged \(summary.staged) files (\(ByteCount(summary.stagedBytes)))"
+            if summary.deduplicated > 0 { line += ", \(summary.deduplicated) with content already staged" }
+            line += "; \(summary.scan.known) already ingested; \(summary.failed) failed"
+            line += String(format: " in %.1f s", summary.seconds)
+            print(line)
+            if summary.failed > 0 { print("Files that failed stay pending: run ingest again to retry them.") }
+        }
+    }
+
+    /// Redraws the progress line until the task is cancelled; a no-op unless on a terminal.
+    public func runProgressDisplay(interval: Duration = .milliseconds(250)) async {
+        guard showsProgress else { return }
+        while !Task.isCancelled {
+            try? await Task.sleep(for: interval)
+            redraw()
+        }
+    }
+
+    private func redraw() {
+        let line: String? = progress.withLock { state in
+            guard let stager = state.stager else { return nil }
+            let bytes = stager.bytesRead.load(ordering: .relaxed)
+            let elapsed = max(Date().timeIntervalSince(state.started), 0.001)
+            let rate = Double(bytes) / elapsed
+            var text = "  \(state.filesDone)/\(state.totalFiles) files · \(ByteCount(bytes))/\(ByteCount(state.totalBytes))"
+            text += " · \(ByteCount(Int64(rate)))/s"
+            if rate > 0, state.totalBytes > bytes {
+                text += " · ETA \(Self.clock(Double(state.totalBytes - bytes) / rate))"
+            }
+            state.lineShown = true
+            return text
+        }
+        if let line { output.write("\r\u{1B}[K" + line) }
+    }
+
+    private func print(_ line: String) {
+        let clear = progress.withLock { state -> Bool in
+            defer { state.lineShown = false }
+            return state.lineShown
+        }
+        output.write((clear ? "\r\u{1B}[K" : "") + line + "\n")
+    }
+
+    static func clock(_ seconds: Double) -> String {
+        let total = Int(seconds.rounded())
+        let (h, m, s) = (total / 3600, total / 60 % 60, total % 60)
+        return h > 0 ? String(format: "%d:%02d:%02d", h, m, s) : String(format: "%d:%02d", m, s)
+    }
+}

@@ -1,0 +1,83 @@
+import CXXHash
+
+/// A file's XXH3-128 digest: the content address of its staged copy.
+///
+/// ``hex`` is exactly what `xxh128sum` prints: the canonical (big-endian) form,
+/// high 64 bits first, in lowercase hexadecimal.
+public struct Fingerprint: Hashable, Sendable, CustomStringConvertible, Codable {
+    public let high: UInt64
+    public let low: UInt64
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// Parses 32 hexadecimal digits as `xxh128sum` prints them.
+    public init?(hex: String) {
+        guard hex.utf8.count == 32,
+            let high = UInt64(hex.prefix(16), radix: 16),
+            let low = UInt64(hex.suffix(16), radix: 16)
+        else { return nil }
+        self.init(high: high, low: low)
+    }
+
+    public var hex: String { Self.hex16(high) + Self.hex16(low) }
+    public var description: String { hex }
+
+    /// The digest of `bytes` in one call.
+    public static func of(_ bytes: UnsafeRawBufferPointer) -> Fingerprint {
+        let hash = XXH3_128bits(bytes.baseAddress, bytes.count)
+        return Fingerprint(high: hash.high64, low: hash.low64)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let value = Fingerprint(hex: text) else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "not an XXH3-128 digest: \(text)"))
+        }
+        self = value
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(hex)
+    }
+
+    private static func hex16(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+}
+
+/// Streaming XXH3-128 over a file read in chunks (libxxhash's `XXH3_state_t`).
+///
+/// Not thread-safe: one hasher belongs to the one thread reading the file.
+final class FingerprintHasher {
+    private let state: OpaquePointer
+
+    init() {
+        guard let state = XXH3_createState() else {
+            fatalError("XXH3_createState failed: out of memory")
+        }
+        self.state = state
+        XXH3_128bits_reset(state)
+    }
+
+    deinit { XXH3_freeState(state) }
+
+    /// Starts a new digest, reusing the state.
+    func reset() { XXH3_128bits_reset(state) }
+
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        guard !bytes.isEmpty else { return }
+        // Only fails for a NULL state, which init rules out.
+        _ = XXH3_128bits_update(state, bytes.baseAddress, bytes.count)
+    }
+
+    func finalize() -> Fingerprint {
+        let hash = XXH3_128bits_digest(state)
+        return Fingerprint(high: hash.high64, low: hash.low64)
+    }
+}

@@ -1,0 +1,428 @@
+import CSystemShims
+import Glibc
+import Synchronization
+
+/// A file staged: its content is in the staging area under its fingerprint.
+public struct StagedFile: Sendable, Equatable {
+    /// The file as it was copied (size and mtime from the open file, not the scan).
+    public var file: ScannedFile
+    public var fingerprint: Fingerprint
+    /// The staging area already held this content (another file, another card, an earlier run).
+    public var deduplicated: Bool
+    /// The staged copy (and, with `.stagedAndSource`, the source) was read back and matched.
+    public var verified: Bool
+}
+
+/// Why one file could not be staged. The file stays pending and is tried again next run.
+public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// Opening or reading the source failed (permissions, I/O error, card pulled).
+        case readFailed(SystemError)
+        /// The file disappeared between scan and copy.
+        case vanished
+        /// The file changed size or time while it was copied.
+        case changedWhileCopying
+        /// Reading back gave another fingerprint than the copy computed.
+        case verificationMismatch(expected: Fingerprint, found: Fingerprint, of: String)
+    }
+
+    public var kind: Kind
+
+    public var description: String {
+        switch kind {
+        case .readFailed(let error): "cannot read: \(error.reason)"
+        case .vanished: "disappeared before it could be copied"
+        case .changedWhileCopying: "changed while it was copied (it will be copied again next run)"
+        case let .verificationMismatch(expected, found, what):
+            "verification failed: \(what) reads as \(found.hex), the copy made \(expected.hex)"
+        }
+    }
+
+    /// A short stable word for `--json`.
+    public var code: String {
+        switch kind {
+        case .readFailed(let error): error.isDeviceFailure ? "io-error" : "unreadable"
+        case .vanished: "vanished"
+        case .changedWhileCopying: "changed"
+        case .verificationMismatch: "verification-mismatch"
+        }
+    }
+
+    var isDeviceFailure: Bool {
+        if case .readFailed(let error) = kind { return error.isDeviceFailure }
+        return false
+    }
+}
+
+public enum StageOutcome: Sendable, Equatable {
+    case staged(StagedFile)
+    case failed(ScannedFile, StageFailure)
+}
+
+/// What `--verify` re-reads after a copy.
+public enum VerifyMode: String, Sendable, CaseIterable, Codable {
+    case off
+    /// Re-read the staged copy from disk and compare fingerprints.
+    case staged
+    /// Re-read the staged copy and the source.
+    case both
+}
+
+public struct StageSettings: Sendable, Equatable {
+    /// Free space to leave on the staging file system, in bytes.
+    public var reserve: Int64
+    public var verify: VerifyMode
+    /// Size of one read from the card.
+    public var chunkSize: Int
+    /// Chunks in flight between reader and writer: the memory bound is `chunkSize × chunks`.
+    public var chunks: Int
+    /// Consecutive device errors (EIO, ENODEV…) after which the card counts as lost.
+    public var deviceFailureLimit: Int
+
+    public init(
+        reserve: Int64 = 1 << 30, verify: VerifyMode = .off, chunkSize: Int = 1 << 20, chunks: Int = 8,
+        deviceFailureLimit: Int = 3
+    ) {
+        self.reserve = reserve
+        self.verify = verify
+        self.chunkSize = chunkSize
+        self.chunks = chunks
+        self.deviceFailureLimit = deviceFailureLimit
+    }
+}
+
+/// Copies files from a card into the staging area, computing each file's XXH3-128 in the
+/// same pass: the card is read once per file.
+///
+/// Two dedicated threads form a pipeline: the reader reads and hashes chunks, the writer
+/// writes them to a partial file, fsyncs it and links it to its content address. A fixed
+/// pool of chunks between them bounds memory (`chunkSize × chunks`) whatever the file size,
+/// and the reader goes on with the next file while the writer syncs the last one.
+///
+/// A file whose read fails, or that changes while it is copied, leaves no staged copy: its
+/// partial file is removed. The run stops, with the rest left pending, when the staging
+/// area runs out of space or the card fails on several files in a row.
+public final class Stager: Sendable {
+    public let area: StagingArea
+    public let settings: StageSettings
+    /// Bytes read from the card so far, for progress displays (any thread may read it).
+    public let bytesRead = Atomic<Int64>(0)
+    /// Files opened for reading on the card so far.
+    public let filesOpened = Atomic<Int>(0)
+
+    public init(area: StagingArea, settings: StageSettings = StageSettings()) {
+        self.area = area
+        self.settings = settings
+    }
+
+    /// Stages `files` from the tree at `root`, calling `report` (on the writer thread) once
+    /// per file. Blocks until done: call it from a dedicated thread, never from the
+    /// concurrency pool. Throws only what stops the whole run.
+    public func run(
+        root: String, files: [ScannedFile], volumeName: String, report: @escaping @Sendable (StageOutcome) -> Void
+    ) throws(IngestError) {
+        let rootDirectory: FileDescriptor
+        do { rootDirectory = try FileDescriptor(path: root, flags: O_RDONLY | O_DIRECTORY) } catch {
+            throw .sourceUnavailable(path: root, reason: error.reason)
+        }
+        try Pipeline(stager: self, root: rootDirectory, volumeName: volumeName).run(files: files, report: report)
+    }
+}
+
+/// One run's reader and writer, and the state they share.
+private final class Pipeline: @unchecked Sendable {
+    /// A buffer that travels reader → writer → back to the pool.
+    final class Chunk: @unchecked Sendable {
+        let storage: UnsafeMutableRawBufferPointer
+        var count = 0
+        init(size: Int) { storage = .allocate(byteCount: size, alignment: 4096) }
+        deinit { storage.deallocate() }
+        var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: storage[..<count]) }
+    }
+
+    enum Message {
+        case begin(ScannedFile)
+        case chunk(Chunk)
+        case end(ScannedFile, Fingerprint)
+        case abort(ScannedFile, StageFailure)
+        /// The run stopped while this file was read: drop its partial copy, report nothing.
+        case abandon
+        case finish
+    }
+
+    let stager: Stager
+    let root: FileDescriptor
+    let volumeName: String
+    let pool: BlockingQueue<Chunk>
+    let queue: BlockingQueue<Message>
+    /// The error that stops the run; set once, by whichever thread meets it first.
+    private let fatal = Mutex<IngestError?>(nil)
+
+    init(stager: Stager, root: FileDescriptor, volumeName: String) {
+        self.stager = stager
+        self.root = root
+        self.volumeName = volumeName
+        let settings = stager.settings
+        pool = BlockingQueue(capacity: settings.chunks)
+        queue = BlockingQueue(capacity: settings.chunks + 4)
+        for _ in 0..<settings.chunks { pool.put(Chunk(size: settings.chunkSize)) }
+    }
+
+    var isStopped: Bool { fatal.withLock { $0 != nil } }
+
+    func stop(_ error: IngestError) {
+        fatal.withLock { if $0 == nil { $0 = error } }
+    }
+
+    func run(files: [ScannedFile], report: @escaping @Sendable (StageOutcome) -> Void) throws(IngestError) {
+        let writer = Joinable("ingest-stage-writer") { [self] in write(report: report) }
+        read(files)
+        writer.join()
+        if let error = fatal.withLock({ $0 }) { throw error }
+    }
+
+    // MARK: Reader: open, read, hash; runs on the calling thread.
+
+    private func read(_ files: [ScannedFile]) {
+        let hasher = FingerprintHasher()
+        var deviceFailures = 0
+        for file in files {
+            if isStopped { break }
+            switch readOne(file, hasher: hasher) {
+            case .copied(let copied, let digest):
+                deviceFailures = 0
+                queue.put(.end(copied, digest))
+            case .abandoned:
+                queue.put(.abandon)
+            case .failed(let failure):
+                queue.put(.abort(file, failure))
+                if failure.isDeviceFailure {
+                    deviceFailures += 1
+                    if deviceFailures >= stager.settings.deviceFailureLimit, case .readFailed(let cause) = failure.kind {
+                        stop(.volumeLost(volume: volumeName, cause: cause))
+                    }
+                } else {
+                    deviceFailures = 0
+                }
+            }
+        }
+        queue.put(.finish)
+    }
+
+    private enum ReadResult {
+        /// Read to the end; the file as it was read and its fingerprint.
+        case copied(ScannedFile, Fingerprint)
+        case failed(StageFailure)
+        case abandoned
+    }
+
+    private func readOne(_ scanned: ScannedFile, hasher: FingerprintHasher) -> ReadResult {
+        let display = scanned.path.display
+        let source: FileDescriptor
+        do {
+            source = try FileDescriptor(at: root, path: scanned.path, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        } catch {
+            return .failed(StageFailure(kind: error.errno == ENOENT ? .vanished : .readFailed(error)))
+        }
+        stager.filesOpened.add(1, ordering: .relaxed)
+        var file = scanned
+        do {
+            let before = try source.stat()
+            guard before.isRegularFile else { return .failed(StageFailure(kind: .vanished)) }
+            file.size = Int64(before.st_size)
+            file.mtime = before.mtimeNanoseconds
+            _ = posix_fadvise(source.raw, 0, 0, POSIX_FADV_SEQUENTIAL)
+            queue.put(.begin(file))
+            hasher.reset()
+            var total: Int64 = 0
+            while true {
+                let chunk = pool.take()
+                chunk.count = try source.read(into: chunk.storage, path: display)
+                if chunk.count == 0 {
+                    pool.put(chunk)
+                    break
+                }
+                hasher.update(chunk.bytes)
+                total += Int64(chunk.count)
+                stager.bytesRead.add(Int64(chunk.count), ordering: .relaxed)
+                let full = chunk.count == chunk.storage.count
+                queue.put(.chunk(chunk))
+                if !full || isStopped { break }
+            }
+            if isStopped { return .abandoned }
+            let after = try source.stat()
+            guard total == file.size, Int64(after.st_size) == file.size, after.mtimeNanoseconds == file.mtime else {
+                return .failed(StageFailure(kind: .changedWhileCopying))
+            }
+            return .copied(file, hasher.finalize())
+        } catch {
+            return .failed(StageFailure(kind: .readFailed(error)))
+        }
+    }
+
+    // MARK: Writer: partial file, write, fsync, publish; runs on its own thread.
+
+    private struct Partial {
+        var file: FileDescriptor
+        var path: String
+        var written: Int64 = 0
+        var syncedUpTo: Int64 = 0
+    }
+
+    /// Kick off writeback every this many bytes, so dirty pages never pile up.
+    private static let writebackStride: Int64 = 8 << 20
+
+    private func write(report: @Sendable (StageOutcome) -> Void) {
+        var partial: Partial?
+        var failedCurrent = false
+        loop: while true {
+            switch queue.take() {
+            case .begin(let file):
+                failedCurrent = false
+                do throws(IngestError) { partial = try open(for: file) } catch {
+                    stop(error)
+                    failedCurrent = true
+                }
+            case .chunk(let chunk):
+                if var current = partial, !failedCurrent {
+                    do throws(IngestError) {
+                        try append(chunk, to: &current)
+                        partial = current
+                    } catch {
+                        stop(error)
+                        failedCurrent = true
+                        discard(&partial)
+                    }
+                }
+                pool.put(chunk)
+            case .end(let file, let fingerprint):
+                guard !failedCurrent, let current = partial else { continue }
+                partial = nil
+                do throws(IngestError) {
+                    if let outcome = try finish(current, file: file, fingerprint: fingerprint) { report(outcome) }
+                } catch {
+                    stop(error)
+                    unlink(current.path)
+                }
+            case .abort(let file, let failure):
+                discard(&partial)
+                report(.failed(file, failure))
+            case .abandon:
+                discard(&partial)
+            case .finish:
+                discard(&partial)
+                break loop
+            }
+        }
+    }
+
+    private func discard(_ partial: inout Partial?) {
+        if let current = partial { unlink(current.path) }
+        partial = nil
+    }
+
+    private func open(for file: ScannedFile) throws(IngestError) -> Partial {
+        let area = stager.area
+        let reserve = stager.settings.reserve
+        let available: Int64
+        do { available = try area.availableBytes() } catch { throw .stagingUnwritable(error) }
+        guard file.size + reserve <= available else {
+            throw .stagingFull(
+                stagingPath: area.root, needed: file.size, available: max(0, available - reserve), reserve: reserve)
+        }
+        let partial: Partial
+        do {
+            let (fd, path) = try area.createPartial()
+            partial = Partial(file: fd, path: path)
+        } catch {
+            throw stagingError(error)
+        }
+        // Reserve the blocks now: running out of space shows at once, not mid-file. File
+        // systems without fallocate (EOPNOTSUPP) are written the ordinary way.
+        if file.size > 0, ingest_fallocate(partial.file.raw, 0, file.size) != 0, SystemError.last("fallocate").isOutOfSpace {
+            unlink(partial.path)
+            throw .stagingFull(stagingPath: area.root, needed: file.size, available: 0, reserve: reserve)
+        }
+        return partial
+    }
+
+    private func append(_ chunk: Chunk, to partial: inout Partial) throws(IngestError) {
+        do { try partial.file.write(chunk.bytes, path: partial.path) } catch { throw stagingError(error) }
+        partial.written += Int64(chunk.count)
+        if partial.written - partial.syncedUpTo >= Self.writebackStride {
+            _ = ingest_start_writeback(partial.file.raw, partial.syncedUpTo, partial.written - partial.syncedUpTo)
+            partial.syncedUpTo = partial.written
+        }
+    }
+
+    private func finish(_ partial: Partial, file: ScannedFile, fingerprint: Fingerprint) throws(IngestError) -> StageOutcome? {
+        let area = stager.area
+        let isNew: Bool
+        do {
+            try partial.file.sync(path: partial.path)
+            // The copy is on disk; its pages need not stay in memory (and verify must read the disk).
+            _ = posix_fadvise(partial.file.raw, 0, 0, POSIX_FADV_DONTNEED)
+            try partial.file.close()
+            isNew = try area.publish(partial: partial.path, as: fingerprint)
+        } catch {
+            throw stagingError(error)
+        }
+        var verified = false
+        if stager.settings.verify != .off {
+            if let mismatch = verify(file, fingerprint: fingerprint) { return .failed(file, mismatch) }
+            verified = true
+        }
+        return .staged(StagedFile(file: file, fingerprint: fingerprint, deduplicated: !isNew, verified: verified))
+    }
+
+    /// Re-reads the staged copy (and the source, with `.both`) and compares fingerprints.
+    private func verify(_ file: ScannedFile, fingerprint: Fingerprint) -> StageFailure? {
+        let stagedPath = stager.area.path(for: fingerprint)
+        let staged = Result { () throws(SystemError) in
+            try fingerprintOfFile(FileDescriptor(path: stagedPath, flags: O_RDONLY), path: stagedPath)
+        }
+        switch staged {
+        case .failure(let error): return StageFailure(kind: .readFailed(error))
+        case .success(let found) where found != fingerprint:
+            // A staged copy that does not match its name must not stay under that name.
+            unlink(stagedPath)
+            return StageFailure(kind: .verificationMismatch(expected: fingerprint, found: found, of: "the staged copy"))
+        default: break
+        }
+        guard stager.settings.verify == .both else { return nil }
+        let source = Result { () throws(SystemError) in
+            let fd = try FileDescriptor(at: root, path: file.path, flags: O_RDONLY | O_NOFOLLOW)
+            _ = posix_fadvise(fd.raw, 0, 0, POSIX_FADV_DONTNEED)
+            return try fingerprintOfFile(fd, path: file.path.display)
+        }
+        switch source {
+        case .failure(let error): return StageFailure(kind: .readFailed(error))
+        case .success(let found) where found != fingerprint:
+            return StageFailure(kind: .verificationMismatch(expected: fingerprint, found: found, of: "the source"))
+        default: return nil
+        }
+    }
+
+    /// The writer's own buffer for read-backs (taking one from the pool could deadlock
+    /// against a reader waiting for the pool).
+    private lazy var verifyChunk = Chunk(size: stager.settings.chunkSize)
+
+    /// Hashes a whole file; writer thread only.
+    private func fingerprintOfFile(_ fd: FileDescriptor, path: String) throws(SystemError) -> Fingerprint {
+        let hasher = FingerprintHasher()
+        let chunk = verifyChunk
+        while true {
+            chunk.count = try fd.read(into: chunk.storage, path: path)
+            if chunk.count == 0 { break }
+            hasher.update(chunk.bytes)
+        }
+        return hasher.finalize()
+    }
+
+    private func stagingError(_ error: SystemError) -> IngestError {
+        if error.isOutOfSpace {
+            return .stagingFull(stagingPath: stager.area.root, needed: 0, available: 0, reserve: stager.settings.reserve)
+        }
+        return .stagingUnwritable(error)
+    }
+}

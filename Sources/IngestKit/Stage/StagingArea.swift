@@ -1,0 +1,84 @@
+import Foundation
+import Glibc
+
+/// The managed directory that holds staged copies, each named by its fingerprint.
+///
+/// ```
+/// staging/
+///   3f/3f2a…e1       a complete, fsynced copy: its name is its XXH3-128 digest as
+///                    xxh128sum prints it, under a fan-out directory of its first two digits
+///   .partial/        copies being written; never mistaken for complete ones
+/// ```
+/// A copy enters its final place only by `link(2)` after `fsync`, so whatever has a
+/// fingerprint name is complete, and two processes staging the same content cannot clash.
+public struct StagingArea: Sendable {
+    public let root: String
+    public var partialDirectory: String { root + "/.partial" }
+
+    /// Opens (creating if needed) the staging area at `root`.
+    public init(root: String) throws(IngestError) {
+        self.root = root
+        for directory in [root, root + "/.partial"] {
+            do { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) } catch {
+                throw .stateUnusable(path: directory, reason: "cannot create it: \((error as NSError).localizedDescription)")
+            }
+        }
+        guard access(root, W_OK) == 0 else {
+            throw .stateUnusable(path: root, reason: SystemError.last("access").reason)
+        }
+    }
+
+    /// Where the staged copy with this fingerprint lives.
+    public func path(for fingerprint: Fingerprint) -> String {
+        let hex = fingerprint.hex
+        return "\(root)/\(hex.prefix(2))/\(hex)"
+    }
+
+    public func contains(_ fingerprint: Fingerprint) -> Bool {
+        access(path(for: fingerprint), F_OK) == 0
+    }
+
+    /// Bytes that can still be written to the staging file system by this user.
+    public func availableBytes() throws(SystemError) -> Int64 {
+        var info = statvfs()
+        try retryingEINTR("statvfs", path: root) { statvfs(root, &info) }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
+    /// Creates a new partial file for one copy, named after this process so that leftovers
+    /// of a crashed run can be told from the copies of a live one.
+    func createPartial() throws(SystemError) -> (FileDescriptor, String) {
+        let name = "\(partialDirectory)/\(getpid())-\(UInt64.random(in: 0...UInt64.max)).partial"
+        let fd = try FileDescriptor(path: name, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o640)
+        return (fd, name)
+    }
+
+    /// Moves a complete, fsynced partial file to its content address. Returns false when a
+    /// copy with that fingerprint was already there (the partial is then removed).
+    func publish(partial: String, as fingerprint: Fingerprint) throws(SystemError) -> Bool {
+        let final = path(for: fingerprint)
+        let fanOut = String(final.prefix(upTo: final.lastIndex(of: "/")!))
+        if mkdir(fanOut, 0o750) != 0, errno != EEXIST { throw .last("mkdir", path: fanOut) }
+        defer { unlink(partial) }
+        if link(partial, final) != 0 {
+            if errno == EEXIST { return false }
+            throw .last("link", path: final)
+        }
+        // The new name must survive a power cut as the content did: sync its directory.
+        let directory = try FileDescriptor(path: fanOut, flags: O_RDONLY | O_DIRECTORY)
+        try directory.sync(path: fanOut)
+        return true
+    }
+
+    /// Removes partial files left by processes that no longer run (a crash, a kill -9).
+    @discardableResult
+    public func removeAbandonedPartials() -> Int {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: partialDirectory) else { return 0 }
+        var removed = 0
+        for name in names where name.hasSuffix(".partial") {
+            guard let pid = Int32(name.prefix { $0 != "-" }), pid != getpid() else { continue }
+            if kill(pid, 0) != 0, errno == ESRCH, unlink("\(partialDirectory)/\(name)") == 0 { removed += 1 }
+        }
+        return removed
+    }
+}

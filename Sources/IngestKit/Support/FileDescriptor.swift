@@ -1,0 +1,82 @@
+import Glibc
+
+/// An open file descriptor that closes itself.
+///
+/// A class so that one descriptor can be handed from a reader thread to a writer thread
+/// without being copied; each is used by one thread at a time.
+final class FileDescriptor: @unchecked Sendable {
+    let raw: Int32
+    private var isOpen = true
+
+    init(adopting raw: Int32) { self.raw = raw }
+
+    /// `openat(2)` relative to `directory` (or the working directory), `O_CLOEXEC` always set.
+    convenience init(
+        at directory: FileDescriptor? = nil, path: String, flags: Int32, mode: mode_t = 0
+    ) throws(SystemError) {
+        let dirfd = directory?.raw ?? AT_FDCWD
+        let fd = try retryingEINTR("open", path: path) {
+            openat(dirfd, path, flags | O_CLOEXEC, mode)
+        }
+        self.init(adopting: fd)
+    }
+
+    /// Closes now and reports the error `close` gives (for files we wrote, it matters).
+    func close() throws(SystemError) {
+        guard isOpen else { return }
+        isOpen = false
+        if Glibc.close(raw) == -1, errno != EINTR { throw SystemError.last("close") }
+    }
+
+    deinit { if isOpen { _ = Glibc.close(raw) } }
+
+    func stat() throws(SystemError) -> Glibc.stat {
+        var st = Glibc.stat()
+        try retryingEINTR("fstat") { fstat(raw, &st) }
+        return st
+    }
+
+    /// Reads until `buffer` is full or the file ends; returns the bytes read.
+    func read(into buffer: UnsafeMutableRawBufferPointer, path: String? = nil) throws(SystemError) -> Int {
+        var filled = 0
+        while filled < buffer.count {
+            let n = try retryingEINTR("read", path: path) {
+                Glibc.read(raw, buffer.baseAddress! + filled, buffer.count - filled)
+            }
+            if n == 0 { break }
+            filled += n
+        }
+        return filled
+    }
+
+    /// Writes all of `bytes`, however many calls it takes.
+    func write(_ bytes: UnsafeRawBufferPointer, path: String? = nil) throws(SystemError) {
+        var written = 0
+        while written < bytes.count {
+            written += try retryingEINTR("write", path: path) {
+                Glibc.write(raw, bytes.baseAddress! + written, bytes.count - written)
+            }
+        }
+    }
+
+    func sync(path: String? = nil) throws(SystemError) {
+        try retryingEINTR("fsync", path: path) { fsync(raw) }
+    }
+}
+
+extension Glibc.stat {
+    var isRegularFile: Bool { (st_mode & S_IFMT) == S_IFREG }
+    var isDirectory: Bool { (st_mode & S_IFMT) == S_IFDIR }
+    var isSymlink: Bool { (st_mode & S_IFMT) == S_IFLNK }
+    /// Modification time in nanoseconds since the epoch.
+    var mtimeNanoseconds: Int64 { Int64(st_mtim.tv_sec) * 1_000_000_000 + Int64(st_mtim.tv_nsec) }
+}
+
+extension FileDescriptor {
+    /// Opens a card path (raw bytes: names need not be UTF-8) relative to `directory`.
+    convenience init(at directory: FileDescriptor, path: CardPath, flags: Int32) throws(SystemError) {
+        let cPath = path.cString
+        let fd = try retryingEINTR("open", path: path.display) { openat(directory.raw, cPath, flags | O_CLOEXEC) }
+        self.init(adopting: fd)
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import Glibc
+
+/// The directory that holds everything `ingest` keeps between runs:
+///
+/// ```
+/// journal.sqlite   (+ -wal, -shm)   the journal
+/// staging/                          staged copies, named by fingerprint
+/// locks/                            one lock file per volume being ingested
+/// ```
+public struct StateDirectory: Sendable {
+    public let path: String
+
+    public var journalPath: String { path + "/journal.sqlite" }
+    public var stagingPath: String { path + "/staging" }
+    var locksPath: String { path + "/locks" }
+
+    /// `/var/lib/ingest` for root, otherwise `$XDG_STATE_HOME/ingest` (`~/.local/state/ingest`).
+    public static func defaultPath(environment: [String: String], isRoot: Bool = geteuid() == 0) -> String {
+        if isRoot { return "/var/lib/ingest" }
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/ingest" }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return home + "/.local/state/ingest"
+    }
+
+    /// Opens the state directory, creating it (mode 0750) if needed.
+    public init(path: String) throws(IngestError) {
+        self.path = path
+        for directory in [path, path + "/locks"] {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o750])
+            } catch {
+                throw .stateUnusable(path: directory, reason: "cannot create it: \((error as NSError).localizedDescription)")
+            }
+        }
+    }
+
+    /// Takes the exclusive lock of one volume, so that two triggers for one card never
+    /// ingest it at once. Fails at once, with `.volumeBusy`, if another process holds it.
+    public func lockVolume(_ identity: VolumeIdentity) throws(IngestError) -> VolumeLock {
+        let name = Fingerprint.of(Array(identity.key.utf8)).hex
+        let lockPath = "\(locksPath)/\(name).lock"
+        let fd: FileDescriptor
+        do { fd = try FileDescriptor(path: lockPath, flags: O_RDWR | O_CREAT, mode: 0o640) } catch {
+            throw .stateUnusable(path: lockPath, reason: error.reason)
+        }
+        if flock(fd.raw, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EWOULDBLOCK { throw .volumeBusy(volume: identity.displayName, lockPath: lockPath) }
+            throw .stateUnusable(path: lockPath, reason: SystemError.last("flock").reason)
+        }
+        // For people looking at a held lock: who holds it, and for which volume.
+        let note = "\(getpid()) \(identity.key)\n"
+        _ = ftruncate(fd.raw, 0)
+        _ = note.withCString { pwrite(fd.raw, $0, strlen($0), 0) }
+        return VolumeLock(file: fd)
+    }
+}
+
+/// A held volume lock; released when released or dropped, or when the process dies.
+public final class VolumeLock: Sendable {
+    private let file: FileDescriptor
+    fileprivate init(file: FileDescriptor) { self.file = file }
+    public func release() { flock(file.raw, LOCK_UN) }
+    deinit { release() }
+}
+
+extension Fingerprint {
+    static func of(_ bytes: [UInt8]) -> Fingerprint {
+        bytes.withUnsafeBytes { Fingerprint.of($0) }
+    }
+}

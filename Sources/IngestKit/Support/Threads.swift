@@ -1,0 +1,69 @@
+import Foundation
+
+/// A first-in first-out queue with a capacity, for handing work between dedicated threads.
+/// `put` blocks while the queue is full and `take` while it is empty: the back-pressure that
+/// keeps memory flat however large the file.
+final class BlockingQueue<Element>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var items: [Element] = []
+    private var head = 0
+    private let capacity: Int
+
+    init(capacity: Int) {
+        precondition(capacity > 0)
+        self.capacity = capacity
+    }
+
+    func put(_ item: Element) {
+        condition.lock()
+        defer { condition.unlock() }
+        while items.count - head >= capacity { condition.wait() }
+        items.append(item)
+        condition.broadcast()
+    }
+
+    func take() -> Element {
+        condition.lock()
+        defer { condition.unlock() }
+        while items.count == head { condition.wait() }
+        let item = items[head]
+        head += 1
+        if head > 64, head * 2 > items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        condition.broadcast()
+        return item
+    }
+}
+
+/// Runs blocking work (file I/O, fsync) on a thread of its own and awaits its result, so the
+/// Swift concurrency pool (two threads on a two-core station) is never blocked.
+func onDedicatedThread<T: Sendable, E: Error>(
+    _ name: String, _ body: @escaping @Sendable () throws(E) -> T
+) async throws(E) -> T {
+    let result: Result<T, E> = await withCheckedContinuation { continuation in
+        let thread = Thread {
+            continuation.resume(returning: Result { () throws(E) -> T in try body() })
+        }
+        thread.name = name
+        thread.start()
+    }
+    return try result.get()
+}
+
+/// Starts `body` on a new thread and returns a handle to wait for it.
+final class Joinable: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ name: String, _ body: @escaping @Sendable () -> Void) {
+        let thread = Thread { [done] in
+            body()
+            done.signal()
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    func join() { done.wait() }
+}

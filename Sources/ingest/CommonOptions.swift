@@ -1,0 +1,77 @@
+import ArgumentParser
+import Foundation
+import IngestKit
+import Logging
+
+/// Options every subcommand takes: where the configuration and state live, how to report.
+struct CommonOptions: ParsableArguments {
+    @Option(
+        name: .long, help: ArgumentHelp("Configuration file (default /etc/ingest/ingest.toml).", valueName: "file"),
+        completion: .file(extensions: ["toml"]))
+    var config: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Directory for the journal and staging (default /var/lib/ingest for root, else ~/.local/state/ingest).",
+            valueName: "dir"),
+        completion: .directory)
+    var stateDir: String?
+
+    @Flag(name: .long, help: "Print NDJSON events on standard output, one object per line, for machines.")
+    var json = false
+
+    @Flag(name: .shortAndLong, help: "Log more to standard error (-v info, -vv debug).")
+    var verbose: Int
+
+    var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    /// Sets up logging (swift-log to standard error); call once, first.
+    func bootstrapLogging() -> Logger {
+        let level: Logger.Level =
+            switch verbose {
+            case 0: environment["INGEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+            case 1: .info
+            default: .debug
+            }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        return Logger(label: "ingest")
+    }
+
+    /// The configuration: file (`--config`, `INGEST_CONFIG`, or the default), then environment.
+    func loadConfig() throws(IngestError) -> Config {
+        let path = config ?? environment["INGEST_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
+        var loaded = try Config.load(explicitPath: path, environment: environment)
+        if let stateDir { loaded.stateDirectory = stateDir }
+        return loaded
+    }
+
+    func openState(_ config: Config) throws(IngestError) -> (StateDirectory, Journal) {
+        let state = try StateDirectory(
+            path: config.stateDirectory ?? StateDirectory.defaultPath(environment: environment))
+        return (state, try Journal(path: state.journalPath))
+    }
+
+    /// The event sink `--json` asks for: NDJSON on stdout, or the human view on stderr.
+    func makeReporter() -> (any EventSink, ConsoleReporter?) {
+        if json { return (JSONLinesReporter(), nil) }
+        let console = ConsoleReporter()
+        return (console, console)
+    }
+}
+
+/// Prints an error the way every subcommand does and turns it into the documented exit status.
+func fail(_ error: IngestError, json: Bool) -> ExitCode {
+    if json {
+        OutputStream.standardOutput.write(
+            JSONValue.line([
+                "event": "error", "message": .string(error.description), "exit_status": .int(Int64(error.exitStatus.rawValue)),
+            ]) + "\n")
+    }
+    OutputStream.standardError.write("ingest: error: \(error)\n")
+    return ExitCode(error.exitStatus.rawValue)
+}

@@ -1,0 +1,48 @@
+import ArgumentParser
+import IngestKit
+
+/// `ingest scan PATH`: the dry run.
+struct ScanCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "scan",
+        abstract: "Show what ingesting PATH would do, without copying or recording anything.",
+        discussion: """
+            Lists counts and bytes of files that would be copied, files already ingested, and \
+            everything that would be skipped, with the reason. Reads no file contents.
+            """)
+
+    @OptionGroup var common: CommonOptions
+
+    @Argument(help: ArgumentHelp("The card's mount point, or any directory.", valueName: "path"), completion: .directory)
+    var path: String
+
+    @Flag(name: .long, help: "List every file that would be copied.")
+    var list = false
+
+    func run() async throws {
+        let logger = common.bootstrapLogging()
+        do throws(IngestError) {
+            let config = try common.loadConfig()
+            let (state, journal) = try common.openState(config)
+            let plan = try await Ingestor(config: config, state: state, journal: journal, logger: logger).plan(path: path)
+            let (sink, _) = common.makeReporter()
+            sink.emit(.volume(plan.volume))
+            for (path, reason) in plan.notableSkips { sink.emit(.skipped(path, reason)) }
+            for notice in plan.notices { sink.emit(.notice(notice.0, code: notice.code, message: notice.message)) }
+            if list || common.json {
+                for file in plan.toStage {
+                    if common.json {
+                        OutputStream.standardOutput.write(
+                            JSONValue.line(["event": "would-stage", "path": .string(file.path.display), "size": .int(file.size)])
+                                + "\n")
+                    } else {
+                        OutputStream.standardOutput.write("\(file.path.display)\t\(file.size)\n")
+                    }
+                }
+            }
+            sink.emit(.scanned(plan.totals))
+        } catch {
+            throw fail(error, json: common.json)
+        }
+    }
+}
