@@ -45,10 +45,12 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "IngestKitTests", dependencies: ["IngestKit"], swiftSettings: strict),
+        // Helpers both test targets share: temporary directories, processes, external oracles.
+        .target(name: "IngestTestSupport", path: "Tests/IngestTestSupport", swiftSettings: strict),
+        .testTarget(name: "IngestKitTests", dependencies: ["IngestKit", "IngestTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "IngestIntegrationTests",
-            dependencies: ["IngestKit"],
+            dependencies: ["IngestKit", "IngestTestSupport"],
             swiftSettings: strict
         ),
     ]

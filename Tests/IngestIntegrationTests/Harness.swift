@@ -1,1 +1,151 @@
+import Foundation
+import Glibc
+import IngestTestSupport
 import Testing
+
+/// Loop devices, mounts and udev need root. CI runs as root, so there these tests always
+/// run (and fail loudly if root is missing); elsewhere they are skipped without it.
+let needsRoot = Testing.ConditionTrait.enabled(
+    if: geteuid() == 0 || ProcessInfo.processInfo.environment["CI"] != nil,
+    "needs root: loop devices, mounts and udev (CI runs as root)")
+
+/// The `ingest` binary built next to this test bundle.
+enum IngestBinary {
+    static var path: String {
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let candidates = [bundle, bundle.deletingLastPathComponent()].map { $0.appendingPathComponent("ingest").path }
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
+    }
+}
+
+/// One run of the real binary, with its NDJSON events parsed.
+struct IngestRun {
+    let result: ProcessResult
+    var status: Int32 { result.status }
+    var stderr: String { result.stderr }
+
+    var events: [[String: Any]] {
+        result.stdoutText.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+    }
+
+    func events(_ name: String) -> [[String: Any]] { events.filter { $0["event"] as? String == name } }
+
+    var summary: [String: Any]? { events("summary").last }
+
+    /// Runs `ingest` with `arguments`, as root or (with `asUser`) as that user through setpriv.
+    static func ingest(_ arguments: [String], asUser user: String? = nil, timeout: TimeInterval = 600) throws -> IngestRun {
+        let (executable, prefix) = command(asUser: user)
+        return IngestRun(result: try run(executable, prefix + arguments, environment: environment, timeout: timeout))
+    }
+
+    /// Starts `ingest` without waiting for it.
+    static func start(_ arguments: [String]) throws -> ChildProcess {
+        try ChildProcess(IngestBinary.path, arguments, environment: environment)
+    }
+
+    static func command(asUser user: String?) -> (String, [String]) {
+        guard let user else { return (IngestBinary.path, []) }
+        return ("/usr/bin/setpriv", ["--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups", "--", IngestBinary.path])
+    }
+
+    /// No configuration from the machine leaks in: no /etc file is read unless a test says so.
+    static var environment: [String: String] {
+        var env = ProcessInfo.processInfo.environment
+        env = env.filter { !$0.key.hasPrefix("INGEST_") }
+        env["INGEST_CONFIG"] = "/dev/null"
+        return env
+    }
+}
+
+/// A running udev daemon, so that loop devices get their `ID_FS_*` properties. Uses the
+/// machine's if one answers; otherwise starts one and stops it (by PID) when released.
+final class Udevd {
+    private var child: ChildProcess?
+
+    init() throws {
+        if (try? sh("udevadm control --ping -t 2")) != nil { return }
+        try sh("mkdir -p /run/udev")
+        child = try ChildProcess("/lib/systemd/systemd-udevd", [])
+        for _ in 0..<100 {
+            if (try? sh("udevadm control --ping -t 1")) != nil { return }
+            usleep(50_000)
+        }
+        throw CommandFailed(command: "systemd-udevd", result: try child!.wait(timeout: 1))
+    }
+
+    func stop() {
+        guard let child else { return }
+        kill(child.pid, SIGTERM)
+        if (try? child.wait(timeout: 10)) == nil { kill(child.pid, SIGKILL) }
+        self.child = nil
+    }
+
+    deinit { stop() }
+}
+
+/// A card: an ext4 image on a loop device, mounted, with a known label and UUID.
+final class LoopCard {
+    let directory: TemporaryDirectory
+    let image: String
+    let label: String
+    let uuid: String
+    private(set) var device = ""
+    private(set) var mountPoint: String
+
+    /// Makes the image, attaches and mounts it read-write; call `populate` then `seal`.
+    init(sizeMiB: Int, label: String, uuid: String = UUID().uuidString.lowercased()) throws {
+        directory = TemporaryDirectory()
+        chmod(directory.path, 0o755)  // other users (the tests' `nobody`) must reach the mount
+        image = directory.path + "/card.img"
+        self.label = label
+        self.uuid = uuid
+        mountPoint = directory.path + "/mnt"
+        try sh("""
+            truncate -s \(sizeMiB)M \(image)
+            mkfs.ext4 -q -F -L \(shellQuoted(label)) -U \(uuid) -E lazy_itable_init=1,lazy_journal_init=1 \(image)
+            mkdir -p \(mountPoint)
+            """)
+        try attach(readOnly: false)
+    }
+
+    /// Attaches the image and mounts it (what inserting the card does).
+    func attach(readOnly: Bool) throws {
+        device = try sh("losetup -f --show \(image)").trimmingCharacters(in: .whitespacesAndNewlines)
+        try sh("udevadm settle -t 10 || true; mount \(readOnly ? "-o ro" : "") \(device) \(mountPoint)")
+    }
+
+    /// Flushes what was written and remounts read-only, as a card is ingested.
+    func seal() throws { try sh("sync; mount -o remount,ro \(mountPoint)") }
+
+    /// Unmounts and detaches (pulling the card out after the fact).
+    func detach() throws {
+        try sh("umount \(mountPoint) || umount -l \(mountPoint); losetup -d \(device) || true")
+        device = ""
+    }
+
+    deinit {
+        if !device.isEmpty { _ = try? detach() }
+    }
+}
+
+extension Dictionary where Key == String, Value == Any {
+    func string(_ key: String) -> String? { self[key] as? String }
+    func int(_ key: String) -> Int? { (self[key] as? NSNumber)?.intValue }
+}
+
+/// `xxh128sum` of every regular file under `root`, by path relative to it (raw bytes of the
+/// names, so that names that are not UTF-8 compare exactly).
+func xxh128sums(under root: String) throws -> [[UInt8]: String] {
+    let result = try run("/bin/bash", ["-c", "cd \(shellQuoted(root)) && find . -type f -readable -print0 | xargs -0 -r xxh128sum"])
+    guard result.status == 0 else { throw CommandFailed(command: "xxh128sum", result: result) }
+    var sums: [[UInt8]: String] = [:]
+    for line in result.stdout.split(separator: UInt8(ascii: "\n")) {
+        let bytes = Array(line)
+        guard bytes.count > 36, bytes[32] == UInt8(ascii: " ") else { continue }
+        let path = Array(bytes[36...])  // "<32 hex>  ./path"
+        sums[path] = String(decoding: bytes[..<32], as: UTF8.self)
+    }
+    return sums
+}

@@ -40,8 +40,8 @@ public struct Config: Sendable, Equatable {
         var config = Config()
         if FileManager.default.fileExists(atPath: path) {
             let text: String
-            do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
-                throw .config(file: path, key: nil, problem: "cannot be read: \((error as NSError).localizedDescription)")
+            do { text = try readTextFile(path) } catch {
+                throw .config(file: path, key: nil, problem: "cannot be read: \(error.reason)")
             }
             config = try parse(text, file: path)
         } else if explicitPath != nil {

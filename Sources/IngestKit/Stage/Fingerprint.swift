@@ -15,7 +15,7 @@ public struct Fingerprint: Hashable, Sendable, CustomStringConvertible, Codable 
 
     /// Parses 32 hexadecimal digits as `xxh128sum` prints them.
     public init?(hex: String) {
-        guard hex.utf8.count == 32,
+        guard hex.utf8.count == 32, hex.utf8.allSatisfy({ $0.isHexDigit }),
             let high = UInt64(hex.prefix(16), radix: 16),
             let low = UInt64(hex.suffix(16), radix: 16)
         else { return nil }
@@ -48,6 +48,13 @@ public struct Fingerprint: Hashable, Sendable, CustomStringConvertible, Codable 
     private static func hex16(_ value: UInt64) -> String {
         let digits = String(value, radix: 16)
         return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+}
+
+extension UInt8 {
+    fileprivate var isHexDigit: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(self)
     }
 }
 

@@ -16,8 +16,10 @@ public struct StagedFile: Sendable, Equatable {
 /// Why one file could not be staged. The file stays pending and is tried again next run.
 public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
-        /// Opening or reading the source failed (permissions, I/O error, card pulled).
-        case readFailed(SystemError)
+        /// The file may not be opened (permissions).
+        case unreadable(SystemError)
+        /// The medium failed: a read error, a card pulled out, a dying reader.
+        case ioError(SystemError)
         /// The file disappeared between scan and copy.
         case vanished
         /// The file changed size or time while it was copied.
@@ -30,7 +32,8 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
 
     public var description: String {
         switch kind {
-        case .readFailed(let error): "cannot read: \(error.reason)"
+        case .unreadable(let error): "cannot be opened: \(error.reason)"
+        case .ioError(let error): "read failed: \(error.reason)"
         case .vanished: "disappeared before it could be copied"
         case .changedWhileCopying: "changed while it was copied (it will be copied again next run)"
         case let .verificationMismatch(expected, found, what):
@@ -41,7 +44,8 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
     /// A short stable word for `--json`.
     public var code: String {
         switch kind {
-        case .readFailed(let error): error.isDeviceFailure ? "io-error" : "unreadable"
+        case .unreadable: "unreadable"
+        case .ioError: "io-error"
         case .vanished: "vanished"
         case .changedWhileCopying: "changed"
         case .verificationMismatch: "verification-mismatch"
@@ -49,8 +53,18 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
     }
 
     var isDeviceFailure: Bool {
-        if case .readFailed(let error) = kind { return error.isDeviceFailure }
+        if case .ioError = kind { return true }
         return false
+    }
+
+    /// A failed open: a missing file has vanished, a refused one is unreadable, anything
+    /// else (EIO, ENODEV…) is the medium failing.
+    static func opening(_ error: SystemError) -> StageFailure {
+        switch error.errno {
+        case ENOENT, ENOTDIR: StageFailure(kind: .vanished)
+        case EACCES, EPERM: StageFailure(kind: .unreadable(error))
+        default: StageFailure(kind: .ioError(error))
+        }
     }
 }
 
@@ -198,7 +212,7 @@ private final class Pipeline: @unchecked Sendable {
                 queue.put(.abort(file, failure))
                 if failure.isDeviceFailure {
                     deviceFailures += 1
-                    if deviceFailures >= stager.settings.deviceFailureLimit, case .readFailed(let cause) = failure.kind {
+                    if deviceFailures >= stager.settings.deviceFailureLimit, case .ioError(let cause) = failure.kind {
                         stop(.volumeLost(volume: volumeName, cause: cause))
                     }
                 } else {
@@ -222,7 +236,7 @@ private final class Pipeline: @unchecked Sendable {
         do {
             source = try FileDescriptor(at: root, path: scanned.path, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
         } catch {
-            return .failed(StageFailure(kind: error.errno == ENOENT ? .vanished : .readFailed(error)))
+            return .failed(.opening(error))
         }
         stager.filesOpened.add(1, ordering: .relaxed)
         var file = scanned
@@ -256,7 +270,9 @@ private final class Pipeline: @unchecked Sendable {
             }
             return .copied(file, hasher.finalize())
         } catch {
-            return .failed(StageFailure(kind: .readFailed(error)))
+            // Any error reading an open regular file is the medium failing: ext4 reports a
+            // vanished device as EIO or ENOMEM, others as ENXIO or ENODEV.
+            return .failed(StageFailure(kind: .ioError(error)))
         }
     }
 
@@ -382,7 +398,7 @@ private final class Pipeline: @unchecked Sendable {
             try fingerprintOfFile(FileDescriptor(path: stagedPath, flags: O_RDONLY), path: stagedPath)
         }
         switch staged {
-        case .failure(let error): return StageFailure(kind: .readFailed(error))
+        case .failure(let error): return StageFailure(kind: .ioError(error))
         case .success(let found) where found != fingerprint:
             // A staged copy that does not match its name must not stay under that name.
             unlink(stagedPath)
@@ -396,7 +412,7 @@ private final class Pipeline: @unchecked Sendable {
             return try fingerprintOfFile(fd, path: file.path.display)
         }
         switch source {
-        case .failure(let error): return StageFailure(kind: .readFailed(error))
+        case .failure(let error): return StageFailure(kind: .ioError(error))
         case .success(let found) where found != fingerprint:
             return StageFailure(kind: .verificationMismatch(expected: fingerprint, found: found, of: "the source"))
         default: return nil

@@ -8,7 +8,8 @@ public struct ByteCount: CustomStringConvertible, Sendable {
         let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
         var value = Double(bytes)
         var unit = 0
-        while abs(value) >= 1024, unit < units.count - 1 {
+        // Round before choosing the unit, so 1048575 bytes reads "1.0 MiB", not "1024.0 KiB".
+        while (abs(value) * 10).rounded() / 10 >= 1024, unit < units.count - 1 {
             value /= 1024
             unit += 1
         }
@@ -31,7 +32,7 @@ public struct ByteCount: CustomStringConvertible, Sendable {
             "t": 0x1p40, "tib": 0x1p40, "tb": 1e12,
         ]
         guard let multiplier = multipliers[unit] else { return nil }
-        let bytes = number * multiplier
+        let bytes = (number * multiplier).rounded()  // "4.1MB" is 4100000, not 4099999
         guard bytes < 9e18 else { return nil }
         return Int64(bytes)
     }

@@ -64,6 +64,20 @@ final class FileDescriptor: @unchecked Sendable {
     }
 }
 
+/// Reads a whole (small) file as UTF-8 text; works for `/dev/null` and pipes too.
+func readTextFile(_ path: String) throws(SystemError) -> String {
+    let file = try FileDescriptor(path: path, flags: O_RDONLY)
+    var bytes: [UInt8] = []
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
+    defer { buffer.deallocate() }
+    while true {
+        let count = try file.read(into: buffer, path: path)
+        bytes += buffer[..<count]
+        if count < buffer.count { break }
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
 extension Glibc.stat {
     var isRegularFile: Bool { (st_mode & S_IFMT) == S_IFREG }
     var isDirectory: Bool { (st_mode & S_IFMT) == S_IFDIR }

@@ -28,11 +28,6 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
         return "\(call): \(reason)"
     }
 
-    /// The device is gone or failing: what a pulled card or a dying reader looks like.
-    public var isDeviceFailure: Bool {
-        [EIO, ENODEV, ENXIO, ESTALE, ENOTCONN, ESHUTDOWN].contains(errno)
-    }
-
     /// The file system is out of space or quota.
     public var isOutOfSpace: Bool { errno == ENOSPC || errno == EDQUOT }
 }

@@ -23,7 +23,8 @@ public struct MountTable: Sendable {
 
     /// Reads the table as the kernel shows it now.
     public static func current(path: String = "/proc/self/mountinfo") throws -> MountTable {
-        try MountTable(parsing: String(contentsOfFile: path, encoding: .utf8))
+        // Mount points are bytes: one that is not UTF-8 must not make the whole table unreadable.
+        try MountTable(parsing: readTextFile(path))
     }
 
     public init(parsing text: String) {
@@ -31,13 +32,16 @@ public struct MountTable: Sendable {
     }
 
     /// The mount that holds `path`: the one with the device `path` lives on and, among bind
-    /// mounts of that device, the longest mount point that is a prefix of `path`.
+    /// mounts of that device, the longest mount point that is a prefix of `path`; of two on
+    /// the same mount point, the later, which hides the earlier.
     /// `path` must be absolute and free of symlinks (`realpath`).
     public func mount(containing path: String, major: UInt32, minor: UInt32) -> MountEntry? {
-        let candidates = entries.filter { $0.major == major && $0.minor == minor }
-        return candidates
-            .filter { Self.path(path, isInside: $0.mountPoint) }
-            .max { $0.mountPoint.count < $1.mountPoint.count }
+        var best: MountEntry?
+        for entry in entries
+        where entry.major == major && entry.minor == minor && Self.path(path, isInside: entry.mountPoint) {
+            if entry.mountPoint.count >= (best?.mountPoint.count ?? 0) { best = entry }
+        }
+        return best
     }
 
     /// Mounts whose source is `devicePath` (e.g. `/dev/sdb1`).

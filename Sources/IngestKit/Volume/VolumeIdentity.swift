@@ -46,7 +46,7 @@ public struct VolumeIdentity: Equatable, Sendable, Codable {
     /// A human name for messages: a whole card by its label (else its device node), a
     /// directory by its path.
     public var displayName: String {
-        guard let device, rootPath == mountPoint else { return rootPath }
+        guard let device, pathInFileSystem == "/" else { return rootPath }
         return device.fsLabel ?? device.node
     }
 

@@ -1,0 +1,323 @@
+import Foundation
+import Testing
+
+@testable import IngestKit
+
+/// The parts of a configuration error, after checking it is one and that it exits as `.config`.
+private struct ConfigFailure {
+    var file: String?
+    var key: String?
+    var problem: String
+    var description: String
+}
+
+private func configFailure(
+    sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Config
+) throws -> ConfigFailure {
+    let error = try #require(throws: IngestError.self, sourceLocation: sourceLocation) { _ = try body() }
+    #expect(error.exitStatus == .config, sourceLocation: sourceLocation)
+    guard case let .config(file, key, problem) = error else {
+        Issue.record("expected a configuration error, got \(error)", sourceLocation: sourceLocation)
+        throw error
+    }
+    return ConfigFailure(file: file, key: key, problem: problem, description: error.description)
+}
+
+/// A file in a fresh temporary directory, removed with it.
+private final class TemporaryConfigFile {
+    let directory: URL
+    let path: String
+
+    init(_ text: String) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("ingest-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        path = directory.appendingPathComponent("ingest.toml").path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+}
+
+private let fullConfig = """
+    # ingest settings for the darkroom Pi
+    state_dir = "/var/lib/ingest"   # journal and staging
+
+    [scan]
+    include = ["DCIM/**", "PRIVATE/M4ROOT/CLIP/*.MP4"]
+    exclude = ["*.tmp", "MISC"]
+
+    [staging]
+    reserve = "2GiB"
+    verify = "both"
+    """
+
+@Suite struct ConfigTests {
+    // MARK: valid files
+
+    @Test func fullValidFileSetsEverySetting() throws {
+        let config = try Config.parse(fullConfig, file: "/etc/ingest/ingest.toml")
+        #expect(config.stateDirectory == "/var/lib/ingest")
+        #expect(config.scan.include.map(\.pattern) == ["DCIM/**", "PRIVATE/M4ROOT/CLIP/*.MP4"])
+        #expect(config.scan.exclude.map(\.pattern) == ["*.tmp", "MISC"])
+        #expect(config.staging.reserve == 2 * 1024 * 1024 * 1024)
+        #expect(config.staging.verify == .both)
+        #expect(config.source == "/etc/ingest/ingest.toml")
+    }
+
+    @Test func patternsFromTheFileMatchLikeGlobs() throws {
+        let config = try Config.parse(fullConfig)
+        #expect(config.scan.include[0].matches(CardPath("DCIM/100CANON/IMG_0001.JPG")))
+        #expect(config.scan.exclude[1].matches(CardPath("DCIM/MISC")))
+    }
+
+    @Test func emptyFileLeavesTheDefaults() throws {
+        #expect(try Config.parse("") == Config())
+        #expect(try Config.parse("# nothing here\n\n") == Config())
+    }
+
+    @Test func sectionsMayBeLeftOut() throws {
+        let config = try Config.parse("[staging]\nverify = \"staged\"\n")
+        #expect(config.staging.verify == .staged)
+        #expect(config.staging.reserve == Config().staging.reserve)
+        #expect(config.stateDirectory == nil)
+        #expect(config.scan == ScanRules())
+    }
+
+    @Test(arguments: ["off", "staged", "both"])
+    func everyVerifyModeIsAccepted(mode: String) throws {
+        let config = try Config.parse("[staging]\nverify = \"\(mode)\"\n")
+        #expect(config.staging.verify.rawValue == mode)
+    }
+
+    // MARK: unknown keys
+
+    @Test func unknownTopLevelKeyIsNamed() throws {
+        let failure = try configFailure { try Config.parse("statedir = \"/var/lib/ingest\"\n", file: "/etc/x.toml") }
+        #expect(failure.key == "statedir")
+        #expect(failure.file == "/etc/x.toml")
+        #expect(failure.problem.contains("state_dir"))
+    }
+
+    @Test func unknownKeyInATableIsNamedWithItsFullDottedKey() throws {
+        let failure = try configFailure { try Config.parse("[staging]\nreserv = \"1GiB\"\n") }
+        #expect(failure.key == "staging.reserv")
+        #expect(failure.problem.contains("staging.reserve"))
+        #expect(failure.problem.contains("staging.verify"))
+        #expect(failure.description.contains("key 'staging.reserv'"))
+    }
+
+    @Test func unknownKeyInScanIsNamedWithItsFullDottedKey() throws {
+        let failure = try configFailure { try Config.parse("[scan]\nincludes = [\"DCIM/**\"]\n") }
+        #expect(failure.key == "scan.includes")
+    }
+
+    @Test func unknownSubtableIsNamedWithItsFullDottedKey() throws {
+        let failure = try configFailure { try Config.parse("[scan.rules]\nx = 1\n") }
+        #expect(failure.key == "scan.rules")
+    }
+
+    @Test func unknownTableIsNamed() throws {
+        let failure = try configFailure { try Config.parse("[upload]\nurl = \"https://example.org\"\n") }
+        #expect(failure.key == "upload")
+    }
+
+    // MARK: wrong types
+
+    @Test func stateDirMustBeAString() throws {
+        let failure = try configFailure { try Config.parse("state_dir = 42\n") }
+        #expect(failure.key == "state_dir")
+        #expect(failure.problem.contains("string"))
+    }
+
+    @Test func scanMustBeATable() throws {
+        let failure = try configFailure { try Config.parse("scan = \"DCIM\"\n") }
+        #expect(failure.key == "scan")
+        #expect(failure.problem.contains("table"))
+    }
+
+    @Test func includeMustBeAnArray() throws {
+        let failure = try configFailure { try Config.parse("[scan]\ninclude = \"DCIM/**\"\n") }
+        #expect(failure.key == "scan.include")
+        #expect(failure.problem.contains("array"))
+    }
+
+    @Test func excludeMustHoldOnlyStrings() throws {
+        let failure = try configFailure { try Config.parse("[scan]\nexclude = [\"*.tmp\", 3]\n") }
+        #expect(failure.key == "scan.exclude")
+        #expect(failure.problem.contains("strings"))
+    }
+
+    @Test func reserveMustBeAString() throws {
+        let failure = try configFailure { try Config.parse("[staging]\nreserve = 1073741824\n") }
+        #expect(failure.key == "staging.reserve")
+        #expect(failure.problem.contains("string"))
+    }
+
+    @Test func verifyMustBeAString() throws {
+        let failure = try configFailure { try Config.parse("[staging]\nverify = true\n") }
+        #expect(failure.key == "staging.verify")
+    }
+
+    // MARK: bad values
+
+    @Test func badSizeTextIsRejectedWithItsKeyAndText() throws {
+        let failure = try configFailure { try Config.parse("[staging]\nreserve = \"lots\"\n", file: "/etc/x.toml") }
+        #expect(failure.key == "staging.reserve")
+        #expect(failure.file == "/etc/x.toml")
+        #expect(failure.problem.contains("'lots'"))
+        #expect(failure.description.contains("/etc/x.toml"))
+        #expect(failure.description.contains("key 'staging.reserve'"))
+    }
+
+    @Test func badVerifyValueIsRejectedListingTheChoices() throws {
+        let failure = try configFailure { try Config.parse("[staging]\nverify = \"sometimes\"\n") }
+        #expect(failure.key == "staging.verify")
+        #expect(failure.problem.contains("'sometimes'"))
+        for choice in ["off", "staged", "both"] { #expect(failure.problem.contains(choice)) }
+    }
+
+    @Test func badPatternIsRejectedWithItsKey() throws {
+        let failure = try configFailure { try Config.parse("[scan]\nexclude = [\"*.[jJ\"]\n") }
+        #expect(failure.key == "scan.exclude")
+        #expect(failure.problem.contains("*.[jJ"))
+    }
+
+    @Test func emptyPatternIsRejectedWithItsKey() throws {
+        let failure = try configFailure { try Config.parse("[scan]\ninclude = [\"\"]\n") }
+        #expect(failure.key == "scan.include")
+    }
+
+    // MARK: syntax
+
+    @Test func syntaxErrorNamesItsLine() throws {
+        let text = """
+            state_dir = "/var/lib/ingest"
+
+            [staging
+            verify = "off"
+            """
+        let failure = try configFailure { try Config.parse(text, file: "/etc/x.toml") }
+        #expect(failure.key == nil)
+        #expect(failure.file == "/etc/x.toml")
+        #expect(failure.problem.contains("line 3"))
+    }
+
+    @Test func unterminatedStringNamesItsLine() throws {
+        let failure = try configFailure { try Config.parse("[staging]\nreserve = \"1GiB\nverify = \"off\"\n") }
+        #expect(failure.problem.contains("line 2"))
+    }
+
+    @Test func duplicateKeyIsASyntaxError() throws {
+        let failure = try configFailure { try Config.parse("state_dir = \"/a\"\nstate_dir = \"/b\"\n") }
+        #expect(failure.key == nil)
+        #expect(failure.problem.contains("line 2"))
+    }
+
+    // MARK: environment
+
+    @Test func environmentOverridesTheFile() throws {
+        let file = try TemporaryConfigFile(fullConfig)
+        let config = try Config.load(explicitPath: file.path, environment: [
+            "INGEST_STATE_DIR": "/srv/ingest",
+            "INGEST_STAGING_RESERVE": "512MiB",
+            "INGEST_STAGING_VERIFY": "staged",
+        ])
+        #expect(config.stateDirectory == "/srv/ingest")
+        #expect(config.staging.reserve == 512 * 1024 * 1024)
+        #expect(config.staging.verify == .staged)
+        // What the environment does not set stays as the file says.
+        #expect(config.scan.exclude.map(\.pattern) == ["*.tmp", "MISC"])
+        #expect(config.source == file.path)
+    }
+
+    @Test func emptyEnvironmentValuesAreIgnored() throws {
+        let file = try TemporaryConfigFile(fullConfig)
+        let config = try Config.load(explicitPath: file.path, environment: [
+            "INGEST_STATE_DIR": "", "INGEST_STAGING_RESERVE": "", "INGEST_STAGING_VERIFY": "",
+        ])
+        #expect(config.stateDirectory == "/var/lib/ingest")
+        #expect(config.staging.reserve == 2 * 1024 * 1024 * 1024)
+        #expect(config.staging.verify == .both)
+    }
+
+    @Test func unrelatedEnvironmentVariablesAreIgnored() throws {
+        let file = try TemporaryConfigFile(fullConfig)
+        let config = try Config.load(explicitPath: file.path, environment: ["INGEST_STAGING": "x", "HOME": "/root"])
+        #expect(config == (try Config.parse(fullConfig, file: file.path)))
+    }
+
+    @Test func badReserveInTheEnvironmentNamesTheVariable() throws {
+        let file = try TemporaryConfigFile(fullConfig)
+        let failure = try configFailure {
+            try Config.load(explicitPath: file.path, environment: ["INGEST_STAGING_RESERVE": "huge"])
+        }
+        #expect(failure.key == "INGEST_STAGING_RESERVE")
+        #expect(failure.file == nil)
+        #expect(failure.problem.contains("'huge'"))
+    }
+
+    @Test func badVerifyInTheEnvironmentNamesTheVariable() throws {
+        let file = try TemporaryConfigFile(fullConfig)
+        let failure = try configFailure {
+            try Config.load(explicitPath: file.path, environment: ["INGEST_STAGING_VERIFY": "always"])
+        }
+        #expect(failure.key == "INGEST_STAGING_VERIFY")
+        #expect(failure.file == nil)
+    }
+
+    @Test func everyListedEnvironmentOverrideIsHonoured() throws {
+        // A value no setting accepts as a size or verify mode: each listed variable that
+        // takes one must reject it, naming the variable; INGEST_STATE_DIR takes any text.
+        let file = try TemporaryConfigFile("")
+        for (variable, key) in Config.environmentOverrides {
+            let environment = [variable: "not-a-value"]
+            if key == "state_dir" {
+                let config = try Config.load(explicitPath: file.path, environment: environment)
+                #expect(config.stateDirectory == "not-a-value", "\(variable)")
+            } else {
+                let failure = try configFailure { try Config.load(explicitPath: file.path, environment: environment) }
+                #expect(failure.key == variable)
+            }
+        }
+        #expect(Set(Config.environmentOverrides.map(\.variable))
+            == ["INGEST_STATE_DIR", "INGEST_STAGING_RESERVE", "INGEST_STAGING_VERIFY"])
+    }
+
+    // MARK: loading
+
+    @Test func missingExplicitFileFails() throws {
+        let directory = try TemporaryConfigFile("")
+        let missing = directory.directory.appendingPathComponent("absent.toml").path
+        let failure = try configFailure { try Config.load(explicitPath: missing, environment: [:]) }
+        #expect(failure.file == missing)
+        #expect(failure.key == nil)
+    }
+
+    @Test(.enabled(if: !FileManager.default.fileExists(atPath: Config.defaultPath), "needs no \(Config.defaultPath)"))
+    func missingDefaultFileIsFine() throws {
+        let config = try Config.load(explicitPath: nil, environment: ["INGEST_STAGING_VERIFY": "both"])
+        #expect(config.source == nil)
+        #expect(config.stateDirectory == nil)
+        #expect(config.staging.verify == .both)
+    }
+
+    @Test func explicitFileIsReadAndNamedAsTheSource() throws {
+        let file = try TemporaryConfigFile(fullConfig)
+        let config = try Config.load(explicitPath: file.path, environment: [:])
+        #expect(config.source == file.path)
+        #expect(config.stateDirectory == "/var/lib/ingest")
+    }
+
+    @Test func errorsInALoadedFileNameTheFile() throws {
+        let file = try TemporaryConfigFile("[staging]\nverify = \"never\"\n")
+        let failure = try configFailure { try Config.load(explicitPath: file.path, environment: [:]) }
+        #expect(failure.file == file.path)
+        #expect(failure.key == "staging.verify")
+    }
+
+    @Test func explicitPathThatIsADirectoryFails() throws {
+        let file = try TemporaryConfigFile("")
+        let failure = try configFailure { try Config.load(explicitPath: file.directory.path, environment: [:]) }
+        #expect(failure.file == file.directory.path)
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import Testing
+
+@testable import IngestKit
+
+@Suite struct JournalTests {
+    let volume = VolumeIdentity(
+        key: "uuid:1234-ABCD", rootPath: "/media/card", mountPoint: "/media/card", pathInFileSystem: "/", fsType: "vfat",
+        device: nil)
+
+    func staged(_ path: String, size: Int64 = 10, mtime: Int64 = 1, digest: UInt64 = 1) -> StagedFile {
+        StagedFile(
+            file: ScannedFile(path: CardPath(path), size: size, mtime: mtime),
+            fingerprint: Fingerprint(high: digest, low: digest), deduplicated: false, verified: false)
+    }
+
+    @Test func stagedFilesAreFoundByPathWithTheirSizeTimeAndDigest() async throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(path: dir.path + "/journal.sqlite")
+        try await journal.noteVolume(volume)
+        try await journal.recordStaged([staged("DCIM/a.jpg", size: 5, mtime: 77, digest: 9)], volumeKey: volume.key)
+
+        let files = try await journal.files(ofVolume: volume.key)
+        let record = try #require(files[CardPath("DCIM/a.jpg")])
+        #expect(record.state == .staged)
+        #expect(record.size == 5)
+        #expect(record.mtime == 77)
+        #expect(record.fingerprint == Fingerprint(high: 9, low: 9).hex)
+        #expect(try await journal.files(ofVolume: "uuid:other").isEmpty)
+    }
+
+    @Test func aFailedFileStaysPendingWithItsReasonUntilItIsStaged() async throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(path: dir.path + "/journal.sqlite")
+        try await journal.noteVolume(volume)
+        let file = ScannedFile(path: CardPath("bad.jpg"), size: 3, mtime: 1)
+        try await journal.recordFailures([(file, "cannot read: Input/output error")], volumeKey: volume.key)
+
+        var record = try #require(try await journal.files(ofVolume: volume.key)[file.path])
+        #expect(record.state == .pending)
+        #expect(record.lastError == "cannot read: Input/output error")
+
+        try await journal.recordStaged([staged("bad.jpg", size: 3)], volumeKey: volume.key)
+        record = try #require(try await journal.files(ofVolume: volume.key)[file.path])
+        #expect(record.state == .staged)
+        #expect(record.lastError == nil)
+    }
+
+    @Test func namesThatAreNotUTF8RoundTripExactly() async throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(path: dir.path + "/journal.sqlite")
+        try await journal.noteVolume(volume)
+        let raw = CardPath(bytes: [0x63, 0x61, 0x66, 0xE9, 0x2E, 0x6A, 0x70, 0x67])
+        try await journal.recordStaged(
+            [StagedFile(file: ScannedFile(path: raw, size: 1, mtime: 1), fingerprint: Fingerprint(high: 1, low: 2), deduplicated: false, verified: true)],
+            volumeKey: volume.key)
+        #expect(try await journal.files(ofVolume: volume.key)[raw] != nil)
+    }
+
+    @Test func summaryCountsFilesByStateAndContentOnce() async throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(path: dir.path + "/journal.sqlite")
+        try await journal.noteVolume(volume)
+        try await journal.recordStaged(
+            [staged("a", size: 10, digest: 1), staged("b", size: 10, digest: 1), staged("c", size: 4, digest: 2)], volumeKey: volume.key)
+        try await journal.recordFailures([(ScannedFile(path: CardPath("d"), size: 7, mtime: 1), "gone")], volumeKey: volume.key)
+
+        let summary = try await journal.summary()
+        #expect(summary.files[.staged] == .init(count: 3, bytes: 24))
+        #expect(summary.files[.pending] == .init(count: 1, bytes: 7))
+        #expect(summary.stagedObjects == .init(count: 2, bytes: 14))
+        #expect(summary.volumes.map(\.key) == [volume.key])
+        #expect(summary.recentFailures.map(\.cardPath) == [CardPath("d")])
+    }
+
+    @Test func aVolumeKeepsItsFirstSightingAcrossRuns() async throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(path: dir.path + "/journal.sqlite")
+        try await journal.noteVolume(volume, at: Date(timeIntervalSince1970: 1000))
+        try await journal.noteVolume(volume, at: Date(timeIntervalSince1970: 2000))
+        let record = try #require(try await journal.summary().volumes.first)
+        #expect(record.firstSeen == Date(timeIntervalSince1970: 1000))
+        #expect(record.lastSeen == Date(timeIntervalSince1970: 2000))
+    }
+
+    @Test func twoJournalsOnOneFileWriteAtOnceWithoutLosingARecord() async throws {
+        let dir = TemporaryDirectory()
+        let path = dir.path + "/journal.sqlite"
+        let first = try Journal(path: path), second = try Journal(path: path)
+        try await first.noteVolume(volume)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, journal) in [first, second].enumerated() {
+                group.addTask {
+                    for i in 0..<200 {
+                        try await journal.recordStaged([staged("j\(index)/f\(i)", digest: UInt64(index * 1000 + i))], volumeKey: volume.key)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await first.files(ofVolume: volume.key).count == 400)
+        #expect(try await second.summary().stagedObjects.count == 400)
+    }
+
+    @Test func anUnusableJournalPathIsAStateError() throws {
+        let dir = TemporaryDirectory()
+        #expect(throws: IngestError.self) { try Journal(path: dir.path + "/missing-dir/journal.sqlite") }
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import Glibc
+import Testing
+
+@testable import IngestKit
+
+@Suite struct ScannerTests {
+    /// Scans and returns files and skips keyed by display path.
+    func scan(_ root: String, rules: ScanRules = ScanRules()) throws -> (files: [String: ScannedFile], skips: [String: SkipReason]) {
+        var files: [String: ScannedFile] = [:]
+        var skips: [String: SkipReason] = [:]
+        try Scanner(rules: rules).scan(root: root) { finding in
+            switch finding {
+            case .file(let file): files[file.path.display] = file
+            case let .skipped(path, reason): skips[path.display] = reason
+            }
+        }
+        return (files, skips)
+    }
+
+    @Test func findsRegularFilesAtEveryDepthWithSizeAndTime() throws {
+        let card = TemporaryDirectory()
+        try card.write("DCIM/100MEDIA/DJI_0001.JPG", randomBytes(1000))
+        try card.write("DCIM/100MEDIA/sub/deeper/DJI_0002.JPG", randomBytes(10))
+        try card.write("Flight log – été.txt", Array("log".utf8))
+        try card.write("empty", [])
+        let (files, skips) = try scan(card.path)
+        #expect(Set(files.keys) == ["DCIM/100MEDIA/DJI_0001.JPG", "DCIM/100MEDIA/sub/deeper/DJI_0002.JPG", "Flight log – été.txt", "empty"])
+        #expect(skips.isEmpty)
+        #expect(files["DCIM/100MEDIA/DJI_0001.JPG"]?.size == 1000)
+        #expect(files["empty"]?.size == 0)
+        var st = stat()
+        #expect(stat(card.path + "/DCIM/100MEDIA/DJI_0001.JPG", &st) == 0)
+        #expect(files["DCIM/100MEDIA/DJI_0001.JPG"]?.mtime == st.mtimeNanoseconds)
+    }
+
+    @Test func skipsOperatingSystemLitterWithoutEnteringIt() throws {
+        let card = TemporaryDirectory()
+        try card.write("DCIM/IMG_0001.JPG", [1])
+        try card.write("DCIM/._IMG_0001.JPG", [2])
+        try card.write(".Trashes/501/old.jpg", [3])
+        try card.write("System Volume Information/IndexerVolumeGuid", [4])
+        try card.write("$RECYCLE.BIN/x", [5])
+        try card.write(".Spotlight-V100/store", [6])
+        try card.write(".fseventsd/log", [7])
+        let (files, skips) = try scan(card.path)
+        #expect(Array(files.keys) == ["DCIM/IMG_0001.JPG"])
+        #expect(skips.values.allSatisfy { $0 == .litter })
+        #expect(Set(skips.keys) == ["DCIM/._IMG_0001.JPG", ".Trashes", "System Volume Information", "$RECYCLE.BIN", ".Spotlight-V100", ".fseventsd"])
+    }
+
+    @Test func reportsSpecialFilesAndNeverFollowsSymlinks() throws {
+        let card = TemporaryDirectory()
+        try card.write("DCIM/a.jpg", [1, 2, 3])
+        #expect(mkfifo(card.path + "/pipe", 0o644) == 0)
+        #expect(symlink("DCIM/a.jpg", card.path + "/link-to-file") == 0)
+        #expect(symlink(".", card.path + "/DCIM/loop") == 0)  // a directory link loop
+        #expect(symlink("b", card.path + "/a") == 0)  // a link loop: a -> b -> a
+        #expect(symlink("a", card.path + "/b") == 0)
+        let socketPath = card.path + "/control.sock"
+        let sock = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(sock) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in socketPath.utf8.enumerated() { raw[i] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(sock, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0)
+
+        let (files, skips) = try scan(card.path)
+        #expect(Array(files.keys) == ["DCIM/a.jpg"])
+        #expect(skips["pipe"] == .special(kind: "FIFO"))
+        #expect(skips["control.sock"] == .special(kind: "socket"))
+        #expect(skips["link-to-file"] == .symlink)
+        #expect(skips["DCIM/loop"] == .symlink)
+        #expect(skips["a"] == .symlink)
+        #expect(skips["b"] == .symlink)
+    }
+
+    @Test func keepsNamesThatAreNotUTF8AsRawBytes() throws {
+        let card = TemporaryDirectory()
+        let latin1Name: [UInt8] = Array("caf".utf8) + [0xE9] + Array(".jpg".utf8)  // "café.jpg" in Latin-1
+        try card.write(rawName: latin1Name, randomBytes(64))
+        var found: [ScannedFile] = []
+        try Scanner().scan(root: card.path) { if case .file(let file) = $0 { found.append(file) } }
+        let file = try #require(found.first)
+        #expect(file.path.bytes == latin1Name)
+        #expect(!file.path.isValidUTF8)
+        #expect(file.path.display == "caf\\xE9.jpg")
+        #expect(file.size == 64)
+    }
+
+    @Test func excludePatternsPruneDirectoriesAndIncludePatternsSelectFiles() throws {
+        let card = TemporaryDirectory()
+        try card.write("DCIM/100/A.JPG", [1])
+        try card.write("DCIM/100/A.THM", [2])
+        try card.write("DCIM/100/B.jpg", [3])
+        try card.write("MISC/log.txt", [4])
+        try card.write("notes.txt", [5])
+        let rules = ScanRules(include: [try Glob("DCIM/**")], exclude: [try Glob("*.thm"), try Glob("MISC")])
+        let (files, skips) = try scan(card.path, rules: rules)
+        #expect(Set(files.keys) == ["DCIM/100/A.JPG", "DCIM/100/B.jpg"])
+        #expect(skips["DCIM/100/A.THM"] == .excluded(pattern: "*.thm"))
+        #expect(skips["MISC"] == .excluded(pattern: "MISC"))
+        #expect(skips["MISC/log.txt"] == nil, "an excluded directory is not entered")
+        #expect(skips["notes.txt"] == .excluded(pattern: nil))
+    }
+
+    @Test func visitsEntriesInByteOrderSoRunsRepeat() throws {
+        let card = TemporaryDirectory()
+        for name in ["b", "a", "C", "a0", "_"] { try card.write(name, [1]) }
+        var order: [String] = []
+        try Scanner().scan(root: card.path) { if case .file(let file) = $0 { order.append(file.path.display) } }
+        #expect(order == ["C", "_", "a", "a0", "b"])
+    }
+
+    @Test func aMissingRootIsAnErrorThatNamesThePath() throws {
+        let card = TemporaryDirectory()
+        let missing = card.path + "/nowhere"
+        #expect(throws: IngestError.self) { try Scanner().scan(root: missing) { _ in } }
+        do {
+            try Scanner().scan(root: missing) { _ in }
+        } catch {
+            #expect(error.exitStatus == .noInput)
+            #expect(error.description.contains(missing))
+        }
+    }
+}

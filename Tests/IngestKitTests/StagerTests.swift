@@ -1,0 +1,164 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+@testable import IngestKit
+
+/// Collects a run's outcomes (the stager reports from its writer thread).
+final class OutcomeLog: Sendable {
+    private let outcomes = Mutex<[StageOutcome]>([])
+    func add(_ outcome: StageOutcome) { outcomes.withLock { $0.append(outcome) } }
+    var all: [StageOutcome] { outcomes.withLock { $0 } }
+    var staged: [StagedFile] { all.compactMap { if case .staged(let s) = $0 { s } else { nil } } }
+    var failed: [(ScannedFile, StageFailure)] { all.compactMap { if case let .failed(f, e) = $0 { (f, e) } else { nil } } }
+}
+
+@Suite struct StagerTests {
+    /// Small chunks so that files cross many chunk boundaries.
+    static let chunk = 4096
+
+    func scanFiles(_ root: String) throws -> [ScannedFile] {
+        var files: [ScannedFile] = []
+        try Scanner().scan(root: root) { if case .file(let file) = $0 { files.append(file) } }
+        return files
+    }
+
+    func stage(
+        _ card: TemporaryDirectory, into state: TemporaryDirectory, settings: StageSettings? = nil, files: [ScannedFile]? = nil
+    ) throws -> (StagingArea, OutcomeLog) {
+        let area = try StagingArea(root: state.path + "/staging")
+        let stager = Stager(area: area, settings: settings ?? StageSettings(reserve: 0, chunkSize: Self.chunk, chunks: 3))
+        let log = OutcomeLog()
+        try stager.run(root: card.path, files: files ?? scanFiles(card.path), volumeName: "test card") { log.add($0) }
+        return (area, log)
+    }
+
+    func partials(_ area: StagingArea) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: area.partialDirectory)
+    }
+
+    @Test func stagesEveryFileUnderTheDigestXXH128SumPrints() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        let sizes = [0, 1, Self.chunk - 1, Self.chunk, Self.chunk + 1, 3 * Self.chunk + 5, 1 << 20]
+        for (i, size) in sizes.enumerated() { try card.write("DCIM/file\(i).bin", randomBytes(size)) }
+
+        let (area, log) = try stage(card, into: state)
+
+        #expect(log.failed.isEmpty)
+        #expect(log.staged.count == sizes.count)
+        for staged in log.staged {
+            let source = card.path + "/" + staged.file.path.display
+            #expect(staged.fingerprint.hex == (try xxh128sum(source)), "\(staged.file.path)")
+            let copy = area.path(for: staged.fingerprint)
+            #expect(copy.hasSuffix("/\(staged.fingerprint.hex.prefix(2))/\(staged.fingerprint.hex)"))
+            #expect(FileManager.default.contentsEqual(atPath: source, andPath: copy))
+            #expect(staged.file.size == Int64(sizes[Int(staged.file.path.display.dropFirst(9).dropLast(4))!]))
+        }
+        #expect(try partials(area).isEmpty)
+    }
+
+    @Test func identicalContentIsStagedOnce() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        let bytes = randomBytes(10_000)
+        try card.write("a/one.jpg", bytes)
+        try card.write("b/two.jpg", bytes)
+
+        let (area, log) = try stage(card, into: state)
+
+        let staged = log.staged
+        #expect(staged.count == 2)
+        #expect(Set(staged.map(\.fingerprint)).count == 1)
+        #expect(staged.filter(\.deduplicated).count == 1)
+        let fanOut = area.root + "/" + staged[0].fingerprint.hex.prefix(2)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: fanOut) == [staged[0].fingerprint.hex])
+    }
+
+    @Test func aFileGoneBeforeItsCopyFailsAloneAndLeavesNoPartial() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        try card.write("keep.jpg", randomBytes(5000))
+        let gone = try card.write("gone.jpg", randomBytes(5000))
+        let files = try scanFiles(card.path)
+        #expect(unlink(gone) == 0)
+
+        let (area, log) = try stage(card, into: state, files: files)
+
+        #expect(log.staged.map(\.file.path.display) == ["keep.jpg"])
+        #expect(log.failed.map(\.0.path.display) == ["gone.jpg"])
+        #expect(log.failed.first?.1.kind == .vanished)
+        #expect(try partials(area).isEmpty)
+    }
+
+    @Test func aFileThatGrewSinceTheScanIsCopiedAsItIsNow() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        let path = try card.write("growing.log", randomBytes(100))
+        let files = try scanFiles(card.path)
+        try card.write("growing.log", randomBytes(3 * Self.chunk))
+
+        let (_, log) = try stage(card, into: state, files: files)
+
+        let staged = try #require(log.staged.first)
+        #expect(staged.file.size == Int64(3 * Self.chunk))
+        #expect(staged.fingerprint.hex == (try xxh128sum(path)))
+    }
+
+    @Test func runningOutOfStagingSpaceStopsTheRunAndLeavesNothingBehind() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        try card.write("a.jpg", randomBytes(1000))
+        try card.write("b.jpg", randomBytes(1000))
+        let settings = StageSettings(reserve: Int64(1) << 60, chunkSize: Self.chunk, chunks: 2)
+
+        var thrown: IngestError?
+        do { _ = try stage(card, into: state, settings: settings) } catch let error as IngestError { thrown = error }
+
+        guard case .stagingFull = thrown else {
+            Issue.record("expected stagingFull, got \(String(describing: thrown))")
+            return
+        }
+        #expect(thrown?.exitStatus == .cantCreate)
+        #expect(thrown?.description.contains("Nothing was lost") == true)
+        let area = try StagingArea(root: state.path + "/staging")
+        #expect(try partials(area).isEmpty)
+        let published = try FileManager.default.contentsOfDirectory(atPath: area.root).filter { $0 != ".partial" }
+        #expect(published.isEmpty)
+    }
+
+    @Test(arguments: [VerifyMode.staged, .both])
+    func verificationReadsTheCopyBackAndMarksItVerified(mode: VerifyMode) throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        try card.write("a.jpg", randomBytes(3 * Self.chunk + 7))
+        let settings = StageSettings(reserve: 0, verify: mode, chunkSize: Self.chunk, chunks: 2)
+
+        let (_, log) = try stage(card, into: state, settings: settings)
+
+        #expect(log.staged.count == 1)
+        #expect(log.staged.allSatisfy { $0.verified })
+    }
+
+    @Test func countsEveryFileItOpensOnTheCard() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        for i in 0..<5 { try card.write("f\(i)", randomBytes(100)) }
+        let area = try StagingArea(root: state.path + "/staging")
+        let stager = Stager(area: area, settings: StageSettings(reserve: 0))
+        try stager.run(root: card.path, files: try scanFiles(card.path), volumeName: "card") { _ in }
+        #expect(stager.filesOpened.load(ordering: .relaxed) == 5)
+        #expect(stager.bytesRead.load(ordering: .relaxed) == 500)
+    }
+
+    @Test func partialCopiesOfDeadProcessesAreRemovedAndLiveOnesKept() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging")
+        // A process that has exited: its pid is free (until reused, which a test cannot see).
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/bin/true")
+        try child.run()
+        child.waitUntilExit()
+        let dead = "\(area.partialDirectory)/\(child.processIdentifier)-1.partial"
+        let live = "\(area.partialDirectory)/\(getpid())-2.partial"
+        #expect(FileManager.default.createFile(atPath: dead, contents: Data([1])))
+        #expect(FileManager.default.createFile(atPath: live, contents: Data([2])))
+
+        #expect(area.removeAbandonedPartials() == 1)
+        #expect(try partials(area) == ["\(getpid())-2.partial"])
+    }
+}

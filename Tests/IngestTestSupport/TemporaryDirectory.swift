@@ -1,0 +1,65 @@
+import Foundation
+import Glibc
+
+/// A fresh directory under the system's temporary directory, removed when dropped.
+public final class TemporaryDirectory: @unchecked Sendable {
+    public let path: String
+
+    public init(_ label: String = #function) {
+        let template = NSTemporaryDirectory() + "ingest-test-XXXXXX"
+        var bytes = Array(template.utf8CString)
+        guard mkdtemp(&bytes) != nil else { fatalError("mkdtemp failed: \(String(cString: strerror(errno)))") }
+        path = String(decoding: bytes.prefix { $0 != 0 }.map(UInt8.init(bitPattern:)), as: UTF8.self)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    /// Writes `contents` at `relative` (creating folders) and returns the absolute path.
+    @discardableResult
+    public func write(_ relative: String, _ contents: [UInt8]) throws -> String {
+        let full = path + "/" + relative
+        try FileManager.default.createDirectory(
+            atPath: (full as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try Data(contents).write(to: URL(fileURLWithPath: full))
+        return full
+    }
+
+    /// Writes a file whose name is raw bytes (not necessarily UTF-8) into `directory`.
+    public func write(rawName: [UInt8], in directory: String = "", _ contents: [UInt8]) throws {
+        let dir = directory.isEmpty ? path : path + "/" + directory
+        let cPath = Array(dir.utf8) + [UInt8(ascii: "/")] + rawName + [0]
+        let fd = cPath.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
+        }
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(fd) }
+        _ = contents.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+    }
+}
+
+/// Random bytes, different every call.
+public func randomBytes(_ count: Int) -> [UInt8] {
+    var generator = SystemRandomNumberGenerator()
+    return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+}
+
+/// Runs a program and returns its standard output (fails the caller on a non-zero exit).
+public func runTool(_ path: String, _ arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+        throw POSIXError(.EIO, userInfo: [NSLocalizedDescriptionKey: "\(path) exited \(process.terminationStatus)"])
+    }
+    return String(decoding: output, as: UTF8.self)
+}
+
+/// The digest `xxh128sum` (the external oracle) prints for a file.
+public func xxh128sum(_ path: String) throws -> String {
+    String(try runTool("/usr/bin/xxh128sum", [path]).prefix(32))
+}
