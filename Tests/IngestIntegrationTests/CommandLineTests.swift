@@ -1,0 +1,118 @@
+import Foundation
+import IngestTestSupport
+import Testing
+
+/// The command line as scripts and people meet it: help, errors, exit statuses, dry runs.
+@Suite struct CommandLineTests {
+    @Test func helpTeachesTheCommandsAndTheExitStatuses() throws {
+        let help = try IngestRun.ingest(["--help"])
+        #expect(help.status == 0)
+        let text = help.result.stdoutText
+        for word in ["run", "scan", "status", "--state-dir", "--config", "--json", "Exit status", "66", "73", "74", "75", "78"] {
+            #expect(text.contains(word), "--help mentions \(word)")
+        }
+        let runHelp = try IngestRun.ingest(["run", "--help"])
+        for option in ["--no-upload", "--verify", "--verify-source", "--include", "--exclude", "--reserve"] {
+            #expect(runHelp.result.stdoutText.contains(option), "run --help mentions \(option)")
+        }
+    }
+
+    @Test func versionNamesTheLinkedLibraries() throws {
+        let version = try IngestRun.ingest(["--version"])
+        #expect(version.status == 0)
+        #expect(version.result.stdoutText.contains("libxxhash 0.8"))
+        #expect(version.result.stdoutText.contains("libcurl"))
+    }
+
+    @Test func aMissingPathExitsNoInputNamingIt() throws {
+        let state = TemporaryDirectory()
+        let run = try IngestRun.ingest(["/nonexistent/card", "--state-dir", state.path])
+        #expect(run.status == 66)
+        #expect(run.stderr.contains("/nonexistent/card"))
+        #expect(run.stderr.contains("mounted"))
+    }
+
+    @Test func aFileInsteadOfADirectoryExitsNoInput() throws {
+        let state = TemporaryDirectory()
+        let file = try state.write("photo.jpg", [1, 2, 3])
+        let run = try IngestRun.ingest([file, "--state-dir", state.path])
+        #expect(run.status == 66)
+        #expect(run.stderr.contains("not a directory"))
+    }
+
+    @Test func aBadConfigNamesTheFileTheKeyAndTheProblemAndExits78() throws {
+        let dir = TemporaryDirectory()
+        let config = try dir.write("ingest.toml", Array("[staging]\nreserve = \"lots\"\n".utf8))
+        let card = try dir.write("card/a.jpg", [1])
+        var environment = IngestRun.environment
+        environment["INGEST_CONFIG"] = config
+        let result = try run(
+            IngestBinary.path, [(card as NSString).deletingLastPathComponent, "--state-dir", dir.path + "/state"],
+            environment: environment)
+        #expect(result.status == 78)
+        #expect(result.stderr.contains(config))
+        #expect(result.stderr.contains("staging.reserve"))
+        #expect(result.stderr.contains("'lots' is not a size"))
+        #expect(!FileManager.default.fileExists(atPath: dir.path + "/state"), "nothing is created before the config is valid")
+    }
+
+    @Test func aMissingExplicitConfigIsAnError() throws {
+        let dir = TemporaryDirectory()
+        let run = try IngestRun.ingest(["status", "--config", dir.path + "/none.toml", "--state-dir", dir.path])
+        #expect(run.status == 78)
+        #expect(run.stderr.contains("none.toml"))
+    }
+
+    @Test func scanIsADryRunThatCountsAndCopiesNothing() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        try card.write("DCIM/a.jpg", randomBytes(1000))
+        try card.write("DCIM/b.jpg", randomBytes(500))
+        try card.write(".Trashes/x", [1])
+
+        let scan = try IngestRun.ingest(["scan", card.path, "--state-dir", state.path, "--json"])
+
+        #expect(scan.status == 0)
+        #expect(Set(scan.events("would-stage").compactMap { $0.string("path") }) == ["DCIM/a.jpg", "DCIM/b.jpg"])
+        let totals = try #require(scan.events("scanned").first)
+        #expect(totals.int("to_stage") == 2)
+        #expect(totals.int("to_stage_bytes") == 1500)
+        #expect(totals.int("skipped") == 1)
+        #expect(!FileManager.default.fileExists(atPath: state.path + "/staging"))
+
+        // After an ingest the same scan finds everything known.
+        #expect(try IngestRun.ingest([card.path, "--state-dir", state.path]).status == 0)
+        let again = try IngestRun.ingest(["scan", card.path, "--state-dir", state.path, "--json"])
+        #expect(again.events("scanned").first?.int("known") == 2)
+        #expect(again.events("would-stage").isEmpty)
+    }
+
+    @Test func thePeopleViewSaysWhatHappenedInPlainWords() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        try card.write("DCIM/a.jpg", randomBytes(2048))
+        try card.write("empty.txt", [])
+        let run = try IngestRun.ingest([card.path, "--state-dir", state.path])
+        #expect(run.status == 0)
+        #expect(run.stderr.contains("Found 2 files to copy"))
+        #expect(run.stderr.contains("Staged 2 files"))
+        #expect(run.stderr.contains("empty file"))
+        #expect(!run.stderr.contains("\u{1B}["), "no progress drawing when not on a terminal")
+
+        let status = try IngestRun.ingest(["status", "--state-dir", state.path])
+        #expect(status.result.stdoutText.contains("staged   2"))
+        #expect(status.result.stdoutText.contains(card.path))
+    }
+
+    @Test func everyNDJSONLineIsAnObjectWithAnEvent() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        try card.write("a b/é.jpg", randomBytes(100))
+        let run = try IngestRun.ingest([card.path, "--state-dir", state.path, "--json"])
+        let lines = run.result.stdoutText.split(separator: "\n")
+        #expect(!lines.isEmpty)
+        #expect(run.events.count == lines.count, "every line parses as a JSON object")
+        #expect(run.events.allSatisfy { $0["event"] is String })
+        let staged = try #require(run.events("staged").first)
+        #expect(staged.string("path") == "a b/é.jpg")
+        #expect(staged.int("size") == 100)
+        #expect(staged.string("xxh128") == (try xxh128sum(card.path + "/a b/é.jpg")))
+    }
+}
