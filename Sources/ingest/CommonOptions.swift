@@ -67,11 +67,11 @@ struct CommonOptions: ParsableArguments {
 /// Prints an error the way every subcommand does and turns it into the documented exit status.
 func fail(_ error: IngestError, json: Bool) -> ExitCode {
     if json {
-        OutputStream.standardOutput.write(
+        ReportOutput.standardOutput.write(
             JSONValue.line([
                 "event": "error", "message": .string(error.description), "exit_status": .int(Int64(error.exitStatus.rawValue)),
             ]) + "\n")
     }
-    OutputStream.standardError.write("ingest: error: \(error)\n")
+    ReportOutput.standardError.write("ingest: error: \(error)\n")
     return ExitCode(error.exitStatus.rawValue)
 }

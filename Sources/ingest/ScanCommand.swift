@@ -32,11 +32,11 @@ struct ScanCommand: AsyncParsableCommand {
             if list || common.json {
                 for file in plan.toStage {
                     if common.json {
-                        OutputStream.standardOutput.write(
+                        ReportOutput.standardOutput.write(
                             JSONValue.line(["event": "would-stage", "path": .string(file.path.display), "size": .int(file.size)])
                                 + "\n")
                     } else {
-                        OutputStream.standardOutput.write("\(file.path.display)\t\(file.size)\n")
+                        ReportOutput.standardOutput.write("\(file.path.display)\t\(file.size)\n")
                     }
                 }
             }

@@ -47,7 +47,7 @@ struct StatusCommand: AsyncParsableCommand {
                 lines.append("  \(file.cardPath.display): \(file.lastError ?? "")")
             }
         }
-        OutputStream.standardOutput.write(lines.joined(separator: "\n") + "\n")
+        ReportOutput.standardOutput.write(lines.joined(separator: "\n") + "\n")
     }
 
     private func printJSON(_ summary: JournalSummary, state: StateDirectory) {
@@ -61,6 +61,6 @@ struct StatusCommand: AsyncParsableCommand {
         object["staged_bytes"] = .int(summary.stagedObjects.bytes)
         object["volumes"] = .int(Int64(summary.volumes.count))
         object["recent_failures"] = .int(Int64(summary.recentFailures.count))
-        OutputStream.standardOutput.write(JSONValue.line(object) + "\n")
+        ReportOutput.standardOutput.write(JSONValue.line(object) + "\n")
     }
 }

@@ -3,10 +3,10 @@ import Synchronization
 
 /// Where reporters write: a file descriptor, unbuffered, one `write` per call so lines from
 /// several threads never interleave mid-line.
-public struct OutputStream: Sendable {
+public struct ReportOutput: Sendable {
     public let fd: Int32
-    public static let standardOutput = OutputStream(fd: STDOUT_FILENO)
-    public static let standardError = OutputStream(fd: STDERR_FILENO)
+    public static let standardOutput = ReportOutput(fd: STDOUT_FILENO)
+    public static let standardError = ReportOutput(fd: STDERR_FILENO)
 
     public init(fd: Int32) { self.fd = fd }
 
@@ -30,8 +30,8 @@ public struct OutputStream: Sendable {
 
 /// `--json`: one NDJSON object per event on standard output.
 public struct JSONLinesReporter: EventSink {
-    let output: OutputStream
-    public init(output: OutputStream = .standardOutput) { self.output = output }
+    let output: ReportOutput
+    public init(output: ReportOutput = .standardOutput) { self.output = output }
     public func emit(_ event: IngestEvent) { output.write(JSONValue.line(event.json) + "\n") }
 }
 
@@ -47,12 +47,12 @@ public final class ConsoleReporter: EventSink, Sendable {
         var lineShown = false
     }
 
-    private let output: OutputStream
+    private let output: ReportOutput
     private let showsProgress: Bool
     private let progress = Mutex(Progress())
 
     /// - Parameter showsProgress: draw the live line (on by default when `output` is a terminal).
-    public init(output: OutputStream = .standardError, showsProgress: Bool? = nil) {
+    public init(output: ReportOutput = .standardError, showsProgress: Bool? = nil) {
         self.output = output
         self.showsProgress = showsProgress ?? output.isTerminal
     }
