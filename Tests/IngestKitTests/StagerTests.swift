@@ -161,4 +161,40 @@ final class OutcomeLog: Sendable {
         #expect(area.removeAbandonedPartials() == 1)
         #expect(try partials(area) == ["\(getpid())-2.partial"])
     }
+
+    /// `/proc/self/mem` is a regular file whose first read fails with EIO: a bad sector
+    /// that any test can have.
+    static func unreadableAtOffsetZero(_ count: Int) -> [ScannedFile] {
+        (0..<count).map { _ in ScannedFile(path: CardPath("mem"), size: 0, mtime: 0) }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func readErrorsOnManyFilesNeverExhaustTheBufferPool() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging")
+        let stager = Stager(area: area, settings: StageSettings(reserve: 0, chunkSize: 4096, chunks: 2, deviceFailureLimit: 1000))
+        let log = OutcomeLog()
+        try stager.run(root: "/proc/self", files: Self.unreadableAtOffsetZero(20), volumeName: "bad card") { log.add($0) }
+        #expect(log.failed.count == 20)
+        #expect(log.failed.allSatisfy { $0.1.code == "io-error" })
+        #expect(try partials(area).isEmpty)
+    }
+
+    @Test func readErrorsOnSeveralFilesInARowMeanTheCardIsLost() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging")
+        let stager = Stager(area: area, settings: StageSettings(reserve: 0, deviceFailureLimit: 3))
+        let log = OutcomeLog()
+        var thrown: IngestError?
+        do {
+            try stager.run(root: "/proc/self", files: Self.unreadableAtOffsetZero(10), volumeName: "bad card") { log.add($0) }
+        } catch { thrown = error }
+        guard case .volumeLost(let volume, _) = thrown else {
+            Issue.record("expected volumeLost, got \(String(describing: thrown))")
+            return
+        }
+        #expect(volume == "bad card")
+        #expect(thrown?.exitStatus == .ioError)
+        #expect(log.failed.count == 3, "the run stops at the third failure in a row; the rest stay pending")
+    }
 }

@@ -240,7 +240,7 @@ private final class Pipeline: @unchecked Sendable {
         }
         stager.filesOpened.add(1, ordering: .relaxed)
         var file = scanned
-        do {
+        do throws(SystemError) {
             let before = try source.stat()
             guard before.isRegularFile else { return .failed(StageFailure(kind: .vanished)) }
             file.size = Int64(before.st_size)
@@ -251,7 +251,10 @@ private final class Pipeline: @unchecked Sendable {
             var total: Int64 = 0
             while true {
                 let chunk = pool.take()
-                chunk.count = try source.read(into: chunk.storage, path: display)
+                do throws(SystemError) { chunk.count = try source.read(into: chunk.storage, path: display) } catch {
+                    pool.put(chunk)  // the pool is the memory bound: a chunk lost here is never found again
+                    throw error
+                }
                 if chunk.count == 0 {
                     pool.put(chunk)
                     break
@@ -315,7 +318,7 @@ private final class Pipeline: @unchecked Sendable {
                 guard !failedCurrent, let current = partial else { continue }
                 partial = nil
                 do throws(IngestError) {
-                    if let outcome = try finish(current, file: file, fingerprint: fingerprint) { report(outcome) }
+                    report(try finish(current, file: file, fingerprint: fingerprint))
                 } catch {
                     stop(error)
                     unlink(current.path)
@@ -371,7 +374,7 @@ private final class Pipeline: @unchecked Sendable {
         }
     }
 
-    private func finish(_ partial: Partial, file: ScannedFile, fingerprint: Fingerprint) throws(IngestError) -> StageOutcome? {
+    private func finish(_ partial: Partial, file: ScannedFile, fingerprint: Fingerprint) throws(IngestError) -> StageOutcome {
         let area = stager.area
         let isNew: Bool
         do {
