@@ -50,10 +50,19 @@ struct CommonOptions: ParsableArguments {
         return loaded
     }
 
+    func statePath(_ config: Config) -> String {
+        config.stateDirectory ?? StateDirectory.defaultPath(environment: environment)
+    }
+
+    /// Opens (creating if needed) the state directory and its journal.
     func openState(_ config: Config) throws(IngestError) -> (StateDirectory, Journal) {
-        let state = try StateDirectory(
-            path: config.stateDirectory ?? StateDirectory.defaultPath(environment: environment))
+        let state = try StateDirectory(path: statePath(config))
         return (state, try Journal(path: state.journalPath))
+    }
+
+    /// The journal as it is, for commands that change nothing; nil when none exists yet.
+    func readJournal(_ config: Config) throws(IngestError) -> Journal? {
+        try Journal.openForReading(path: StateDirectory.journalPath(in: statePath(config)))
     }
 
     /// The event sink `--json` asks for: NDJSON on stdout, or the human view on stderr.

@@ -20,11 +20,19 @@ struct ScanCommand: AsyncParsableCommand {
     var list = false
 
     func run() async throws {
-        let logger = common.bootstrapLogging()
+        _ = common.bootstrapLogging()
         do throws(IngestError) {
             let config = try common.loadConfig()
-            let (state, journal) = try common.openState(config)
-            let plan = try await Ingestor(config: config, state: state, journal: journal, logger: logger).plan(path: path)
+            let volume = try VolumeIdentity.identify(path: path)
+            let known: [CardPath: FileRecord]
+            if let journal = try common.readJournal(config) {
+                do { known = try await journal.files(ofVolume: volume.key) } catch {
+                    throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
+                }
+            } else {
+                known = [:]
+            }
+            let plan = try await ScanPlan.make(volume: volume, rules: config.scan, known: known)
             let (sink, _) = common.makeReporter()
             sink.emit(.volume(plan.volume))
             for (path, reason) in plan.notableSkips { sink.emit(.skipped(path, reason)) }

@@ -14,23 +14,25 @@ struct StatusCommand: AsyncParsableCommand {
         _ = common.bootstrapLogging()
         do throws(IngestError) {
             let config = try common.loadConfig()
-            let (state, journal) = try common.openState(config)
-            let summary: JournalSummary
-            do { summary = try await journal.summary() } catch {
-                throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
+            let statePath = common.statePath(config)
+            var summary = JournalSummary.empty
+            if let journal = try common.readJournal(config) {
+                do { summary = try await journal.summary() } catch {
+                    throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
+                }
             }
             if common.json {
-                printJSON(summary, state: state)
+                printJSON(summary, statePath: statePath)
             } else {
-                printText(summary, state: state)
+                printText(summary, statePath: statePath)
             }
         } catch {
             throw fail(error, json: common.json)
         }
     }
 
-    private func printText(_ summary: JournalSummary, state: StateDirectory) {
-        var lines = ["State directory: \(state.path)", "Files:"]
+    private func printText(_ summary: JournalSummary, statePath: String) {
+        var lines = ["State directory: \(statePath)", "Files:"]
         for fileState in FileState.allCases {
             let tally = summary.files[fileState, default: .zero]
             lines.append("  \(fileState.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(tally.count) (\(ByteCount(tally.bytes)))")
@@ -38,8 +40,7 @@ struct StatusCommand: AsyncParsableCommand {
         lines.append("Staged copies: \(summary.stagedObjects.count) (\(ByteCount(summary.stagedObjects.bytes)))")
         lines.append("Volumes seen: \(summary.volumes.count)")
         for volume in summary.volumes {
-            let name = volume.fsLabel ?? volume.deviceNode ?? volume.rootPath
-            lines.append("  \(name)  \(volume.key)  last seen \(volume.lastSeen.formatted(.iso8601))")
+            lines.append("  \(volume.name)  \(volume.key)  last seen \(volume.lastSeen.formatted(.iso8601))")
         }
         if !summary.recentFailures.isEmpty {
             lines.append("Recent failures (retried on the next run):")
@@ -50,8 +51,8 @@ struct StatusCommand: AsyncParsableCommand {
         ReportOutput.standardOutput.write(lines.joined(separator: "\n") + "\n")
     }
 
-    private func printJSON(_ summary: JournalSummary, state: StateDirectory) {
-        var object: [String: JSONValue] = ["event": "status", "state_dir": .string(state.path)]
+    private func printJSON(_ summary: JournalSummary, statePath: String) {
+        var object: [String: JSONValue] = ["event": "status", "state_dir": .string(statePath)]
         for fileState in FileState.allCases {
             let tally = summary.files[fileState, default: .zero]
             object["files_\(fileState.rawValue)"] = .int(Int64(tally.count))

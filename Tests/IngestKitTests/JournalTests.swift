@@ -1,4 +1,6 @@
 import Foundation
+import Glibc
+import Synchronization
 import Testing
 
 @testable import IngestKit
@@ -18,7 +20,7 @@ import Testing
         let dir = TemporaryDirectory()
         let journal = try Journal(path: dir.path + "/journal.sqlite")
         try await journal.noteVolume(volume)
-        try await journal.recordStaged([staged("DCIM/a.jpg", size: 5, mtime: 77, digest: 9)], volumeKey: volume.key)
+        try await journal.record([.staged(staged("DCIM/a.jpg", size: 5, mtime: 77, digest: 9))], volumeKey: volume.key)
 
         let files = try await journal.files(ofVolume: volume.key)
         let record = try #require(files[CardPath("DCIM/a.jpg")])
@@ -34,13 +36,14 @@ import Testing
         let journal = try Journal(path: dir.path + "/journal.sqlite")
         try await journal.noteVolume(volume)
         let file = ScannedFile(path: CardPath("bad.jpg"), size: 3, mtime: 1)
-        try await journal.recordFailures([(file, "cannot read: Input/output error")], volumeKey: volume.key)
+        let failure = StageFailure(kind: .ioError(SystemError(call: "read", errno: EIO)))
+        try await journal.record([.failed(file, failure)], volumeKey: volume.key)
 
         var record = try #require(try await journal.files(ofVolume: volume.key)[file.path])
         #expect(record.state == .pending)
-        #expect(record.lastError == "cannot read: Input/output error")
+        #expect(record.lastError == "read failed: Input/output error")
 
-        try await journal.recordStaged([staged("bad.jpg", size: 3)], volumeKey: volume.key)
+        try await journal.record([.staged(staged("bad.jpg", size: 3))], volumeKey: volume.key)
         record = try #require(try await journal.files(ofVolume: volume.key)[file.path])
         #expect(record.state == .staged)
         #expect(record.lastError == nil)
@@ -51,9 +54,9 @@ import Testing
         let journal = try Journal(path: dir.path + "/journal.sqlite")
         try await journal.noteVolume(volume)
         let raw = CardPath(bytes: [0x63, 0x61, 0x66, 0xE9, 0x2E, 0x6A, 0x70, 0x67])
-        try await journal.recordStaged(
-            [StagedFile(file: ScannedFile(path: raw, size: 1, mtime: 1), fingerprint: Fingerprint(high: 1, low: 2), deduplicated: false, verified: true)],
-            volumeKey: volume.key)
+        let file = StagedFile(
+            file: ScannedFile(path: raw, size: 1, mtime: 1), fingerprint: Fingerprint(high: 1, low: 2), deduplicated: false, verified: true)
+        try await journal.record([.staged(file)], volumeKey: volume.key)
         #expect(try await journal.files(ofVolume: volume.key)[raw] != nil)
     }
 
@@ -61,9 +64,10 @@ import Testing
         let dir = TemporaryDirectory()
         let journal = try Journal(path: dir.path + "/journal.sqlite")
         try await journal.noteVolume(volume)
-        try await journal.recordStaged(
-            [staged("a", size: 10, digest: 1), staged("b", size: 10, digest: 1), staged("c", size: 4, digest: 2)], volumeKey: volume.key)
-        try await journal.recordFailures([(ScannedFile(path: CardPath("d"), size: 7, mtime: 1), "gone")], volumeKey: volume.key)
+        try await journal.record(
+            [.staged(staged("a", size: 10, digest: 1)), .staged(staged("b", size: 10, digest: 1)), .staged(staged("c", size: 4, digest: 2)),
+             .failed(ScannedFile(path: CardPath("d"), size: 7, mtime: 1), StageFailure(kind: .vanished))],
+            volumeKey: volume.key)
 
         let summary = try await journal.summary()
         #expect(summary.files[.staged] == .init(count: 3, bytes: 24))
@@ -92,7 +96,7 @@ import Testing
             for (index, journal) in [first, second].enumerated() {
                 group.addTask {
                     for i in 0..<200 {
-                        try await journal.recordStaged([staged("j\(index)/f\(i)", digest: UInt64(index * 1000 + i))], volumeKey: volume.key)
+                        try await journal.record([.staged(staged("j\(index)/f\(i)", digest: UInt64(index * 1000 + i)))], volumeKey: volume.key)
                     }
                 }
             }
@@ -100,6 +104,16 @@ import Testing
         }
         #expect(try await first.files(ofVolume: volume.key).count == 400)
         #expect(try await second.summary().stagedObjects.count == 400)
+    }
+
+    @Test func manyProcessesCreatingOneNewJournalAtOnceAllSucceed() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.path + "/journal.sqlite"
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            do { _ = try Journal(path: path) } catch { failures.withLock { $0.append("\(error)") } }
+        }
+        #expect(failures.withLock { $0 } == [])
     }
 
     @Test func anUnusableJournalPathIsAStateError() throws {

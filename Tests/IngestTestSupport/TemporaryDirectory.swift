@@ -50,6 +50,7 @@ public func runTool(_ path: String, _ arguments: [String]) throws -> String {
     process.arguments = arguments
     let pipe = Pipe()
     process.standardOutput = pipe
+    process.standardError = FileHandle.nullDevice  // xxh128sum draws progress there
     try process.run()
     let output = pipe.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import GRDB
 
 /// Where a file of a card stands.
@@ -13,6 +14,8 @@ public enum FileState: String, Sendable, Codable, CaseIterable, DatabaseValueCon
 public struct VolumeRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "volume"
     public var key: String
+    /// How people know it: a whole card by its label (or device), a directory by its path.
+    public var name: String
     public var rootPath: String
     public var fsUUID: String?
     public var fsLabel: String?
@@ -27,6 +30,7 @@ public struct VolumeRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
 
     public init(_ identity: VolumeIdentity, seen: Date) {
         key = identity.key
+        name = identity.displayName
         rootPath = identity.rootPath
         fsUUID = identity.device?.fsUUID
         fsLabel = identity.device?.fsLabel
@@ -77,7 +81,7 @@ public struct StagedObjectRecord: Codable, Sendable, Equatable, FetchableRecord,
 /// recognises its content.
 public final class Journal: Sendable {
     public let path: String
-    let database: DatabasePool
+    let database: DatabaseQueue
 
     /// Opens the journal at `path`, creating and migrating it as needed.
     public init(path: String, busyTimeout: TimeInterval = 30) throws(IngestError) {
@@ -85,14 +89,43 @@ public final class Journal: Sendable {
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout)
         configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = WAL")
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.execute(sql: "PRAGMA cache_size = -512")
         }
+        // Two processes opening a new journal at once must not both create its tables: the
+        // migration runs under an exclusive lock on a file beside it.
+        let migrationLock: FileDescriptor
         do {
-            database = try DatabasePool(path: path, configuration: configuration)
+            migrationLock = try FileDescriptor(path: path + ".lock", flags: O_RDWR | O_CREAT, mode: 0o640)
+            try retryingEINTR("flock", path: path + ".lock") { flock(migrationLock.raw, LOCK_EX) }
+        } catch {
+            throw .stateUnusable(path: path, reason: "cannot lock the journal: \(error.reason)")
+        }
+        defer { flock(migrationLock.raw, LOCK_UN) }
+        do {
+            database = try DatabaseQueue(path: path, configuration: configuration)
             try Self.migrator.migrate(database)
         } catch {
             throw .stateUnusable(path: path, reason: "the journal cannot be opened: \(error)")
         }
+    }
+
+    /// Opens an existing journal without changing anything, for dry runs; nil if there is none.
+    public static func openForReading(path: String) throws(IngestError) -> Journal? {
+        guard access(path, F_OK) == 0 else { return nil }
+        var configuration = Configuration()
+        configuration.readonly = true
+        do {
+            return Journal(path: path, database: try DatabaseQueue(path: path, configuration: configuration))
+        } catch {
+            throw .stateUnusable(path: path, reason: "the journal cannot be read: \(error)")
+        }
+    }
+
+    private init(path: String, database: DatabaseQueue) {
+        self.path = path
+        self.database = database
     }
 
     static var migrator: DatabaseMigrator {
@@ -100,6 +133,7 @@ public final class Journal: Sendable {
         migrator.registerMigration("v1: volumes, files, staged objects") { db in
             try db.create(table: "volume") { t in
                 t.primaryKey("key", .text)
+                t.column("name", .text).notNull()
                 t.column("rootPath", .text).notNull()
                 t.column("fsUUID", .text)
                 t.column("fsLabel", .text)
@@ -154,30 +188,26 @@ public final class Journal: Sendable {
         }
     }
 
-    /// Records files as staged, with their staged objects, in one transaction.
-    public func recordStaged(_ files: [StagedFile], volumeKey: String, at date: Date = Date()) async throws {
-        guard !files.isEmpty else { return }
+    /// Records what staging did, in one transaction: staged files with their staged objects,
+    /// and failed files, which stay pending with the reason.
+    public func record(_ outcomes: [StageOutcome], volumeKey: String, at date: Date = Date()) async throws {
+        guard !outcomes.isEmpty else { return }
         try await database.write { db in
-            for staged in files {
-                try db.execute(
-                    sql: """
+            for outcome in outcomes {
+                switch outcome {
+                case .staged(let staged):
+                    try db.cachedStatement(sql: """
                         INSERT INTO stagedObject (fingerprint, size, stagedAt) VALUES (?, ?, ?)
                         ON CONFLICT(fingerprint) DO NOTHING
-                        """,
-                    arguments: [staged.fingerprint.hex, staged.file.size, date])
-                try Self.upsertFile(
-                    db, volumeKey: volumeKey, file: staged.file, fingerprint: staged.fingerprint.hex,
-                    state: .staged, error: nil, at: date)
-            }
-        }
-    }
-
-    /// Records files that could not be staged: they stay pending, with the reason.
-    public func recordFailures(_ failures: [(ScannedFile, String)], volumeKey: String, at date: Date = Date()) async throws {
-        guard !failures.isEmpty else { return }
-        try await database.write { db in
-            for (file, reason) in failures {
-                try Self.upsertFile(db, volumeKey: volumeKey, file: file, fingerprint: nil, state: .pending, error: reason, at: date)
+                        """).execute(arguments: [staged.fingerprint.hex, staged.file.size, date])
+                    try Self.upsertFile(
+                        db, volumeKey: volumeKey, file: staged.file, fingerprint: staged.fingerprint.hex, state: .staged,
+                        error: nil, at: date)
+                case let .failed(file, failure):
+                    try Self.upsertFile(
+                        db, volumeKey: volumeKey, file: file, fingerprint: nil, state: .pending, error: failure.description,
+                        at: date)
+                }
             }
         }
     }
@@ -186,15 +216,13 @@ public final class Journal: Sendable {
         _ db: Database, volumeKey: String, file: ScannedFile, fingerprint: String?, state: FileState, error: String?,
         at date: Date
     ) throws {
-        try db.execute(
-            sql: """
-                INSERT INTO file (volumeKey, path, size, mtime, fingerprint, state, lastError, updatedAt)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT(volumeKey, path) DO UPDATE SET
-                  size = excluded.size, mtime = excluded.mtime, fingerprint = excluded.fingerprint,
-                  state = excluded.state, lastError = excluded.lastError, updatedAt = excluded.updatedAt
-                """,
-            arguments: [volumeKey, Data(file.path.bytes), file.size, file.mtime, fingerprint, state, error, date])
+        try db.cachedStatement(sql: """
+            INSERT INTO file (volumeKey, path, size, mtime, fingerprint, state, lastError, updatedAt)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(volumeKey, path) DO UPDATE SET
+              size = excluded.size, mtime = excluded.mtime, fingerprint = excluded.fingerprint,
+              state = excluded.state, lastError = excluded.lastError, updatedAt = excluded.updatedAt
+            """).execute(arguments: [volumeKey, Data(file.path.bytes), file.size, file.mtime, fingerprint, state, error, date])
     }
 
     /// Counts and bytes by state, for `ingest status`.
@@ -224,6 +252,8 @@ public struct JournalSummary: Sendable, Equatable {
         public var bytes: Int64
         public static let zero = Tally(count: 0, bytes: 0)
     }
+    /// What a journal that does not exist yet holds.
+    public static let empty = JournalSummary(files: [:], stagedObjects: .zero, volumes: [], recentFailures: [])
     public var files: [FileState: Tally]
     public var stagedObjects: Tally
     public var volumes: [VolumeRecord]

@@ -62,8 +62,8 @@ public final class ConsoleReporter: EventSink, Sendable {
         case .volume(let volume):
             var line = "Ingesting \(volume.rootPath)"
             if let device = volume.device {
-                let details = [device.fsLabel.map { "label \($0)" }, device.fsUUID.map { "UUID \($0)" }, Optional(device.node)]
-                line += " (" + details.compactMap { $0 }.joined(separator: ", ") + ")"
+                let details = [device.fsLabel.map { "label \($0)" }, device.fsUUID.map { "UUID \($0)" }].compactMap { $0 }
+                line += " (on \(device.node)" + (details.isEmpty ? "" : ": " + details.joined(separator: ", ")) + ")"
             }
             print(line)
         case let .skipped(path, reason):

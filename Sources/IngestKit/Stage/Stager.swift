@@ -124,10 +124,17 @@ public final class Stager: Sendable {
     /// Files opened for reading on the card so far.
     public let filesOpened = Atomic<Int>(0)
 
+    /// Set by ``cancel()``: the reader stops before its next file.
+    let isCancelled = Atomic<Bool>(false)
+
     public init(area: StagingArea, settings: StageSettings = StageSettings()) {
         self.area = area
         self.settings = settings
     }
+
+    /// Stops a running ``run(root:files:volumeName:report:)`` before its next file; what
+    /// was not copied stays pending. Any thread.
+    public func cancel() { isCancelled.store(true, ordering: .relaxed) }
 
     /// Stages `files` from the tree at `root`, calling `report` (on the writer thread) once
     /// per file. Blocks until done: call it from a dedicated thread, never from the
@@ -201,7 +208,7 @@ private final class Pipeline: @unchecked Sendable {
         let hasher = FingerprintHasher()
         var deviceFailures = 0
         for file in files {
-            if isStopped { break }
+            if isStopped || stager.isCancelled.load(ordering: .relaxed) { break }
             switch readOne(file, hasher: hasher) {
             case .copied(let copied, let digest):
                 deviceFailures = 0

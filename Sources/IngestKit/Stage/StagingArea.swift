@@ -19,8 +19,8 @@ public struct StagingArea: Sendable {
     public init(root: String) throws(IngestError) {
         self.root = root
         for directory in [root, root + "/.partial"] {
-            do { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) } catch {
-                throw .stateUnusable(path: directory, reason: "cannot create it: \((error as NSError).localizedDescription)")
+            do { try makeDirectories(directory) } catch {
+                throw .stateUnusable(path: directory, reason: "cannot create it: \(error.reason)")
             }
         }
         guard access(root, W_OK) == 0 else {

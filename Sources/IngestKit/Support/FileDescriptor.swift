@@ -64,6 +64,17 @@ final class FileDescriptor: @unchecked Sendable {
     }
 }
 
+/// `mkdir -p` with mode 0750 for what it creates; the error names the call and the path.
+func makeDirectories(_ path: String) throws(SystemError) {
+    var prefix = ""
+    for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+        prefix += "/" + component
+        if mkdir(prefix, 0o750) != 0, errno != EEXIST { throw .last("mkdir", path: prefix) }
+    }
+    var st = Glibc.stat()
+    guard stat(path, &st) == 0, st.isDirectory else { throw SystemError(call: "mkdir", errno: ENOTDIR, path: path) }
+}
+
 /// Reads a whole (small) file as UTF-8 text; works for `/dev/null` and pipes too.
 func readTextFile(_ path: String) throws(SystemError) -> String {
     let file = try FileDescriptor(path: path, flags: O_RDONLY)

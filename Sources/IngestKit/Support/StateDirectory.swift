@@ -11,7 +11,8 @@ import Glibc
 public struct StateDirectory: Sendable {
     public let path: String
 
-    public var journalPath: String { path + "/journal.sqlite" }
+    public var journalPath: String { Self.journalPath(in: path) }
+    public static func journalPath(in directory: String) -> String { directory + "/journal.sqlite" }
     public var stagingPath: String { path + "/staging" }
     var locksPath: String { path + "/locks" }
 
@@ -27,11 +28,8 @@ public struct StateDirectory: Sendable {
     public init(path: String) throws(IngestError) {
         self.path = path
         for directory in [path, path + "/locks"] {
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o750])
-            } catch {
-                throw .stateUnusable(path: directory, reason: "cannot create it: \((error as NSError).localizedDescription)")
+            do { try makeDirectories(directory) } catch {
+                throw .stateUnusable(path: directory, reason: "cannot create it: \(error.reason)")
             }
         }
     }
