@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <unistd.h>
 #include "system_shims.h"
 
 int ingest_start_writeback(int fd, int64_t offset, int64_t length) {
@@ -8,4 +9,8 @@ int ingest_start_writeback(int fd, int64_t offset, int64_t length) {
 
 int ingest_fallocate(int fd, int64_t offset, int64_t length) {
     return fallocate(fd, 0, offset, length);
+}
+
+int ingest_syncfs(int fd) {
+    return syncfs(fd);
 }

@@ -13,4 +13,7 @@ int ingest_start_writeback(int fd, int64_t offset, int64_t length);
 /// Reserves blocks for a file without writing them (fallocate mode 0).
 int ingest_fallocate(int fd, int64_t offset, int64_t length);
 
+/// Flushes everything written to the file system that holds `fd` (syncfs).
+int ingest_syncfs(int fd);
+
 #endif

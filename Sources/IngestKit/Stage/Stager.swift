@@ -109,9 +109,9 @@ public struct StageSettings: Sendable, Equatable {
 /// same pass: the card is read once per file.
 ///
 /// Two dedicated threads form a pipeline: the reader reads and hashes chunks, the writer
-/// writes them to a partial file, fsyncs it and links it to its content address. A fixed
-/// pool of chunks between them bounds memory (`chunkSize × chunks`) whatever the file size,
-/// and the reader goes on with the next file while the writer syncs the last one.
+/// writes them to partial files and, in batches, syncs them to disk and links each to its
+/// content address. A fixed pool of chunks between them bounds memory (`chunkSize × chunks`)
+/// whatever the file size, and the reader goes on with the next file while the writer syncs.
 ///
 /// A file whose read fails, or that changes while it is copied, leaves no staged copy: its
 /// partial file is removed. The run stops, with the rest left pending, when the staging
@@ -286,7 +286,7 @@ private final class Pipeline: @unchecked Sendable {
         }
     }
 
-    // MARK: Writer: partial file, write, fsync, publish; runs on its own thread.
+    // MARK: Writer: partial file, write, then publish in batches; runs on its own thread.
 
     private struct Partial {
         var file: FileDescriptor
@@ -295,13 +295,44 @@ private final class Pipeline: @unchecked Sendable {
         var syncedUpTo: Int64 = 0
     }
 
+    /// A copy written in full, waiting for its batch to be made durable and published.
+    private struct Written {
+        var partial: Partial
+        var file: ScannedFile
+        var fingerprint: Fingerprint
+    }
+
     /// Kick off writeback every this many bytes, so dirty pages never pile up.
     private static let writebackStride: Int64 = 8 << 20
+    /// Copies become durable in batches: one `syncfs` for the data of a batch and one for
+    /// its new names, instead of two `fsync`s per file (which made a card of small files
+    /// four times slower than `cp`). A batch is published when the reader has nothing more
+    /// ready, or when it reaches this many files or bytes.
+    private static let batchFiles = 64
+    private static let batchBytes: Int64 = 256 << 20
 
     private func write(report: @Sendable (StageOutcome) -> Void) {
         var partial: Partial?
         var failedCurrent = false
+        var batch: [Written] = []
+        var batchBytes: Int64 = 0
+
+        func publishBatch() {
+            guard !batch.isEmpty else { return }
+            do throws(IngestError) {
+                for outcome in try publish(batch) { report(outcome) }
+            } catch {
+                stop(error)
+                for written in batch { unlink(written.partial.path) }
+            }
+            batch.removeAll(keepingCapacity: true)
+            batchBytes = 0
+        }
+
         loop: while true {
+            if !batch.isEmpty, queue.isEmpty || batch.count >= Self.batchFiles || batchBytes >= Self.batchBytes {
+                publishBatch()
+            }
             switch queue.take() {
             case .begin(let file):
                 failedCurrent = false
@@ -324,12 +355,8 @@ private final class Pipeline: @unchecked Sendable {
             case .end(let file, let fingerprint):
                 guard !failedCurrent, let current = partial else { continue }
                 partial = nil
-                do throws(IngestError) {
-                    report(try finish(current, file: file, fingerprint: fingerprint))
-                } catch {
-                    stop(error)
-                    unlink(current.path)
-                }
+                batch.append(Written(partial: current, file: file, fingerprint: fingerprint))
+                batchBytes += current.written
             case .abort(let file, let failure):
                 discard(&partial)
                 report(.failed(file, failure))
@@ -337,6 +364,7 @@ private final class Pipeline: @unchecked Sendable {
                 discard(&partial)
             case .finish:
                 discard(&partial)
+                publishBatch()
                 break loop
             }
         }
@@ -381,24 +409,32 @@ private final class Pipeline: @unchecked Sendable {
         }
     }
 
-    private func finish(_ partial: Partial, file: ScannedFile, fingerprint: Fingerprint) throws(IngestError) -> StageOutcome {
+    /// Makes a batch of written copies durable and gives each its content address: sync
+    /// the data, link each copy to its name, sync the names. Only then is a copy staged.
+    private func publish(_ batch: [Written]) throws(IngestError) -> [StageOutcome] {
         let area = stager.area
-        let isNew: Bool
+        var isNew: [Bool] = []
         do {
-            try partial.file.sync(path: partial.path)
-            // The copy is on disk; its pages need not stay in memory (and verify must read the disk).
-            _ = posix_fadvise(partial.file.raw, 0, 0, POSIX_FADV_DONTNEED)
-            try partial.file.close()
-            isNew = try area.publish(partial: partial.path, as: fingerprint)
+            try area.sync()
+            for written in batch {
+                // On disk now: its pages need not stay in memory (and verify must read the disk).
+                _ = posix_fadvise(written.partial.file.raw, 0, 0, POSIX_FADV_DONTNEED)
+                try written.partial.file.close()
+                isNew.append(try area.link(partial: written.partial.path, as: written.fingerprint))
+            }
+            if isNew.contains(true) { try area.sync() }
         } catch {
             throw stagingError(error)
         }
-        var verified = false
-        if stager.settings.verify != .off {
-            if let mismatch = verify(file, fingerprint: fingerprint) { return .failed(file, mismatch) }
-            verified = true
+        for written in batch { unlink(written.partial.path) }
+        return zip(batch, isNew).map { written, isNew in
+            var verified = false
+            if stager.settings.verify != .off {
+                if let mismatch = verify(written.file, fingerprint: written.fingerprint) { return .failed(written.file, mismatch) }
+                verified = true
+            }
+            return .staged(StagedFile(file: written.file, fingerprint: written.fingerprint, deduplicated: !isNew, verified: verified))
         }
-        return .staged(StagedFile(file: file, fingerprint: fingerprint, deduplicated: !isNew, verified: verified))
     }
 
     /// Re-reads the staged copy (and the source, with `.both`) and compares fingerprints.

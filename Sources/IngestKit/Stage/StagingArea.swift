@@ -1,3 +1,4 @@
+import CSystemShims
 import Foundation
 import Glibc
 
@@ -9,7 +10,7 @@ import Glibc
 ///                    xxh128sum prints it, under a fan-out directory of its first two digits
 ///   .partial/        copies being written; never mistaken for complete ones
 /// ```
-/// A copy enters its final place only by `link(2)` after `fsync`, so whatever has a
+/// A copy enters its final place only by `link(2)` after it is on disk, so whatever has a
 /// fingerprint name is complete, and two processes staging the same content cannot clash.
 public struct StagingArea: Sendable {
     public let root: String
@@ -53,21 +54,23 @@ public struct StagingArea: Sendable {
         return (fd, name)
     }
 
-    /// Moves a complete, fsynced partial file to its content address. Returns false when a
-    /// copy with that fingerprint was already there (the partial is then removed).
-    func publish(partial: String, as fingerprint: Fingerprint) throws(SystemError) -> Bool {
+    /// Links a complete partial file to its content address (the partial stays; the caller
+    /// removes it). Returns false when a copy with that fingerprint was already there.
+    /// The partial must be on disk first, and the new name is durable only after ``sync()``.
+    func link(partial: String, as fingerprint: Fingerprint) throws(SystemError) -> Bool {
         let final = path(for: fingerprint)
         let fanOut = String(final.prefix(upTo: final.lastIndex(of: "/")!))
         if mkdir(fanOut, 0o750) != 0, errno != EEXIST { throw .last("mkdir", path: fanOut) }
-        defer { unlink(partial) }
-        if link(partial, final) != 0 {
-            if errno == EEXIST { return false }
-            throw .last("link", path: final)
-        }
-        // The new name must survive a power cut as the content did: sync its directory.
-        let directory = try FileDescriptor(path: fanOut, flags: O_RDONLY | O_DIRECTORY)
-        try directory.sync(path: fanOut)
-        return true
+        if Glibc.link(partial, final) == 0 { return true }
+        if errno == EEXIST { return false }
+        throw .last("link", path: final)
+    }
+
+    /// Flushes everything written to the staging file system (`syncfs`): one call makes a
+    /// whole batch of copies, or of new names, durable.
+    func sync() throws(SystemError) {
+        let directory = try FileDescriptor(path: root, flags: O_RDONLY | O_DIRECTORY)
+        try retryingEINTR("syncfs", path: root) { ingest_syncfs(directory.raw) }
     }
 
     /// Removes partial files left by processes that no longer run (a crash, a kill -9).

@@ -58,10 +58,6 @@ final class FileDescriptor: @unchecked Sendable {
             }
         }
     }
-
-    func sync(path: String? = nil) throws(SystemError) {
-        try retryingEINTR("fsync", path: path) { fsync(raw) }
-    }
 }
 
 /// `mkdir -p` with mode 0750 for what it creates; the error names the call and the path.

@@ -22,6 +22,13 @@ final class BlockingQueue<Element>: @unchecked Sendable {
         condition.broadcast()
     }
 
+    /// Nothing is waiting to be taken (at this instant).
+    var isEmpty: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return items.count == head
+    }
+
     func take() -> Element {
         condition.lock()
         defer { condition.unlock() }
