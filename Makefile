@@ -1,0 +1,41 @@
+# ingest — build, test, demo and benchmark entry points.
+# On a fresh Debian 12 machine `make demo` and `make test` do all set-up themselves
+# (scripts/deps.sh installs the Debian packages that are missing).
+
+SWIFT      ?= swift
+BUILD_DIR  ?= .build
+SWIFTFLAGS ?=
+SWIFT_BUILD = $(SWIFT) build --scratch-path $(BUILD_DIR) $(SWIFTFLAGS)
+INGEST      = $(abspath $(BUILD_DIR)/release/ingest)
+
+.DEFAULT_GOAL := help
+.PHONY: help deps build release test demo bench bench-stage clean
+
+help: ## List the targets
+	@echo "Usage: make TARGET   (start with 'make demo' or 'make test')"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 16
+
+deps: ## Install the Debian packages the build, tests and demo need (idempotent)
+	bash scripts/deps.sh
+
+build: deps ## Debug build
+	$(SWIFT_BUILD)
+
+release: deps ## Release build (.build/release/ingest)
+	$(SWIFT_BUILD) -c release
+
+test: deps ## Build and run all tests (root: loop devices, udevd)
+	$(SWIFT_BUILD) --build-tests
+	$(SWIFT) test --scratch-path $(BUILD_DIR) $(SWIFTFLAGS) --skip-build
+
+demo: release ## Ingest a sample card (an ext4 loop device when root) twice, then show status
+	INGEST=$(INGEST) bash scripts/demo.sh
+
+bench-stage: release ## Staging throughput and peak RSS against cp, cp+sync, cp+xxh128sum (BIG=4G, REPEAT=3)
+	INGEST=$(INGEST) bash scripts/bench-stage.sh
+
+bench: bench-stage ## All benchmarks (staging only, for now)
+
+clean: ## Remove build products and demo/bench leftovers
+	$(SWIFT) package --scratch-path $(BUILD_DIR) clean
+	rm -rf out

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that building, testing, the demo and the benchmarks need.
+# Idempotent: asks apt only for what is missing, and runs `apt-get update` only then.
+# Not root and something missing: prints the command to run, and exits 1.
+set -euo pipefail
+
+packages=(
+  libxxhash-dev xxhash          # XXH3-128 library, and xxh128sum as the oracle
+  libcurl4-openssl-dev          # HTTP transport
+  libudev-dev udev              # volume identity; systemd-udevd and udevadm for tests
+  libsqlite3-dev pkg-config     # journal; pkg-config finds the system libraries
+  e2fsprogs util-linux          # mkfs.ext4, losetup, mount for card images
+  strace time                   # syscall checks; GNU time for peak RSS
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "deps: all ${#packages[@]} Debian packages are installed"
+  exit 0
+fi
+
+install_cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${missing[*]}"
+if ((EUID != 0)); then
+  echo "deps: missing Debian packages: ${missing[*]}" >&2
+  echo "deps: run as root:  sudo sh -c '$install_cmd'" >&2
+  exit 1
+fi
+
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends "${missing[@]}"
