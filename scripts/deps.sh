@@ -11,6 +11,7 @@ packages=(
   libsqlite3-dev pkg-config     # journal; pkg-config finds the system libraries
   e2fsprogs util-linux          # mkfs.ext4, losetup, mount for card images
   strace time                   # syscall checks; GNU time for peak RSS
+  man-db                        # man -l, to check the man pages render
 )
 
 missing=()
