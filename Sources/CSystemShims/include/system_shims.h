@@ -10,6 +10,11 @@
 /// SYNC_FILE_RANGE_WRITE), so dirty pages never pile up behind a long copy.
 int ingest_start_writeback(int fd, int64_t offset, int64_t length);
 
+/// Waits until a byte range that is being written back has reached the device
+/// (sync_file_range with WAIT_BEFORE | WRITE | WAIT_AFTER), so its pages are clean and can
+/// be dropped. Not a durability point: it flushes no metadata and no device cache.
+int ingest_wait_writeback(int fd, int64_t offset, int64_t length);
+
 /// Reserves blocks for a file without writing them (fallocate mode 0).
 int ingest_fallocate(int fd, int64_t offset, int64_t length);
 

@@ -230,6 +230,9 @@ private final class Pipeline: @unchecked Sendable {
         queue.put(.finish)
     }
 
+    /// How often the reader drops what it has read from the page cache.
+    private static let sourceDropStride: Int64 = 8 << 20
+
     private enum ReadResult {
         /// Read to the end; the file as it was read and its fingerprint.
         case copied(ScannedFile, Fingerprint)
@@ -256,6 +259,7 @@ private final class Pipeline: @unchecked Sendable {
             queue.put(.begin(file))
             hasher.reset()
             var total: Int64 = 0
+            var dropped: Int64 = 0
             while true {
                 let chunk = pool.take()
                 do throws(SystemError) { chunk.count = try source.read(into: chunk.storage, path: display) } catch {
@@ -268,6 +272,11 @@ private final class Pipeline: @unchecked Sendable {
                 }
                 hasher.update(chunk.bytes)
                 total += Int64(chunk.count)
+                if total - dropped >= Self.sourceDropStride {
+                    // Read and hashed: the card's pages need not crowd the page cache.
+                    source.dropFromCache(offset: dropped, length: total - dropped)
+                    dropped = total
+                }
                 stager.bytesRead.add(Int64(chunk.count), ordering: .relaxed)
                 let full = chunk.count == chunk.storage.count
                 queue.put(.chunk(chunk))
@@ -292,7 +301,10 @@ private final class Pipeline: @unchecked Sendable {
         var file: FileDescriptor
         var path: String
         var written: Int64 = 0
-        var syncedUpTo: Int64 = 0
+        /// Writeback has been started up to here…
+        var writebackStarted: Int64 = 0
+        /// …and finished, with the pages dropped, up to here.
+        var dropped: Int64 = 0
     }
 
     /// A copy written in full, waiting for its batch to be made durable and published.
@@ -400,13 +412,22 @@ private final class Pipeline: @unchecked Sendable {
         return partial
     }
 
+    /// Writes a chunk, streaming: every stride, writeback of the new stride starts and the
+    /// stride before it, written back by now, leaves the page cache. A copy of any size
+    /// holds at most two strides of dirty pages, and the disk, not memory, sets the pace.
     private func append(_ chunk: Chunk, to partial: inout Partial) throws(IngestError) {
         do { try partial.file.write(chunk.bytes, path: partial.path) } catch { throw stagingError(error) }
         partial.written += Int64(chunk.count)
-        if partial.written - partial.syncedUpTo >= Self.writebackStride {
-            _ = ingest_start_writeback(partial.file.raw, partial.syncedUpTo, partial.written - partial.syncedUpTo)
-            partial.syncedUpTo = partial.written
+        guard partial.written - partial.writebackStarted >= Self.writebackStride else { return }
+        let file = partial.file
+        if partial.writebackStarted > partial.dropped,
+            ingest_wait_writeback(file.raw, partial.dropped, partial.writebackStarted - partial.dropped) == 0
+        {
+            file.dropFromCache(offset: partial.dropped, length: partial.writebackStarted - partial.dropped)
+            partial.dropped = partial.writebackStarted
         }
+        _ = ingest_start_writeback(file.raw, partial.writebackStarted, partial.written - partial.writebackStarted)
+        partial.writebackStarted = partial.written
     }
 
     /// Makes a batch of written copies durable and gives each its content address: sync
@@ -418,7 +439,7 @@ private final class Pipeline: @unchecked Sendable {
             try area.sync()
             for written in batch {
                 // On disk now: its pages need not stay in memory (and verify must read the disk).
-                _ = posix_fadvise(written.partial.file.raw, 0, 0, POSIX_FADV_DONTNEED)
+                written.partial.file.dropFromCache()
                 try written.partial.file.close()
                 isNew.append(try area.link(partial: written.partial.path, as: written.fingerprint))
             }
@@ -454,7 +475,7 @@ private final class Pipeline: @unchecked Sendable {
         guard stager.settings.verify == .both else { return nil }
         let source = Result { () throws(SystemError) in
             let fd = try FileDescriptor(at: root, path: file.path, flags: O_RDONLY | O_NOFOLLOW)
-            _ = posix_fadvise(fd.raw, 0, 0, POSIX_FADV_DONTNEED)
+            fd.dropFromCache()
             return try fingerprintOfFile(fd, path: file.path.display)
         }
         switch source {

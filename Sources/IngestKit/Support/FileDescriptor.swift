@@ -30,6 +30,12 @@ final class FileDescriptor: @unchecked Sendable {
 
     deinit { if isOpen { _ = Glibc.close(raw) } }
 
+    /// Clean pages of this byte range leave the page cache (`POSIX_FADV_DONTNEED`); a
+    /// length of 0 means to the end. Advice only: it cannot fail in a way that matters.
+    func dropFromCache(offset: Int64 = 0, length: Int64 = 0) {
+        _ = posix_fadvise(raw, off_t(offset), off_t(length), POSIX_FADV_DONTNEED)
+    }
+
     func stat() throws(SystemError) -> Glibc.stat {
         var st = Glibc.stat()
         try retryingEINTR("fstat") { fstat(raw, &st) }
