@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # BENCHMARK (not a test): staging throughput and peak RSS of `ingest PATH --no-upload`
-# against `cp -r`, `cp -r` + sync (ingest fsyncs every file, cp does not), and the two-pass
-# way, `cp -r` then xxh128sum over the copy (without and with sync), on the same data in
-# one run. Each contender runs REPEAT times, interleaved, with cold data caches (programs
+# against `cp -r`, `cp -r` + sync (ingest makes every copy durable, cp does not), and the
+# two-pass way, `cp -r` then xxh128sum over the copy: from the page cache (without and with
+# sync), and read back from disk after a sync and a cache drop, as when a card is larger
+# than the station's memory. All on the same data in one run. Each contender runs REPEAT times, interleaved, with cold data caches (programs
 # warm: ingest's cold start, ~0.2 s of Swift runtime paging in, is not staging); medians shown.
 # Data: a card of FILES photos (1–8 MiB) plus one BIG file, on an ext4 loop mount when root.
 #   env: BIG (default 1G; BIG=4G shows peak RSS stays flat), FILES (200), REPEAT (3),
@@ -47,13 +48,14 @@ echo "destination: $dst ($(findmnt -no SOURCE,FSTYPE -T "$dst")); $(nproc) cores
 ((EUID == 0)) || echo "bench: WARNING: not root, cannot drop page caches: reads may come from memory" >&2
 
 # The contenders: each a shell command reading $card and writing into $out (fresh, empty).
-names=(ingest cp cp+sync cp+xxh128sum cp+xxh128sum+sync ingest-no-big)
+names=(ingest cp cp+sync cp+xxh128sum cp+xxh128sum+sync cp+sync+cold-xxh128sum ingest-no-big)
 declare -A cmd=(
   [ingest]='"$ingest" "$card" --no-upload --state-dir "$out" --json >"$work/ingest.ndjson"'
   [cp]='cp -r "$card" "$out/card"'
   [cp+sync]='cp -r "$card" "$out/card" && sync'
   [cp+xxh128sum]='cp -r "$card" "$out/card" && find "$out/card" -type f -print0 | xargs -0 xxh128sum >/dev/null 2>&1'
   [cp+xxh128sum+sync]='cp -r "$card" "$out/card" && find "$out/card" -type f -print0 | xargs -0 xxh128sum >/dev/null 2>&1 && sync'
+  [cp+sync+cold-xxh128sum]='cp -r "$card" "$out/card" && sync && { ((EUID != 0)) || echo 3 >/proc/sys/vm/drop_caches; } && find "$out/card" -type f -print0 | xargs -0 xxh128sum >/dev/null 2>&1'
   [ingest-no-big]='"$ingest" "$card" --no-upload --state-dir "$out" --exclude "*.MP4" >/dev/null 2>&1'
 )
 declare -A secs rss cpu
@@ -86,7 +88,7 @@ echo
 echo "== Staging $(numfmt --to=iec "$bytes") ($files photos + $big), median of $repeat cold-cache runs"
 printf '%-20s %9s %9s %9s %14s\n' contender seconds MB/s "CPU s" "peak RSS MiB"
 declare -A med
-for name in "${names[@]:0:5}"; do
+for name in "${names[@]:0:6}"; do
   med[$name]=$(median "${secs[$name]}")
   printf '%-20s %9.2f %9.0f %9.2f %14d\n' "$name" "${med[$name]}" \
     "$(calc "$bytes / 1e6 / ${med[$name]}")" "$(median "${cpu[$name]}")" $((${rss[$name]} / 1024))
@@ -94,7 +96,7 @@ done
 echo "(CPU s: user+sys of the contender's processes; kernel flusher threads writing cp's dirty pages are not counted)"
 echo
 echo "Throughput ratios (higher is better for ingest):"
-for base in cp cp+sync cp+xxh128sum cp+xxh128sum+sync; do
+for base in cp cp+sync cp+xxh128sum cp+xxh128sum+sync cp+sync+cold-xxh128sum; do
   printf '  %-28s %5.2f\n' "ingest / ($base)" "$(calc "${med[$base]} / ${med[ingest]}")"
 done
 echo
