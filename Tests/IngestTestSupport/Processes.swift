@@ -7,6 +7,12 @@ public struct ProcessResult: Sendable {
     public var stdout: Data
     public var stderr: String
     public var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
+
+    public init(status: Int32, stdout: Data, stderr: String) {
+        self.status = status
+        self.stdout = stdout
+        self.stderr = stderr
+    }
 }
 
 public struct CommandFailed: Error, CustomStringConvertible {

