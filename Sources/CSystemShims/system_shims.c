@@ -19,3 +19,7 @@ int ingest_fallocate(int fd, int64_t offset, int64_t length) {
 int ingest_syncfs(int fd) {
     return syncfs(fd);
 }
+
+int ingest_pipe_cloexec(int fds[2]) {
+    return pipe2(fds, O_CLOEXEC);
+}

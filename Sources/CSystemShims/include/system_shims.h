@@ -21,4 +21,8 @@ int ingest_fallocate(int fd, int64_t offset, int64_t length);
 /// Flushes everything written to the file system that holds `fd` (syncfs).
 int ingest_syncfs(int fd);
 
+/// A pipe whose both ends are close-on-exec from the start (pipe2 with O_CLOEXEC), so a
+/// child another thread spawns at the same moment cannot inherit them.
+int ingest_pipe_cloexec(int fds[2]);
+
 #endif
