@@ -2,3 +2,29 @@
 
 /* CURLVERSION_NOW is a macro naming an enum constant, which Swift does not import. */
 static const CURLversion ingest_curlversion_now = CURLVERSION_NOW;
+
+/* curl_easy_setopt and curl_easy_getinfo are variadic, which Swift cannot call: one typed
+   wrapper per kind of argument. */
+typedef size_t (*ingest_curl_data_callback)(char *buffer, size_t size, size_t count, void *context);
+
+static inline CURLcode ingest_curl_set_long(CURL *handle, CURLoption option, long value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode ingest_curl_set_offset(CURL *handle, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode ingest_curl_set_pointer(CURL *handle, CURLoption option, const void *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode ingest_curl_set_callback(CURL *handle, CURLoption option, ingest_curl_data_callback value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode ingest_curl_get_long(CURL *handle, CURLINFO info, long *value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+static inline CURLcode ingest_curl_get_pointer(CURL *handle, CURLINFO info, void **value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+static inline CURLMcode ingest_curl_multi_set_long(CURLM *multi, CURLMoption option, long value) {
+    return curl_multi_setopt(multi, option, value);
+}

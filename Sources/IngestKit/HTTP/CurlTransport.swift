@@ -1,0 +1,330 @@
+import CCurl
+import Foundation
+import Glibc
+import Synchronization
+
+/// Limits every request of a transport lives by.
+public struct TransportSettings: Sendable, Equatable {
+    /// Longest wait for a TCP (and TLS) connection.
+    public var connectTimeout: Duration = .seconds(10)
+    /// A transfer slower than `lowSpeedBytesPerSecond` for `lowSpeedTime` is abandoned as
+    /// stalled: a dead connection is detected without capping how long a big part may take.
+    public var lowSpeedBytesPerSecond = 1024
+    public var lowSpeedTime: Duration = .seconds(30)
+    /// Verify the server's TLS certificate (never turn this off outside tests).
+    public var verifyTLS = true
+    /// A CA bundle to trust instead of the system's.
+    public var caBundle: String?
+    /// Connections kept open for reuse, and transfers at once.
+    public var maxConnections = 16
+    /// Answers larger than this are cut off as an error (S3 answers are small XML).
+    public var maxResponseBytes = 16 << 20
+
+    public init() {}
+}
+
+/// HTTP over libcurl, driven by a multi handle on a thread of its own.
+///
+/// `send` suspends the calling task and never blocks a thread of the concurrency pool: the
+/// transport's thread runs every transfer and resumes the caller when it ends. Request
+/// bodies stream from disk through a read callback; connections are kept alive and reused.
+/// The proxy variables (`https_proxy`, `no_proxy`, …) are honoured as libcurl does.
+///
+/// The only file that talks to libcurl.
+public final class CurlTransport: Sendable {
+    public let settings: TransportSettings
+    private let loop: Loop
+
+    public init(settings: TransportSettings = TransportSettings()) {
+        self.settings = settings
+        loop = Loop(settings: settings)
+        loop.start()
+    }
+
+    deinit { loop.stop() }
+
+    /// Sends a request and returns the server's answer, whatever its status; throws only
+    /// when no answer came.
+    public func send(_ request: HTTPRequest) async throws(TransportError) -> HTTPResponse {
+        let result: Result<HTTPResponse, TransportError> = await withCheckedContinuation { continuation in
+            loop.submit(Transfer(request: request, settings: settings, continuation: continuation))
+        }
+        return try result.get()
+    }
+}
+
+/// The multi handle and its thread.
+private final class Loop: @unchecked Sendable {
+    private let multi: UnsafeMutableRawPointer
+    private let settings: TransportSettings
+    private let pending = Mutex<[Transfer]>([])
+    private let running = Atomic<Bool>(true)
+    private var thread: Thread?
+    /// Transfers in flight, by their easy handle; touched only by the loop's thread.
+    private var active: [UnsafeMutableRawPointer: Transfer] = [:]
+
+    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+
+    init(settings: TransportSettings) {
+        _ = Self.globalInit
+        self.settings = settings
+        guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
+        self.multi = multi
+        _ = curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, settings.maxConnections)
+        _ = curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxConnections)
+    }
+
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "ingest-http"
+        self.thread = thread
+        thread.start()
+    }
+
+    func stop() {
+        running.store(false, ordering: .releasing)
+        curl_multi_wakeup(multi)
+    }
+
+    func submit(_ transfer: Transfer) {
+        pending.withLock { $0.append(transfer) }
+        curl_multi_wakeup(multi)
+    }
+
+    private func run() {
+        var stillRunning: Int32 = 0
+        while running.load(ordering: .acquiring) || !active.isEmpty {
+            for transfer in pending.withLock({ list in defer { list.removeAll() }; return list }) {
+                if let easy = transfer.prepare() {
+                    active[easy] = transfer
+                    curl_multi_add_handle(multi, easy)
+                }
+            }
+            curl_multi_perform(multi, &stillRunning)
+            var queued: Int32 = 0
+            while let message = curl_multi_info_read(multi, &queued) {
+                guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+                let code = message.pointee.data.result
+                curl_multi_remove_handle(multi, easy)
+                active.removeValue(forKey: easy)?.complete(code)
+            }
+            curl_multi_poll(multi, nil, 0, 1000, nil)
+        }
+        curl_multi_cleanup(multi)
+    }
+}
+
+private func curl_multi_setopt_long(_ multi: UnsafeMutableRawPointer, _ option: CURLMoption, _ value: Int) -> CURLMcode {
+    ingest_curl_multi_set_long(multi, option, value)
+}
+
+/// One request in flight: its easy handle, its body source, what came back.
+private final class Transfer: @unchecked Sendable {
+    let request: HTTPRequest
+    let settings: TransportSettings
+    let continuation: CheckedContinuation<Result<HTTPResponse, TransportError>, Never>
+
+    private var easy: UnsafeMutableRawPointer?
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+    private var bodyFile: FileDescriptor?
+    private var bodyOffset: Int64 = 0
+    private var bodyRemaining: Int64 = 0
+    private var bodyBytes: [UInt8] = []
+    private var bodyError: SystemError?
+    private var responseHeaders: [String: String] = [:]
+    private var responseBody: [UInt8] = []
+    private var tooLarge = false
+
+    init(
+        request: HTTPRequest, settings: TransportSettings,
+        continuation: CheckedContinuation<Result<HTTPResponse, TransportError>, Never>
+    ) {
+        self.request = request
+        self.settings = settings
+        self.continuation = continuation
+    }
+
+    /// Builds the easy handle; on failure resumes the caller and returns nil.
+    func prepare() -> UnsafeMutableRawPointer? {
+        switch request.body {
+        case .empty: break
+        case .bytes(let bytes): bodyBytes = bytes
+        case let .file(path, offset, length):
+            do { bodyFile = try FileDescriptor(path: path, flags: O_RDONLY) } catch {
+                fail(TransportError(kind: .bodyUnreadable(error), code: 0, message: "cannot open \(path)"))
+                return nil
+            }
+            bodyOffset = offset
+            bodyRemaining = length
+        }
+        guard let easy = curl_easy_init() else {
+            fail(TransportError(kind: .other, code: 0, message: "curl_easy_init failed"))
+            return nil
+        }
+        self.easy = easy
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        _ = request.url.withCString { ingest_curl_set_pointer(easy, CURLOPT_URL, $0) }  // libcurl copies strings
+        _ = ingest_curl_set_pointer(easy, CURLOPT_ERRORBUFFER, errorBufferPointer)
+        _ = ingest_curl_set_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = ingest_curl_set_long(easy, CURLOPT_CONNECTTIMEOUT_MS, settings.connectTimeout.milliseconds)
+        _ = ingest_curl_set_long(easy, CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytesPerSecond)
+        _ = ingest_curl_set_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, settings.lowSpeedTime.milliseconds / 1000))
+        _ = ingest_curl_set_long(easy, CURLOPT_SSL_VERIFYPEER, settings.verifyTLS ? 1 : 0)
+        _ = ingest_curl_set_long(easy, CURLOPT_SSL_VERIFYHOST, settings.verifyTLS ? 2 : 0)
+        if let bundle = settings.caBundle { _ = bundle.withCString { ingest_curl_set_pointer(easy, CURLOPT_CAINFO, $0) } }
+        _ = ingest_curl_set_callback(easy, CURLOPT_WRITEFUNCTION, transferWrite)
+        _ = ingest_curl_set_pointer(easy, CURLOPT_WRITEDATA, context)
+        _ = ingest_curl_set_callback(easy, CURLOPT_HEADERFUNCTION, transferHeader)
+        _ = ingest_curl_set_pointer(easy, CURLOPT_HEADERDATA, context)
+
+        switch request.method {
+        case "GET": break
+        case "HEAD": _ = ingest_curl_set_long(easy, CURLOPT_NOBODY, 1)
+        default:
+            // Any method with a body (PUT, POST) goes through the upload machinery, which
+            // streams from the read callback with a known Content-Length.
+            _ = ingest_curl_set_long(easy, CURLOPT_UPLOAD, 1)
+            _ = ingest_curl_set_offset(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(request.body.length))
+            _ = ingest_curl_set_callback(easy, CURLOPT_READFUNCTION, transferRead)
+            _ = ingest_curl_set_pointer(easy, CURLOPT_READDATA, context)
+            if request.method != "PUT" {
+                _ = request.method.withCString { ingest_curl_set_pointer(easy, CURLOPT_CUSTOMREQUEST, $0) }
+            }
+        }
+        // No "Expect: 100-continue" round trip before each part; no header curl adds itself
+        // that the signature does not cover.
+        var headers = request.headers.map { "\($0.name): \($0.value)" }
+        headers.append("Expect:")
+        for header in headers { headerList = curl_slist_append(headerList, header) }
+        _ = ingest_curl_set_pointer(easy, CURLOPT_HTTPHEADER, headerList)
+        return easy
+    }
+
+    private var errorBufferPointer: UnsafeMutablePointer<CChar> {
+        errorBuffer.withUnsafeMutableBufferPointer { $0.baseAddress! }
+    }
+
+    func receive(_ bytes: UnsafeRawBufferPointer) -> Int {
+        if responseBody.count + bytes.count > settings.maxResponseBytes {
+            tooLarge = true
+            return 0  // aborts the transfer
+        }
+        responseBody.append(contentsOf: bytes)
+        return bytes.count
+    }
+
+    func receiveHeader(_ bytes: UnsafeRawBufferPointer) -> Int {
+        let line = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if line.hasPrefix("HTTP/") {
+            responseHeaders = [:]  // a new response (after a 100 Continue or a redirect)
+        } else if let colon = line.firstIndex(of: ":") {
+            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            if let existing = responseHeaders[name] {
+                responseHeaders[name] = existing + ", " + value
+            } else {
+                responseHeaders[name] = value
+            }
+        }
+        return bytes.count
+    }
+
+    func send(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        if let file = bodyFile {
+            let want = Int(min(Int64(buffer.count), bodyRemaining))
+            guard want > 0 else { return 0 }
+            let count = pread(file.raw, buffer.baseAddress, want, off_t(bodyOffset))
+            guard count > 0 else {
+                bodyError = count == 0 ? SystemError(call: "pread", errno: EIO) : SystemError.last("pread")
+                return Int(CURL_READFUNC_ABORT)
+            }
+            bodyOffset += Int64(count)
+            bodyRemaining -= Int64(count)
+            return count
+        }
+        let count = min(buffer.count, bodyBytes.count - Int(bodyOffset))
+        guard count > 0 else { return 0 }
+        bodyBytes.withUnsafeBytes { source in
+            buffer.baseAddress!.copyMemory(from: source.baseAddress! + Int(bodyOffset), byteCount: count)
+        }
+        bodyOffset += Int64(count)
+        return count
+    }
+
+    func complete(_ code: CURLcode) {
+        defer { cleanUp() }
+        guard code == CURLE_OK else {
+            fail(error(for: code))
+            return
+        }
+        var status = 0
+        _ = ingest_curl_get_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        continuation.resume(returning: .success(HTTPResponse(status: status, headers: responseHeaders, body: responseBody)))
+    }
+
+    private func error(for code: CURLcode) -> TransportError {
+        let detail = String(cString: errorBufferPointer)
+        let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        let kind: TransportError.Kind
+        switch code {
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: kind = .hostNotFound
+        case CURLE_COULDNT_CONNECT: kind = .connectionFailed
+        case CURLE_OPERATION_TIMEDOUT: kind = .timedOut
+        // CURLE_SSL_CONNECT_ERROR is also what a connection reset mid-handshake gives:
+        // retryable, unlike a certificate that does not verify.
+        case CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_HTTP2_STREAM,
+            CURLE_SSL_CONNECT_ERROR:
+            kind = .connectionReset
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE:
+            kind = .tls
+        case CURLE_ABORTED_BY_CALLBACK, CURLE_READ_ERROR:
+            kind = bodyError.map { .bodyUnreadable($0) } ?? .other
+        case CURLE_WRITE_ERROR where tooLarge:
+            return TransportError(
+                kind: .other, code: Int32(code.rawValue),
+                message: "answer larger than \(settings.maxResponseBytes) bytes")
+        default: kind = .other
+        }
+        return TransportError(kind: kind, code: Int32(code.rawValue), message: message)
+    }
+
+    private func fail(_ error: TransportError) {
+        continuation.resume(returning: .failure(error))
+    }
+
+    private func cleanUp() {
+        if let easy { curl_easy_cleanup(easy) }
+        easy = nil
+        curl_slist_free_all(headerList)
+        headerList = nil
+        bodyFile = nil
+    }
+}
+
+// libcurl's callbacks: plain C functions that find their transfer through the context pointer.
+
+private let transferWrite: ingest_curl_data_callback = { buffer, size, count, context in
+    guard let buffer, let context else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    return transfer.receive(UnsafeRawBufferPointer(start: buffer, count: size * count))
+}
+
+private let transferHeader: ingest_curl_data_callback = { buffer, size, count, context in
+    guard let buffer, let context else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    return transfer.receiveHeader(UnsafeRawBufferPointer(start: buffer, count: size * count))
+}
+
+private let transferRead: ingest_curl_data_callback = { buffer, size, count, context in
+    guard let buffer, let context else { return Int(CURL_READFUNC_ABORT) }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    return transfer.send(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
+}
+
+extension Duration {
+    fileprivate var milliseconds: Int {
+        let (seconds, attoseconds) = components
+        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+    }
+}

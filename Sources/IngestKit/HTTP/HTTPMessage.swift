@@ -1,0 +1,88 @@
+/// What a request sends as its body.
+public enum HTTPBody: Sendable, Equatable {
+    case empty
+    case bytes([UInt8])
+    /// A byte range of a file, streamed from disk as it is sent: a 64 MiB part is never
+    /// held in memory.
+    case file(path: String, offset: Int64, length: Int64)
+
+    public var length: Int64 {
+        switch self {
+        case .empty: 0
+        case .bytes(let bytes): Int64(bytes.count)
+        case .file(_, _, let length): length
+        }
+    }
+}
+
+public struct HTTPRequest: Sendable, Equatable {
+    public var method: String
+    public var url: String
+    /// Sent in this order; names as given.
+    public var headers: [(name: String, value: String)]
+    public var body: HTTPBody
+
+    public init(method: String, url: String, headers: [(name: String, value: String)] = [], body: HTTPBody = .empty) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+
+    public static func == (a: HTTPRequest, b: HTTPRequest) -> Bool {
+        a.method == b.method && a.url == b.url && a.body == b.body
+            && a.headers.map { [$0.name, $0.value] } == b.headers.map { [$0.name, $0.value] }
+    }
+}
+
+public struct HTTPResponse: Sendable, Equatable {
+    public var status: Int
+    /// Header names lowercased; a header sent twice has its values joined with ", ".
+    public var headers: [String: String]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [String: String], body: [UInt8]) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public subscript(header name: String) -> String? { headers[name.lowercased()] }
+}
+
+/// A request that got no HTTP answer. Every case says what went wrong on the way.
+public struct TransportError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// Nothing answered at that address (refused, unreachable).
+        case connectionFailed
+        /// The connection broke mid-request or mid-answer (reset, closed, nothing received).
+        case connectionReset
+        /// No progress for longer than the timeouts allow.
+        case timedOut
+        case hostNotFound
+        /// The TLS handshake or the server's certificate failed.
+        case tls
+        /// The body could not be read from disk.
+        case bodyUnreadable(SystemError)
+        case other
+    }
+
+    public var kind: Kind
+    /// libcurl's error code (CURLcode), for logs.
+    public var code: Int32
+    public var message: String
+
+    public var description: String {
+        let remedy: String =
+            switch kind {
+            case .connectionFailed: "check the endpoint URL and that the server is up"
+            case .connectionReset: "the connection broke; it is retried"
+            case .timedOut: "the server or network stalled; it is retried"
+            case .hostNotFound: "check the endpoint's host name and DNS"
+            case .tls: "check the server's certificate, or the CA bundle"
+            case .bodyUnreadable: "the staged file could not be read; check the staging disk"
+            case .other: "see the message"
+            }
+        return "\(message) (curl error \(code)): \(remedy)"
+    }
+}
