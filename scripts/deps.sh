@@ -11,6 +11,7 @@ packages=(
   libsqlite3-dev pkg-config     # journal; pkg-config finds the system libraries
   e2fsprogs util-linux          # mkfs.ext4, losetup, mount for card images
   strace time                   # syscall checks; GNU time for peak RSS
+  openssl                       # MD5 digests as the oracle in S3 tests
   man-db                        # man -l, to check the man pages render
   python3-venv                  # the venv for test tools from PyPI (make venv)
 )
