@@ -11,7 +11,7 @@ private func response(_ status: Int, _ code: String? = nil, date: String? = nil,
     let body = code.map { "<Error><Code>\($0)</Code><Message>m</Message>\(extra)</Error>" } ?? ""
     guard let failure = AttemptFailure.response(status: status, body: Data(body.utf8), dateHeader: date) else {
         Issue.record("HTTP \(status) \(code ?? "") was read as a success")
-        return .transport(.other(code: -1))
+        return .transport(.other)
     }
     return failure
 }
@@ -41,10 +41,10 @@ private func response(_ status: Int, _ code: String? = nil, date: String? = nil,
         // Transport failures: resets, timeouts and refusals mend; DNS and TLS do not within seconds.
         (AttemptFailure.transport(.connectionReset), FailureKind.transient),
         (.transport(.timedOut), .transient),
-        (.transport(.connectionRefused), .transient),
-        (.transport(.other(code: 56)), .transient),
-        (.transport(.couldNotResolveHost), .permanent),
-        (.transport(.tlsFailure), .permanent),
+        (.transport(.connectionFailed), .transient),
+        (.transport(.other), .transient),
+        (.transport(.hostNotFound), .permanent),
+        (.transport(.tls), .permanent),
         // Statuses without a code.
         (response(500), .transient),
         (response(502), .transient),
@@ -127,7 +127,7 @@ private func response(_ status: Int, _ code: String? = nil, date: String? = nil,
     }
 
     @Test(arguments: [
-        AttemptFailure.transport(.couldNotResolveHost), .transport(.tlsFailure), response(403, "AccessDenied"),
+        AttemptFailure.transport(.hostNotFound), .transport(.tls), response(403, "AccessDenied"),
         response(404, "NoSuchBucket"), response(400, "InvalidPart"), response(404),
     ])
     func permanentFailuresFailAtOnce(failure: AttemptFailure) {

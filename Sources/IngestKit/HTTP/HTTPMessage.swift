@@ -75,13 +75,19 @@ public struct TransportError: Error, Sendable, Equatable, CustomStringConvertibl
     public var description: String {
         let remedy: String =
             switch kind {
-            case .connectionFailed: "check the endpoint URL and that the server is up"
-            case .connectionReset: "the connection broke; it is retried"
-            case .timedOut: "the server or network stalled; it is retried"
-            case .hostNotFound: "check the endpoint's host name and DNS"
-            case .tls: "check the server's certificate, or the CA bundle"
+            case .connectionFailed:
+                "nothing accepted the connection; retried briefly in case the server is restarting, "
+                    + "otherwise check the endpoint URL (host and port) and that the server is running"
+            case .connectionReset:
+                "the connection broke before the answer was complete; retried, "
+                    + "if it persists check the network or any proxy in between"
+            case .timedOut: "the server did not answer in time; retried, if it persists check the network"
+            case .hostNotFound: "the endpoint's host name does not resolve; check the endpoint URL and DNS"
+            case .tls:
+                "the TLS handshake failed; check the endpoint URL (https or http, host name), "
+                    + "the trusted CA certificates, and this machine's clock"
             case .bodyUnreadable: "the staged file could not be read; check the staging disk"
-            case .other: "see the message"
+            case .other: "retried, if it persists check the network"
             }
         return "\(message) (curl error \(code)): \(remedy)"
     }

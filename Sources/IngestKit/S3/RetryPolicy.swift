@@ -1,48 +1,9 @@
 import Foundation
 
-/// How a request failed when no HTTP answer came: the distinctions the retry rules need.
-/// The HTTP client maps its library's errors (libcurl's `CURLcode`) onto these cases and
-/// keeps its own error, with libcurl's text, to report.
-public enum TransportFailure: Sendable, Equatable, CustomStringConvertible {
-    /// The connection broke before the answer was complete (reset, closed, empty reply,
-    /// failed send or receive).
-    case connectionReset
-    /// Nothing accepted the connection at the endpoint's address and port.
-    case connectionRefused
-    /// Connecting or waiting for the answer took longer than the client's timeouts.
-    case timedOut
-    /// The endpoint's host name did not resolve.
-    case couldNotResolveHost
-    /// The TLS handshake failed: an untrusted or mismatched or expired certificate, a wrong
-    /// clock, http spoken to an https port.
-    case tlsFailure
-    /// Any other failure without an answer, with the HTTP library's code.
-    case other(code: Int)
-
-    public var description: String {
-        switch self {
-        case .connectionReset:
-            "the connection broke before the answer was complete; "
-                + "retried automatically, if it persists check the network or any proxy in between"
-        case .connectionRefused:
-            "the server refused the connection; retried briefly in case it is restarting, "
-                + "otherwise check the endpoint URL (host and port) and that the server is running"
-        case .timedOut:
-            "the server did not answer in time; retried automatically, if it persists check the network"
-        case .couldNotResolveHost:
-            "the endpoint's host name does not resolve; check the endpoint URL and this machine's network and DNS"
-        case .tlsFailure:
-            "the TLS handshake failed; check the endpoint URL (https or http, host name), "
-                + "the trusted CA certificates, and this machine's clock"
-        case let .other(code):
-            "the transfer failed (error \(code)); retried automatically, if it persists check the network"
-        }
-    }
-}
-
 /// One failed attempt at a request: no answer, or an answer that is an error.
 public enum AttemptFailure: Sendable, Equatable {
-    case transport(TransportFailure)
+    /// No answer came: how the transport failed (see ``TransportError``).
+    case transport(TransportError.Kind)
     /// An error response, as ``S3Error/parse(status:body:)`` read it, with the response's
     /// `Date` header (for correcting the clock on `RequestTimeTooSkewed`).
     case response(S3Error, dateHeader: String?)
@@ -181,8 +142,8 @@ public struct RetryPolicy: Sendable, Equatable {
         switch failure {
         case let .transport(failure):
             switch failure {
-            case .connectionReset, .connectionRefused, .timedOut, .other: return .transient
-            case .couldNotResolveHost, .tlsFailure: return .permanent
+            case .connectionReset, .connectionFailed, .timedOut, .other: return .transient
+            case .hostNotFound, .tls, .bodyUnreadable: return .permanent
             }
         case let .response(error, _):
             if let code = error.code, let kind = kind(of: code) { return kind }

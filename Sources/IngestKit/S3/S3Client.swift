@@ -235,7 +235,7 @@ public final class S3Client: Sendable {
             } catch {
                 if case .bodyUnreadable = error.kind { throw .transport(error, attempts: state.failedAttempts + 1) }
                 lastTransportError = error
-                failure = .transport(error.failure)
+                failure = .transport(error.kind)
             }
 
             let decision = policy.decide(after: failure, state: &state, random: Double.random(in: 0..<1), now: Date())
@@ -263,20 +263,6 @@ public final class S3Client: Sendable {
                         attempts: state.failedAttempts)
                 }
             }
-        }
-    }
-}
-
-extension TransportError {
-    /// The retry policy's view of a transport error.
-    var failure: TransportFailure {
-        switch kind {
-        case .connectionFailed: .connectionRefused
-        case .connectionReset: .connectionReset
-        case .timedOut: .timedOut
-        case .hostNotFound: .couldNotResolveHost
-        case .tls: .tlsFailure
-        case .bodyUnreadable, .other: .other(code: Int(code))
         }
     }
 }
