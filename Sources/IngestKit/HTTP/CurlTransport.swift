@@ -167,9 +167,9 @@ private final class Transfer: @unchecked Sendable {
         _ = request.url.withCString { ingest_curl_set_pointer(easy, CURLOPT_URL, $0) }  // libcurl copies strings
         _ = ingest_curl_set_pointer(easy, CURLOPT_ERRORBUFFER, errorBufferPointer)
         _ = ingest_curl_set_long(easy, CURLOPT_NOSIGNAL, 1)
-        _ = ingest_curl_set_long(easy, CURLOPT_CONNECTTIMEOUT_MS, settings.connectTimeout.milliseconds)
+        _ = ingest_curl_set_long(easy, CURLOPT_CONNECTTIMEOUT_MS, settings.connectTimeout.inMilliseconds)
         _ = ingest_curl_set_long(easy, CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytesPerSecond)
-        _ = ingest_curl_set_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, settings.lowSpeedTime.milliseconds / 1000))
+        _ = ingest_curl_set_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, settings.lowSpeedTime.inMilliseconds / 1000))
         _ = ingest_curl_set_long(easy, CURLOPT_SSL_VERIFYPEER, settings.verifyTLS ? 1 : 0)
         _ = ingest_curl_set_long(easy, CURLOPT_SSL_VERIFYHOST, settings.verifyTLS ? 2 : 0)
         if let bundle = settings.caBundle { _ = bundle.withCString { ingest_curl_set_pointer(easy, CURLOPT_CAINFO, $0) } }
@@ -320,11 +320,4 @@ private let transferRead: ingest_curl_data_callback = { buffer, size, count, con
     guard let buffer, let context else { return Int(CURL_READFUNC_ABORT) }
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
     return transfer.send(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
-}
-
-extension Duration {
-    fileprivate var milliseconds: Int {
-        let (seconds, attoseconds) = components
-        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
-    }
 }

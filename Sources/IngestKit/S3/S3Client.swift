@@ -212,7 +212,7 @@ public final class S3Client: Sendable {
         while true {
             let resolved: ResolvedCredentials
             do { resolved = try await credentials.credentials() } catch { throw .credentials(error) }
-            let now = Date().addingTimeInterval(clockOffset.withLock { $0 }.seconds)
+            let now = Date().addingTimeInterval(clockOffset.withLock { $0 }.inSeconds)
             let signature: SigV4Signature
             do {
                 signature = try signer.sign(
@@ -264,12 +264,5 @@ public final class S3Client: Sendable {
                 }
             }
         }
-    }
-}
-
-extension Duration {
-    fileprivate var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

@@ -1,9 +1,5 @@
 import Foundation
 
-#if canImport(FoundationXML)
-    import FoundationXML
-#endif
-
 /// The `<Code>` of an S3 error response, with the codes `ingest` acts on or explains named.
 ///
 /// Any other code is kept verbatim in ``unknown(_:)``. Two codes are equal when their raw
@@ -151,24 +147,18 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
     public static func parse(status: Int, body: Data) -> S3Error? {
         let success = (200...299).contains(status)
         let document = body.drop(while: { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D })
-        if !document.isEmpty {
-            let reader = ErrorDocumentReader()
-            let parser = XMLParser(data: Data(document))
-            parser.shouldResolveExternalEntities = false
-            parser.delegate = reader
-            _ = parser.parse()
-            if reader.rootIsError {
-                let fields = reader.fields
-                return S3Error(
-                    status: status,
-                    code: fields["Code"].map(S3ErrorCode.init(rawValue:)),
-                    message: fields["Message"],
-                    requestID: fields["RequestId"],
-                    hostID: fields["HostId"],
-                    resource: fields["Resource"],
-                    serverTime: fields["ServerTime"].flatMap(ServerClock.parseISO8601)
-                )
-            }
+        let xml = S3XMLDocument.read(document, onlyRoot: "Error")
+        if xml.root == "Error" {
+            let fields = xml.fields
+            return S3Error(
+                status: status,
+                code: fields["Code"].map(S3ErrorCode.init(rawValue:)),
+                message: fields["Message"],
+                requestID: fields["RequestId"],
+                hostID: fields["HostId"],
+                resource: fields["Resource"],
+                serverTime: fields["ServerTime"].flatMap(ServerClock.parseISO8601)
+            )
         }
         if success { return nil }
         return S3Error(status: status, code: nil, message: snippet(of: document))
@@ -258,55 +248,6 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
         let ids = [resource.map { "resource \($0)" }, requestID.map { "request ID \($0)" }].compactMap { $0 }
         if !ids.isEmpty { text += " [\(ids.joined(separator: ", "))]" }
         return text + ". " + remedy
-    }
-}
-
-/// Reads the root element's name and the text of its direct children. Stops at once when
-/// the root is not `<Error>`, so calling ``S3Error/parse(status:body:)`` on every success
-/// body costs next to nothing.
-private final class ErrorDocumentReader: NSObject, XMLParserDelegate {
-    private(set) var rootIsError = false
-    private(set) var fields: [String: String] = [:]
-    private var depth = 0
-    private var field: String?
-    private var text = ""
-
-    /// The element name without a namespace prefix.
-    private static func localName(_ name: String) -> String {
-        name.split(separator: ":").last.map(String.init) ?? name
-    }
-
-    func parser(
-        _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?,
-        qualifiedName qName: String?, attributes attributeDict: [String: String] = [:]
-    ) {
-        depth += 1
-        if depth == 1 {
-            rootIsError = Self.localName(elementName) == "Error"
-            if !rootIsError { parser.abortParsing() }
-        } else if depth == 2 {
-            field = Self.localName(elementName)
-            text = ""
-        }
-    }
-
-    func parser(_ parser: XMLParser, foundCharacters string: String) {
-        if depth >= 2, field != nil { text += string }
-    }
-
-    func parser(_ parser: XMLParser, foundCDATA CDATABlock: Data) {
-        if depth >= 2, field != nil { text += String(decoding: CDATABlock, as: UTF8.self) }
-    }
-
-    func parser(
-        _ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName qName: String?
-    ) {
-        if depth == 2, let field {
-            let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            if !value.isEmpty, fields[field] == nil { fields[field] = value }
-            self.field = nil
-        }
-        depth -= 1
     }
 }
 

@@ -4,57 +4,95 @@ import Foundation
     import FoundationXML
 #endif
 
-/// The few shapes of XML an S3 server answers with, read without a schema: the text of
-/// each top-level field, and the fields of each repeated record (`<Part>`, `<Upload>`).
+/// The few shapes of XML an S3 server answers with, read without a schema: the root's name,
+/// the text of each field directly under it, and the fields of each repeated record
+/// (`<Part>`, `<Upload>`). Names lose any namespace prefix, CDATA counts as text, values are
+/// trimmed, and external entities are never resolved.
 struct S3XMLDocument {
-    /// Text of elements directly under the root, by name (the last one wins).
+    /// The root element's name.
+    var root: String?
+    /// Text of elements directly under the root, by name (the first one wins).
     var fields: [String: String] = [:]
     /// For each record element name asked for, its occurrences' child texts.
     var records: [String: [[String: String]]] = [:]
+    /// The whole document parsed; false when it was malformed or reading stopped early.
+    var isComplete = false
 
-    /// Parses `data`, collecting records named in `recordNames`; nil if it is not XML.
-    static func parse(_ data: [UInt8], records recordNames: Set<String> = []) -> S3XMLDocument? {
-        let reader = Reader(recordNames: recordNames)
-        let parser = XMLParser(data: Data(data))
+    /// Reads `bytes`, collecting records named in `recordNames`. Whitespace before the
+    /// document (S3 sends spaces to keep a slow Complete's connection alive) is skipped.
+    /// With `onlyRoot`, reading stops at once when the root has another name, so probing
+    /// every answer for an `<Error>` costs next to nothing.
+    static func read(_ bytes: some Collection<UInt8>, records recordNames: Set<String> = [], onlyRoot: String? = nil) -> S3XMLDocument {
+        let document = bytes.drop(while: { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D })
+        guard !document.isEmpty else { return S3XMLDocument() }
+        let reader = Reader(recordNames: recordNames, onlyRoot: onlyRoot)
+        let parser = XMLParser(data: Data(document))
         parser.shouldResolveExternalEntities = false
         parser.delegate = reader
-        guard parser.parse() else { return nil }
+        reader.document.isComplete = parser.parse()
         return reader.document
+    }
+
+    /// ``read(_:records:onlyRoot:)``, nil unless the whole document parsed.
+    static func parse(_ bytes: [UInt8], records recordNames: Set<String> = []) -> S3XMLDocument? {
+        let document = read(bytes, records: recordNames)
+        return document.isComplete ? document : nil
     }
 
     private final class Reader: NSObject, XMLParserDelegate {
         let recordNames: Set<String>
+        let onlyRoot: String?
         var document = S3XMLDocument()
-        var stack: [String] = []
+        var depth = 0
         var text = ""
         var record: [String: String]?
 
-        init(recordNames: Set<String>) { self.recordNames = recordNames }
+        init(recordNames: Set<String>, onlyRoot: String?) {
+            self.recordNames = recordNames
+            self.onlyRoot = onlyRoot
+        }
+
+        /// The element name without a namespace prefix.
+        static func localName(_ name: String) -> String {
+            name.split(separator: ":").last.map(String.init) ?? name
+        }
 
         func parser(
             _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
             attributes: [String: String] = [:]
         ) {
-            stack.append(name)
+            depth += 1
             text = ""
-            if stack.count == 2, recordNames.contains(name) { record = [:] }
+            let name = Self.localName(name)
+            if depth == 1 {
+                document.root = name
+                if let onlyRoot, name != onlyRoot { parser.abortParsing() }
+            } else if depth == 2, recordNames.contains(name) {
+                record = [:]
+            }
         }
 
         func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
 
+        func parser(_ parser: XMLParser, foundCDATA block: Data) { text += String(decoding: block, as: UTF8.self) }
+
         func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
-            defer { stack.removeLast() }
-            if stack.count == 2 {
+            defer {
+                depth -= 1
+                text = ""
+            }
+            let name = Self.localName(name)
+            let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            if depth == 2 {
                 if let finished = record, recordNames.contains(name) {
                     document.records[name, default: []].append(finished)
                     record = nil
-                } else {
-                    document.fields[name] = text
+                } else if !value.isEmpty, document.fields[name] == nil {
+                    document.fields[name] = value
                 }
-            } else if stack.count == 3, record != nil {
-                record?[name] = text
+            } else if depth == 3, record != nil {
+                record?[name] = value
             }
-            text = ""
         }
     }
 }

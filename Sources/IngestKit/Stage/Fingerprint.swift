@@ -31,6 +31,11 @@ public struct Fingerprint: Hashable, Sendable, CustomStringConvertible, Codable 
         return Fingerprint(high: hash.high64, low: hash.low64)
     }
 
+    /// The digest of an array of bytes.
+    public static func of(_ bytes: [UInt8]) -> Fingerprint {
+        bytes.withUnsafeBytes { Fingerprint.of($0) }
+    }
+
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let value = Fingerprint(hex: text) else {

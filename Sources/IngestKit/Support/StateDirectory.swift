@@ -62,9 +62,3 @@ public final class VolumeLock: Sendable {
     public func release() { flock(file.raw, LOCK_UN) }
     deinit { release() }
 }
-
-extension Fingerprint {
-    static func of(_ bytes: [UInt8]) -> Fingerprint {
-        bytes.withUnsafeBytes { Fingerprint.of($0) }
-    }
-}
