@@ -23,6 +23,8 @@ let package = Package(
         .systemLibrary(name: "CXXHash", pkgConfig: "libxxhash", providers: [.apt(["libxxhash-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CUdev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
+        // Intel ISA-L: CRC32C for part checksums at memory speed (crc32_iscsi).
+        .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
 
         // Linux calls Swift's Glibc module leaves out (they need _GNU_SOURCE).
         .target(name: "CSystemShims"),
@@ -30,7 +32,7 @@ let package = Package(
         .target(
             name: "IngestKit",
             dependencies: [
-                "CXXHash", "CCurl", "CUdev", "CSystemShims",
+                "CXXHash", "CCurl", "CUdev", "CIsal", "CSystemShims",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "TOMLKit", package: "TOMLKit"),

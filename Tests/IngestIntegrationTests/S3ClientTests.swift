@@ -40,13 +40,13 @@ struct S3ClientTests {
         let ranges = [(0, 5 << 20), (5 << 20, 5 << 20), (10 << 20, (2 << 20) + 5)]
 
         let uploadID = try await client.createMultipartUpload(key: key, headers: [SigV4Header("x-amz-meta-xxh128", "abc")])
-        var etags: [(number: Int, etag: String)] = []
+        var etags: [CompletedPart] = []
         for (index, (offset, length)) in ranges.enumerated() {
             let etag = try await client.uploadPart(
                 key: key, uploadID: uploadID, partNumber: index + 1,
                 body: .file(path: source, offset: Int64(offset), length: Int64(length)),
                 payloadHash: try Self.sha256(source, offset: offset, length: length))
-            etags.append((index + 1, etag))
+            etags.append(CompletedPart(number: index + 1, etag: etag))
         }
         let listed = try await client.listParts(key: key, uploadID: uploadID)
         #expect(listed.map(\.number) == [1, 2, 3])

@@ -347,6 +347,17 @@ private let suiteCases: [SuiteCase] = [
         #expect(lines[3] == "host:s3.example.test:9000")
     }
 
+    /// Listing keys asked for with `encoding-type=url` come back form-encoded, as SeaweedFS
+    /// 4.48 sent them for `dir/a b.txt`, `dir/é ü+%.txt` and `dir/x&y<z>.txt`.
+    @Test func listedKeysAreFormDecodedAndBadEscapesRefused() {
+        #expect(S3Encoding.formDecoded("dir/a+b.txt") == "dir/a b.txt")
+        #expect(S3Encoding.formDecoded("dir/%C3%A9+%C3%BC%2B%25.txt") == "dir/é ü+%.txt")
+        #expect(S3Encoding.formDecoded("dir/x%26y%3Cz%3E.txt") == "dir/x&y<z>.txt")
+        #expect(S3Encoding.formDecoded("%e6%97%a5%E6%9C%AC.MP4") == "日本.MP4")
+        #expect(S3Encoding.formDecoded("plain") == "plain")
+        for bad in ["%", "%4", "%G1", "%C3", "%FF"] { #expect(S3Encoding.formDecoded(bad) == nil, "\(bad)") }
+    }
+
     @Test func virtualHostStylePutsTheBucketInTheHostAndKeepsThePathForTheKey() throws {
         let location = try S3Location(
             endpoint: S3Endpoint("https://s3.eu-west-1.amazonaws.com/"), bucket: "cards", key: "a b/c.mov",

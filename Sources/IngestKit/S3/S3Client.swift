@@ -28,9 +28,88 @@ public struct ListedPart: Sendable, Equatable {
 /// What `HeadObject` says of an object.
 public struct ObjectHead: Sendable, Equatable {
     public var size: Int64
+    /// Exactly as the server sent it, quotes included.
     public var etag: String?
     /// `x-amz-meta-*` headers, by name without the prefix, lowercased.
     public var metadata: [String: String]
+    /// `x-amz-checksum-crc32c`: base64, with `-N` for a multipart object's composite
+    /// checksum. Servers send it only to a HEAD that asks with `x-amz-checksum-mode: ENABLED`,
+    /// and only for objects uploaded with CRC32C checksums.
+    public var checksumCRC32C: String?
+    /// `x-amz-checksum-type`: `COMPOSITE` or `FULL_OBJECT`, when the server says.
+    public var checksumType: String?
+    /// `x-amz-server-side-encryption`: `AES256`, `aws:kms`, `aws:kms:dsse`, when the server says.
+    public var serverSideEncryption: String?
+    /// `x-amz-server-side-encryption-customer-algorithm`: set for objects encrypted with a
+    /// key the client provides (SSE-C).
+    public var customerKeyAlgorithm: String?
+
+    public init(
+        size: Int64, etag: String?, metadata: [String: String] = [:], checksumCRC32C: String? = nil,
+        checksumType: String? = nil, serverSideEncryption: String? = nil, customerKeyAlgorithm: String? = nil
+    ) {
+        self.size = size
+        self.etag = etag
+        self.metadata = metadata
+        self.checksumCRC32C = checksumCRC32C
+        self.checksumType = checksumType
+        self.serverSideEncryption = serverSideEncryption
+        self.customerKeyAlgorithm = customerKeyAlgorithm
+    }
+
+    /// The encryption that makes the ETag something other than the content's MD5, if any:
+    /// SSE-KMS (and DSSE-KMS) and SSE-C do; SSE-S3 (`AES256`) does not.
+    var encryptionHidingMD5: String? {
+        if let customerKeyAlgorithm { return "SSE-C (\(customerKeyAlgorithm))" }
+        if let serverSideEncryption, serverSideEncryption.hasPrefix("aws:kms") { return "SSE-KMS (\(serverSideEncryption))" }
+        return nil
+    }
+}
+
+/// A part of a multipart upload as `CompleteMultipartUpload` lists it.
+public struct CompletedPart: Sendable, Hashable {
+    public var number: Int
+    /// Exactly as `UploadPart` returned it, quotes included.
+    public var etag: String
+    /// The digest sent with the part. A CRC32C one is listed as `<ChecksumCRC32C>`, which S3
+    /// requires for uploads created with a checksum algorithm; an MD5 one is not listed (S3
+    /// knows it through the ETag).
+    public var digest: PartDigest?
+
+    public init(number: Int, etag: String, digest: PartDigest? = nil) {
+        self.number = number
+        self.etag = etag
+        self.digest = digest
+    }
+}
+
+/// An unfinished multipart upload, as `ListMultipartUploads` reports it.
+public struct ListedUpload: Sendable, Hashable {
+    public var key: String
+    public var uploadID: String
+    public var initiated: Date
+
+    public init(key: String, uploadID: String, initiated: Date) {
+        self.key = key
+        self.uploadID = uploadID
+        self.initiated = initiated
+    }
+}
+
+/// An object, as `ListObjectsV2` reports it.
+public struct ListedObject: Sendable, Hashable {
+    public var key: String
+    public var size: Int64
+    /// Exactly as the server sent it, quotes included.
+    public var etag: String
+    public var lastModified: Date
+
+    public init(key: String, size: Int64, etag: String, lastModified: Date) {
+        self.key = key
+        self.size = size
+        self.etag = etag
+        self.lastModified = lastModified
+    }
 }
 
 /// Why an S3 request failed for good (after the retries its policy allows). Each case says
@@ -92,7 +171,8 @@ public final class S3Client: Sendable {
         return try etag(of: response)
     }
 
-    /// CreateMultipartUpload. Returns the server's upload ID.
+    /// CreateMultipartUpload. Returns the server's upload ID. An upload whose parts carry
+    /// CRC32C digests is created with ``PartDigestAlgorithm/createMultipartUploadHeaders``.
     public func createMultipartUpload(key: String, headers: [SigV4Header] = []) async throws(S3ClientError) -> String {
         let response = try await perform("POST", key: key, query: [S3QueryItem("uploads")], headers: headers)
         guard let document = S3XMLDocument.parse(response.body), let id = document.fields["UploadId"], !id.isEmpty else {
@@ -112,14 +192,19 @@ public final class S3Client: Sendable {
         return try etag(of: response)
     }
 
-    /// CompleteMultipartUpload, with the parts' ETags as the server gave them. Returns the
-    /// object's ETag. An `<Error>` in a 200 answer is an error, never a success.
+    /// CompleteMultipartUpload, with the parts' ETags as the server gave them (and their
+    /// CRC32C checksums, for an upload created with that algorithm). Returns the object's
+    /// ETag. An `<Error>` in a 200 answer is an error, never a success.
     public func completeMultipartUpload(
-        key: String, uploadID: String, parts: [(number: Int, etag: String)]
+        key: String, uploadID: String, parts: [CompletedPart]
     ) async throws(S3ClientError) -> String {
         let body = "<CompleteMultipartUpload>"
-            + parts.sorted { $0.number < $1.number }.map {
-                "<Part><PartNumber>\($0.number)</PartNumber><ETag>\(xmlEscaped($0.etag))</ETag></Part>"
+            + parts.sorted { $0.number < $1.number }.map { part in
+                var element = "<Part><PartNumber>\(part.number)</PartNumber><ETag>\(xmlEscaped(part.etag))</ETag>"
+                if let digest = part.digest, let name = digest.algorithm.completeElementName {
+                    element += "<\(name)>\(digest.base64)</\(name)>"
+                }
+                return element + "</Part>"
             }.joined() + "</CompleteMultipartUpload>"
         let bytes = Array(body.utf8)
         let response = try await perform(
@@ -174,8 +259,14 @@ public final class S3Client: Sendable {
     }
 
     /// HeadObject; nil when there is no such object.
-    public func headObject(key: String) async throws(S3ClientError) -> ObjectHead? {
-        let response = try await perform("HEAD", key: key, notFoundIsAnswer: true)
+    ///
+    /// With `checksumMode` the request asks for the object's checksums
+    /// (`x-amz-checksum-mode: ENABLED`), which S3 reports only then: the whole-object check
+    /// of CRC32C uploads needs it (``WholeObjectDigest/needsChecksumMode``). It is not the
+    /// default because on AWS it also needs `kms:Decrypt` for SSE-KMS objects.
+    public func headObject(key: String, checksumMode: Bool = false) async throws(S3ClientError) -> ObjectHead? {
+        let headers = checksumMode ? [SigV4Header("x-amz-checksum-mode", "ENABLED")] : []
+        let response = try await perform("HEAD", key: key, headers: headers, notFoundIsAnswer: true)
         if response.status == 404 { return nil }
         guard let size = response[header: "content-length"].flatMap(Int64.init) else {
             throw .unexpectedAnswer(status: response.status, detail: "no Content-Length")
@@ -184,7 +275,101 @@ public final class S3Client: Sendable {
         for (name, value) in response.headers where name.hasPrefix("x-amz-meta-") {
             metadata[String(name.dropFirst("x-amz-meta-".count))] = value
         }
-        return ObjectHead(size: size, etag: response[header: "etag"], metadata: metadata)
+        return ObjectHead(
+            size: size, etag: response[header: "etag"], metadata: metadata,
+            checksumCRC32C: response[header: "x-amz-checksum-crc32c"],
+            checksumType: response[header: "x-amz-checksum-type"],
+            serverSideEncryption: response[header: "x-amz-server-side-encryption"],
+            customerKeyAlgorithm: response[header: "x-amz-server-side-encryption-customer-algorithm"])
+    }
+
+    /// ListMultipartUploads under `prefix`, every page of it: the uploads begun and neither
+    /// completed nor aborted (a rescan aborts the ones no journal knows).
+    ///
+    /// Keys are asked for as they are, not URL-encoded (`encoding-type=url`): SeaweedFS 4.48
+    /// answers `<EncodingType>url</EncodingType>` to that but sends the keys unencoded, so
+    /// decoding them would turn `+` into a space and break on `%`. Spaces, `+`, `%`, `&` and
+    /// any non-ASCII text come back exactly; what the encoding would add is only the control
+    /// characters XML 1.0 cannot carry, so object keys must be built without them.
+    ///
+    /// Pages follow `NextKeyMarker` and `NextUploadIdMarker`, each sent when the server gave
+    /// it: AWS orders by key and sends both; SeaweedFS orders by upload ID and sends only the
+    /// second. `pageSize` (`max-uploads`, at most 1,000) is for tests; the server's default
+    /// is 1,000.
+    public func listMultipartUploads(prefix: String = "", pageSize: Int? = nil) async throws(S3ClientError) -> [ListedUpload] {
+        var uploads: [ListedUpload] = []
+        var markers: (key: String?, uploadID: String?) = (nil, nil)
+        while true {
+            var query = [S3QueryItem("uploads")]
+            if !prefix.isEmpty { query.append(S3QueryItem("prefix", prefix)) }
+            if let pageSize { query.append(S3QueryItem("max-uploads", String(pageSize))) }
+            if let key = markers.key { query.append(S3QueryItem("key-marker", key)) }
+            if let uploadID = markers.uploadID { query.append(S3QueryItem("upload-id-marker", uploadID)) }
+            let response = try await perform("GET", key: "", query: query)
+            guard let document = S3XMLDocument.parse(response.body, records: ["Upload"]) else {
+                throw .unexpectedAnswer(status: response.status, detail: "ListMultipartUploadsResult is not XML")
+            }
+            for record in document.records["Upload", default: []] {
+                guard let key = record["Key"], let uploadID = record["UploadId"], !uploadID.isEmpty,
+                    let initiated = record["Initiated"].flatMap(ServerClock.parseISO8601)
+                else {
+                    throw .unexpectedAnswer(
+                        status: response.status, detail: "an Upload without Key, UploadId or an ISO 8601 Initiated")
+                }
+                uploads.append(ListedUpload(key: key, uploadID: uploadID, initiated: initiated))
+            }
+            guard document.fields["IsTruncated"] == "true" else { return uploads }
+            let next = (key: document.fields["NextKeyMarker"], uploadID: document.fields["NextUploadIdMarker"])
+            guard next.key != nil || next.uploadID != nil, next.key != markers.key || next.uploadID != markers.uploadID
+            else {
+                throw .unexpectedAnswer(
+                    status: response.status, detail: "a truncated ListMultipartUploads page without new markers")
+            }
+            markers = next
+        }
+    }
+
+    /// ListObjectsV2 under `prefix`, every page of it.
+    ///
+    /// Keys are asked for URL-encoded (`encoding-type=url`), the one form in which any key,
+    /// even one with characters XML 1.0 cannot carry, survives, and decoded when the answer
+    /// says `<EncodingType>url</EncodingType>`: `+` is a space (S3 encodes as HTML forms do),
+    /// `%XX` a byte of the UTF-8 form. AWS and SeaweedFS both encode this listing's keys.
+    ///
+    /// Pages follow `NextContinuationToken`, which is opaque and never encoded. `pageSize`
+    /// (`max-keys`, at most 1,000) is for tests; the server's default is 1,000.
+    public func listObjectsV2(prefix: String = "", pageSize: Int? = nil) async throws(S3ClientError) -> [ListedObject] {
+        var objects: [ListedObject] = []
+        var token: String?
+        while true {
+            var query = [S3QueryItem("list-type", "2"), S3QueryItem("encoding-type", "url")]
+            if !prefix.isEmpty { query.append(S3QueryItem("prefix", prefix)) }
+            if let pageSize { query.append(S3QueryItem("max-keys", String(pageSize))) }
+            if let token { query.append(S3QueryItem("continuation-token", token)) }
+            let response = try await perform("GET", key: "", query: query)
+            guard let document = S3XMLDocument.parse(response.body, records: ["Contents"]) else {
+                throw .unexpectedAnswer(status: response.status, detail: "ListBucketResult is not XML")
+            }
+            let encoded = document.fields["EncodingType"] == "url"
+            for record in document.records["Contents", default: []] {
+                guard let rawKey = record["Key"], let size = record["Size"].flatMap(Int64.init),
+                    let etag = record["ETag"], let lastModified = record["LastModified"].flatMap(ServerClock.parseISO8601)
+                else {
+                    throw .unexpectedAnswer(
+                        status: response.status, detail: "a Contents without Key, Size, ETag or an ISO 8601 LastModified")
+                }
+                guard let key = encoded ? S3Encoding.formDecoded(rawKey) : rawKey else {
+                    throw .unexpectedAnswer(
+                        status: response.status, detail: "the key '\(rawKey)' is not URL-encoded UTF-8")
+                }
+                objects.append(ListedObject(key: key, size: size, etag: etag, lastModified: lastModified))
+            }
+            guard document.fields["IsTruncated"] == "true" else { return objects }
+            guard let next = document.fields["NextContinuationToken"], next != token else {
+                throw .unexpectedAnswer(status: response.status, detail: "a truncated ListObjectsV2 page without a new token")
+            }
+            token = next
+        }
     }
 
     // MARK: The request loop

@@ -55,6 +55,39 @@ enum S3Encoding {
         return true
     }
 
+    /// Decodes a key from a listing asked for with `encoding-type=url`: S3 encodes it as HTML
+    /// forms do, so `+` is a space and `%XX` one byte of the UTF-8 form (botocore decodes it
+    /// with `unquote_plus` for the same reason). Nil when an escape is cut short or not hex,
+    /// or the bytes are not UTF-8.
+    static func formDecoded(_ text: String) -> String? {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count)
+        var input = text.utf8.makeIterator()
+        while let byte = input.next() {
+            switch byte {
+            case UInt8(ascii: "+"):
+                bytes.append(UInt8(ascii: " "))
+            case UInt8(ascii: "%"):
+                guard let high = input.next().flatMap(hexValue), let low = input.next().flatMap(hexValue) else {
+                    return nil
+                }
+                bytes.append(high << 4 | low)
+            default:
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        default: nil
+        }
+    }
+
     static func isUnreserved(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
@@ -105,7 +138,7 @@ public struct S3QueryItem: Sendable, Hashable {
 }
 
 /// Where the bucket name goes in a request URL.
-public enum S3AddressingStyle: String, Sendable, CaseIterable {
+public enum S3AddressingStyle: String, Sendable, CaseIterable, Codable {
     /// `https://endpoint/bucket/key`: works with every S3-compatible server and with any
     /// bucket name, and is what MinIO, SeaweedFS and most self-hosted servers expect.
     case path

@@ -442,7 +442,8 @@ private func isLowerHexDigit(_ byte: UInt8) -> Bool {
     (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
 }
 
-private func lowercaseHex(_ bytes: some Sequence<UInt8>) -> String {
+/// Bytes as lower-case hexadecimal, two digits each (SigV4 hashes and signatures, MD5 ETags).
+func lowercaseHex(_ bytes: some Sequence<UInt8>) -> String {
     let digits = Array("0123456789abcdef".utf8)
     var result: [UInt8] = []
     for byte in bytes {
