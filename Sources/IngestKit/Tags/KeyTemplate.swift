@@ -1,0 +1,343 @@
+import Foundation
+
+/// How a file's object key is made: a fixed prefix, then a template of fields.
+///
+/// ```toml
+/// [s3]
+/// prefix = "cards/"
+/// key_template = "{device}/{date}/{label}/{path}"   # the default
+/// ```
+///
+/// Fields (``KeyField``): `{device}`, `{date}` (the file's modification day, UTC,
+/// `YYYY-MM-DD`), `{ingest_date}` (the run's day, UTC), `{label}`, `{uuid}`, `{path}`, `{name}`
+/// and `{xxh128}`. A template needs `{path}`, `{name}` or `{xxh128}`, or every file of a card
+/// would get the same key and overwrite the one before.
+///
+/// Whatever a card holds, a key starts with the prefix and has no empty, `.` or `..` segment,
+/// so no name can climb out of the prefix or make two spellings of one key. Field values are
+/// written as follows:
+/// - bytes that are not UTF-8 become `%XX` (upper-case hex), and a `%` already in a name is
+///   kept, so valid names, `%` included, read in the bucket exactly as on the card;
+/// - control characters (U+0000–U+001F, U+007F) become `_`;
+/// - `/` becomes `_`, except between the folders of `{path}`;
+/// - a segment that would be empty becomes `_`, a `.` segment `%2E` and a `..` segment
+///   `%2E%2E`, the percent-spelling of a dot that no URL or path resolver takes for a step.
+///   No file system holds a file called `.` or `..`, so only a hostile path or a label set
+///   to one of them meets this rule.
+///
+/// Two names can thus map to one key: a name with a control character and the same name with
+/// `_` in its place, or the byte 0xE9 and the text `%E9`. That is rare on real cards (FAT and
+/// exFAT forbid control characters in names), the exact name is always in the object's
+/// `original-path` metadata, and a template with `{xxh128}` rules it out.
+///
+/// The prefix is checked once: no `/` at its start, no empty, `.` or `..` segment, no control
+/// character; a `/` is added at its end unless it is empty.
+public struct KeyTemplate: Sendable, Equatable, CustomStringConvertible {
+    /// By station, then day, then card, then the card's own folders: what a person looking
+    /// for "yesterday's flight from station 3" browses by.
+    public static let defaultTemplate = "{device}/{date}/{label}/{path}"
+    /// S3's limit on an object key, in UTF-8 bytes.
+    public static let maximumKeyBytes = 1024
+
+    /// The prefix as keys start with it: empty, or ending with `/`.
+    public let prefix: String
+    /// The template as written, for messages.
+    public let template: String
+    private let pieces: [Piece]
+
+    private enum Piece: Sendable, Equatable {
+        case literal(String)
+        case field(KeyField)
+    }
+
+    public init(prefix: String = "", template: String = KeyTemplate.defaultTemplate) throws(KeyTemplateError) {
+        self.prefix = try Self.checkedPrefix(prefix)
+        self.template = template
+        self.pieces = try Self.parse(template)
+    }
+
+    public var description: String { prefix + template }
+
+    /// The object key of one file, or ``KeyTemplateError/keyTooLong(path:bytes:)``.
+    public func key(for context: KeyContext) throws(KeyTemplateError) -> String {
+        var key = prefix
+        for piece in pieces {
+            switch piece {
+            case .literal(let text): key += text
+            case .field(let field): key += context.value(of: field)
+            }
+        }
+        let bytes = key.utf8.count
+        guard bytes <= Self.maximumKeyBytes else { throw .keyTooLong(path: context.path.display, bytes: bytes) }
+        return key
+    }
+
+    // MARK: Parsing
+
+    private static func parse(_ template: String) throws(KeyTemplateError) -> [Piece] {
+        var pieces: [Piece] = []
+        var literal = ""
+        var rest = template.unicodeScalars[...]
+        while let scalar = rest.popFirst() {
+            switch scalar {
+            case "{":
+                guard let close = rest.firstIndex(where: { $0 == "}" || $0 == "{" }), rest[close] == "}" else {
+                    throw .syntax(template: template, problem: "has a '{' without its '}'")
+                }
+                let name = String(String.UnicodeScalarView(rest[..<close]))
+                guard let field = KeyField(rawValue: name) else { throw .unknownField(template: template, field: name) }
+                if !literal.isEmpty { pieces.append(.literal(literal)) }
+                literal = ""
+                pieces.append(.field(field))
+                rest = rest[rest.index(after: close)...]
+            case "}":
+                throw .syntax(template: template, problem: "has a '}' without its '{'")
+            default:
+                if isControl(scalar) {
+                    throw .syntax(
+                        template: template, problem: "holds the control character \(LabelSet.visible(scalar))")
+                }
+                literal.unicodeScalars.append(scalar)
+            }
+        }
+        if !literal.isEmpty { pieces.append(.literal(literal)) }
+        guard pieces.contains(where: { [.field(.path), .field(.name), .field(.xxh128)].contains($0) }) else {
+            throw .notUnique(template: template)
+        }
+        try checkSegments(pieces, template: template)
+        return pieces
+    }
+
+    /// Rejects segments the template's own text makes empty, `.` or `..`; fields never render
+    /// as any of these, so a segment holding a field is safe.
+    private static func checkSegments(_ pieces: [Piece], template: String) throws(KeyTemplateError) {
+        var segment = ""
+        var hasField = false
+        func check() throws(KeyTemplateError) {
+            guard !hasField else { return }
+            if segment.isEmpty {
+                throw .syntax(template: template, problem: "has an empty segment (a '/' at its start or end, or '//')")
+            }
+            if segment == "." || segment == ".." {
+                throw .syntax(template: template, problem: "has a '\(segment)' segment")
+            }
+        }
+        for piece in pieces {
+            switch piece {
+            case .field:
+                hasField = true
+            case .literal(let text):
+                for scalar in text.unicodeScalars {
+                    if scalar == "/" {
+                        try check()
+                        segment = ""
+                        hasField = false
+                    } else {
+                        segment.unicodeScalars.append(scalar)
+                    }
+                }
+            }
+        }
+        try check()
+    }
+
+    private static func checkedPrefix(_ prefix: String) throws(KeyTemplateError) -> String {
+        guard !prefix.isEmpty else { return "" }
+        if prefix.hasPrefix("/") {
+            throw .prefix(prefix: prefix, problem: "starts with '/'; S3 keys have no leading slash")
+        }
+        if let control = prefix.unicodeScalars.first(where: isControl) {
+            throw .prefix(prefix: prefix, problem: "holds the control character \(LabelSet.visible(control))")
+        }
+        let body = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
+        for segment in body.split(separator: "/", omittingEmptySubsequences: false) {
+            if segment.isEmpty { throw .prefix(prefix: prefix, problem: "has an empty segment ('//')") }
+            if segment == "." || segment == ".." {
+                throw .prefix(prefix: prefix, problem: "has a '\(segment)' segment")
+            }
+        }
+        return body + "/"
+    }
+
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool { scalar.value < 0x20 || scalar.value == 0x7F }
+}
+
+/// A field of a key template, by the name written between braces.
+public enum KeyField: String, Sendable, CaseIterable {
+    /// The config's `device.id`, else the host name.
+    case device
+    /// The file's modification day, UTC, `YYYY-MM-DD`.
+    case date
+    /// The day of the run, UTC, `YYYY-MM-DD`: for keys grouped by when data arrived.
+    case ingestDate = "ingest_date"
+    /// The card's file system label, else its volume's display name.
+    case label
+    /// The card's file system UUID, or `no-uuid`.
+    case uuid
+    /// The file's path below the card's root, folders kept.
+    case path
+    /// The file's name.
+    case name
+    /// The file's fingerprint in hex.
+    case xxh128
+}
+
+/// What a key is made of, for one file.
+public struct KeyContext: Sendable, Equatable {
+    /// The config's `device.id`, else the host name.
+    public var device: String
+    /// The card's file system label, else its volume's display name.
+    public var label: String
+    /// The card's file system UUID; nil gives `no-uuid`.
+    public var fsUUID: String?
+    /// The file's path below the card's root.
+    public var path: CardPath
+    /// Modification time, nanoseconds since the epoch, as ``ScannedFile/mtime``.
+    public var mtime: Int64
+    /// When the run started: every file of a run gets the same `{ingest_date}`.
+    public var runDate: Date
+    public var fingerprint: Fingerprint
+
+    public init(
+        device: String, label: String, fsUUID: String?, path: CardPath, mtime: Int64, runDate: Date,
+        fingerprint: Fingerprint
+    ) {
+        self.device = device
+        self.label = label
+        self.fsUUID = fsUUID
+        self.path = path
+        self.mtime = mtime
+        self.runDate = runDate
+        self.fingerprint = fingerprint
+    }
+
+    /// The context of a scanned file of `volume`.
+    public init(device: String, volume: VolumeIdentity, file: ScannedFile, fingerprint: Fingerprint, runDate: Date) {
+        self.init(
+            device: device, label: volume.device?.fsLabel ?? volume.displayName, fsUUID: volume.device?.fsUUID,
+            path: file.path, mtime: file.mtime, runDate: runDate, fingerprint: fingerprint)
+    }
+
+    /// `field`'s text, made safe as ``KeyTemplate`` describes.
+    func value(of field: KeyField) -> String {
+        switch field {
+        case .device: KeySegment.escaped(device.utf8)
+        case .date: KeySegment.day(secondsSinceEpoch: mtime.floorDivided(by: 1_000_000_000))
+        case .ingestDate: KeySegment.day(secondsSinceEpoch: KeySegment.seconds(runDate))
+        case .label: KeySegment.escaped(label.utf8)
+        case .uuid: KeySegment.escaped((fsUUID ?? "no-uuid").utf8)
+        case .path:
+            path.bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+                .map { KeySegment.escaped($0) }.joined(separator: "/")
+        case .name: KeySegment.escaped(path.name)
+        case .xxh128: fingerprint.hex
+        }
+    }
+}
+
+/// The escaping of one key segment, and the day format.
+enum KeySegment {
+    /// `bytes` as one segment: never empty, `.`, `..`, and never holding `/` or a control character.
+    static func escaped(_ bytes: some Collection<UInt8>) -> String {
+        var text = ""
+        var rest = bytes[...]
+        while let first = rest.first {
+            var iterator = rest.makeIterator()
+            var decoder = UTF8()
+            if case .scalarValue(let scalar) = decoder.decode(&iterator) {
+                text.unicodeScalars.append(scalar == "/" || KeyTemplate.isControl(scalar) ? "_" : scalar)
+                rest = rest.dropFirst(UTF8.width(scalar))
+            } else {
+                text +=
+                    "%" + String(first >> 4, radix: 16, uppercase: true)
+                    + String(first & 0x0F, radix: 16, uppercase: true)
+                rest = rest.dropFirst()
+            }
+        }
+        switch text {
+        case "": return "_"
+        case ".": return "%2E"
+        case "..": return "%2E%2E"
+        default: return text
+        }
+    }
+
+    /// Whole seconds since the epoch, rounded down and kept to years 1 to 9999.
+    static func seconds(_ date: Date) -> Int64 {
+        let interval = date.timeIntervalSince1970.rounded(.down)
+        guard interval.isFinite else { return interval > 0 ? latest : earliest }
+        return Int64(max(Double(earliest), min(Double(latest), interval)))
+    }
+
+    private static let earliest: Int64 = -62_135_596_800  // 0001-01-01T00:00:00Z
+    private static let latest: Int64 = 253_402_300_799  // 9999-12-31T23:59:59Z
+
+    /// The UTC day of an instant as `YYYY-MM-DD`, by the proleptic Gregorian calendar
+    /// (Howard Hinnant's `civil_from_days`): no calendar object, no locale, no time zone.
+    static func day(secondsSinceEpoch: Int64) -> String {
+        let days = max(earliest, min(latest, secondsSinceEpoch)).floorDivided(by: 86_400) + 719_468
+        let era = days.floorDivided(by: 146_097)
+        let dayOfEra = days - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        return padded(year, 4) + "-" + padded(month, 2) + "-" + padded(day, 2)
+    }
+
+    private static func padded(_ value: Int64, _ width: Int) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+}
+
+extension Int64 {
+    /// Division rounding toward minus infinity: a moment before 1970 belongs to the day before.
+    fileprivate func floorDivided(by divisor: Int64) -> Int64 {
+        let quotient = self / divisor
+        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
+    }
+}
+
+/// Why a key template, its prefix or one file's key is not usable. The template and prefix
+/// errors complete a configuration error for ``configKey``.
+public enum KeyTemplateError: Error, Sendable, Equatable, CustomStringConvertible {
+    case unknownField(template: String, field: String)
+    case syntax(template: String, problem: String)
+    /// No field that tells a card's files apart.
+    case notUnique(template: String)
+    case prefix(prefix: String, problem: String)
+    /// One file's key exceeds S3's 1024 bytes; the other files go on.
+    case keyTooLong(path: String, bytes: Int)
+
+    /// The configuration key a template or prefix error belongs to; nil for a file's error.
+    public var configKey: String? {
+        switch self {
+        case .unknownField, .syntax, .notUnique: "s3.key_template"
+        case .prefix: "s3.prefix"
+        case .keyTooLong: nil
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case let .unknownField(template, field):
+            let known = KeyField.allCases.map { "{\($0.rawValue)}" }.joined(separator: ", ")
+            return "template '\(template)' has an unknown field {\(field)}; the fields are \(known)"
+        case let .syntax(template, problem):
+            return "template '\(template)' \(problem); braces only enclose field names, "
+                + "and '/' separates non-empty segments"
+        case .notUnique(let template):
+            return "template '\(template)' has none of {path}, {name}, {xxh128}, so a card's files would "
+                + "overwrite each other; add {path} to keep the card's folders"
+        case let .prefix(prefix, problem):
+            return "prefix '\(prefix)' \(problem); write it like \"cards/\" or \"station-3/incoming/\""
+        case let .keyTooLong(path, bytes):
+            return "the object key of \(path) would be \(bytes) bytes, and S3 allows \(KeyTemplate.maximumKeyBytes); "
+                + "the file is not uploaded. Shorten s3.prefix or s3.key_template (for example, {name} or {xxh128} "
+                + "instead of {path}), or move the file to a shorter path on the card"
+        }
+    }
+}

@@ -1,0 +1,69 @@
+/// Why a card's or a file's labels cannot be sent. Each message names the key, the source and
+/// what to change.
+///
+/// Label errors are found before anything of a card is uploaded: the run's settings when the
+/// ``LabelPolicy`` is made, a card's identity and scene file in
+/// ``LabelPolicy/cardLabels(card:sceneFile:)``. Only
+/// ``metadataTooLarge(path:bytes:largestKey:largestBytes:)`` belongs to a single file.
+public enum LabelError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// One key, two values: the label already there, and the one that disagrees.
+    case conflict(Label, Label)
+    /// A key only ingest sets, given by someone else.
+    case reserved(key: String, source: LabelSource)
+    /// A key that cannot be an HTTP header name or an S3 tag key.
+    case invalidKey(key: String, source: LabelSource, problem: String)
+    case emptyValue(key: String, source: LabelSource)
+    /// A person's value for a key that becomes an object tag, longer than S3 allows.
+    case tagValueTooLong(Label, length: Int)
+    /// A person's value for a key that becomes an object tag, with characters S3 refuses in tags.
+    case tagCharacters(Label, characters: [String])
+    /// The list of keys that become object tags is longer than S3's 10 tags per object.
+    case tooManyTagKeys([String])
+    /// An entry of the list of keys that become object tags is not a valid key.
+    case invalidTagKey(key: String, problem: String)
+    /// A file's labels exceed S3's 2 KB of user metadata.
+    case metadataTooLarge(path: String, bytes: Int, largestKey: String, largestBytes: Int)
+    /// A scene file that cannot be read as one.
+    case sceneFile(path: String, problem: String)
+
+    public var description: String {
+        switch self {
+        case let .conflict(existing, new):
+            let given =
+                existing.source == new.source
+                ? "is given two values by \(new.source): '\(existing.value)' and '\(new.value)'"
+                : "is given '\(existing.value)' by \(existing.source) and '\(new.value)' by \(new.source)"
+            let invisible = existing.value == new.value ? " (they differ only in how their accents are encoded)" : ""
+            return "label '\(new.key)' \(given)\(invisible); keys are compared without regard to case. "
+                + "Nothing is uploaded with these labels: make the values agree or remove one of them."
+        case let .reserved(key, source):
+            return "label '\(key)' from \(source) is reserved: ingest sets it on every object "
+                + "(xxh128, original-name, original-path). Give the label another name."
+        case let .invalidKey(key, source, problem):
+            return "label key '\(key)' from \(source) \(problem); a key may hold only a-z, 0-9, '-', '_' and '.', "
+                + "1 to \(LabelSet.maximumKeyLength) of them (it becomes the header name x-amz-meta-<key>). Rename it."
+        case let .emptyValue(key, source):
+            return "label '\(key)' from \(source) has an empty value; give it a value or leave it out."
+        case let .tagValueTooLong(label, length):
+            return "label '\(label.key)' from \(label.source) becomes an object tag, and S3 allows "
+                + "\(ObjectTagging.maximumValueLength) characters in a tag value; this one has \(length). "
+                + "Shorten it, or remove '\(label.key)' from the object tag keys (metadata keeps any length)."
+        case let .tagCharacters(label, characters):
+            return "label '\(label.key)' from \(label.source) becomes an object tag, and S3 tags allow only letters, "
+                + "digits, spaces and + - = . _ : / @; '\(label.value)' holds \(characters.joined(separator: ", ")). "
+                + "Change the value, or remove '\(label.key)' from the object tag keys (metadata keeps any value)."
+        case .tooManyTagKeys(let keys):
+            return "the object tag keys name \(keys.count) keys (\(keys.joined(separator: ", "))), and S3 allows "
+                + "\(ObjectTagging.maximumTags) tags per object. Keep the ones lifecycle rules or analytics select on: "
+                + "every label is in the object's metadata anyway."
+        case let .invalidTagKey(key, problem):
+            return "object tag key '\(key)' \(problem); list label keys, which hold only a-z, 0-9, '-', '_' and '.'."
+        case let .metadataTooLarge(path, bytes, largestKey, largestBytes):
+            return "the labels of \(path) take \(bytes) bytes of user metadata, and S3 allows "
+                + "\(ObjectLabels.maximumMetadataBytes) (keys and values as sent); the largest is '\(largestKey)' "
+                + "(\(largestBytes) bytes). Use fewer or shorter tags, or move the file to a shorter path on the card."
+        case let .sceneFile(path, problem):
+            return "scene file \(path): \(problem). Fix the file on the card (or remove it) and ingest the card again."
+        }
+    }
+}

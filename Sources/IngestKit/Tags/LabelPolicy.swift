@@ -1,0 +1,125 @@
+/// What udev says of a card that becomes a label: `fs-uuid`, `fs-label` and `card-serial`.
+///
+/// These make a card's objects findable by the card they came from, long after the card has
+/// been wiped; absent or empty values are simply not labels.
+public struct CardLabels: Sendable, Equatable {
+    public var fsUUID: String?
+    public var fsLabel: String?
+    public var serial: String?
+
+    public init(fsUUID: String? = nil, fsLabel: String? = nil, serial: String? = nil) {
+        self.fsUUID = fsUUID
+        self.fsLabel = fsLabel
+        self.serial = serial
+    }
+
+    /// The labels of a block device; none for a plain directory.
+    public init(device: BlockDevice?) {
+        self.init(fsUUID: device?.fsUUID, fsLabel: device?.fsLabel, serial: device?.serial)
+    }
+}
+
+/// Which labels an ingest puts on its objects, and which of them become object tags.
+///
+/// Labels come from three layers, merged with ``LabelSet``'s rule that a key may not be given
+/// two different values:
+/// - the device: the config's `device.id` (key `device`) and `[device.tags]`, then the card's
+///   udev identity (``CardLabels``);
+/// - the scene: `--scene` (key `scene`) and `--tag k=v` from the command line, and the card's
+///   scene file (``SceneFile``); a card without a scene file gets the config's default scene
+///   instead, unless the command line names a scene, which then replaces the default (a
+///   default is what applies when nothing more specific is said, not a second opinion);
+/// - reserved labels ingest sets per file: `xxh128`, `original-name`, `original-path`.
+///
+/// Errors come as early as their cause: the run's own settings are checked when the policy
+/// is made, before any card is read; a card's identity and scene file in
+/// ``cardLabels(card:sceneFile:)``, before anything of the card is uploaded; only the size
+/// of one file's metadata, which depends on its path, in ``objectLabels(base:path:fingerprint:)``.
+public struct LabelPolicy: Sendable, Equatable {
+    /// What lifecycle rules and analytics most often select on: the station, the scene, the card.
+    public static let defaultObjectTagKeys = ["device", "scene", "fs-uuid", "fs-label"]
+
+    /// The keys that also become object tags, lowercased, in the order given; keys a card or
+    /// file has no label for are skipped.
+    public let objectTagKeys: [String]
+    /// The config's default scene.
+    public let defaultScene: Scene?
+    /// `--scene` and `--tag k=v`.
+    public let commandLine: Scene
+    /// The device's config labels and the command line's, merged once.
+    private let runLabels: LabelSet
+
+    /// Checks and merges the run's own labels; the default scene is checked too, as it will
+    /// apply to every card that brings no scene file.
+    public init(
+        deviceID: String? = nil,
+        deviceTags: [String: String] = [:],
+        defaultScene: Scene? = nil,
+        commandLine: Scene = Scene(),
+        objectTagKeys: [String] = defaultObjectTagKeys
+    ) throws(LabelError) {
+        var keys: [String] = []
+        for key in objectTagKeys {
+            let lowered = LabelSet.lowercased(key)
+            if let problem = LabelSet.keyProblem(lowered) { throw .invalidTagKey(key: key, problem: problem) }
+            if !keys.contains(lowered) { keys.append(lowered) }
+        }
+        guard keys.count <= ObjectTagging.maximumTags else { throw .tooManyTagKeys(keys) }
+
+        var labels = LabelSet()
+        if let deviceID { try labels.add("device", deviceID, from: .deviceConfig) }
+        for (key, value) in deviceTags.sorted(by: { $0.key < $1.key }) {
+            try labels.add(key, value, from: .deviceConfig)
+        }
+        try labels.add(commandLine, from: .commandLine)
+
+        self.objectTagKeys = keys
+        self.defaultScene = defaultScene
+        self.commandLine = commandLine
+        self.runLabels = labels
+        // What a card with neither identity nor scene file would get: any error here would
+        // recur on every such card, so it is the run's error.
+        _ = try cardLabels(card: CardLabels(), sceneFile: nil)
+    }
+
+    /// The labels every file of a card shares, checked before any of them is uploaded.
+    public func cardLabels(card: CardLabels, sceneFile: SceneFile?) throws(LabelError) -> LabelSet {
+        var labels = runLabels
+        for (key, value) in [("fs-uuid", card.fsUUID), ("fs-label", card.fsLabel), ("card-serial", card.serial)] {
+            if let value, !value.isEmpty { try labels.add(key, value, from: .cardIdentity) }
+        }
+        if let sceneFile {
+            try labels.add(sceneFile.scene, from: .sceneFile(path: sceneFile.path))
+        } else if commandLine.name == nil, let defaultScene {
+            try labels.add(defaultScene, from: .sceneConfig)
+        }
+        for key in objectTagKeys {
+            if let label = labels.label(key) { _ = try ObjectTagging.value(of: label) }
+        }
+        return labels
+    }
+
+    /// The headers of one file: `base` (from ``cardLabels(card:sceneFile:)``) with the
+    /// reserved labels added. For a scanned file and a `base` made by this policy it fails
+    /// only when the file's metadata exceeds S3's 2 KB; the card's other files go on.
+    public func objectLabels(base: LabelSet, path: CardPath, fingerprint: Fingerprint) throws(LabelError)
+        -> ObjectLabels
+    {
+        var labels = base
+        try labels.add("xxh128", bytes: Array(fingerprint.hex.utf8), from: .reserved)
+        try labels.add("original-name", bytes: Array(path.name), from: .reserved)
+        try labels.add("original-path", bytes: path.bytes, from: .reserved)
+        return try ObjectLabels(labels: labels, tagKeys: objectTagKeys, path: path)
+    }
+}
+
+extension LabelSet {
+    /// Adds a scene's name (key `scene`) and its tags, in key order so errors do not depend
+    /// on a dictionary's order.
+    mutating func add(_ scene: Scene, from source: LabelSource) throws(LabelError) {
+        if let name = scene.name { try add("scene", name, from: source) }
+        for (key, value) in scene.tags.sorted(by: { $0.key < $1.key }) {
+            try add(key, value, from: source)
+        }
+    }
+}
