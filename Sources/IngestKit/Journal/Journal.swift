@@ -6,8 +6,10 @@ import GRDB
 public enum FileState: String, Sendable, Codable, CaseIterable, DatabaseValueConvertible {
     /// Seen, not yet staged (never tried, or the last try failed: see `lastError`).
     case pending
-    /// Copied into staging and fingerprinted.
+    /// Copied into staging and fingerprinted; its upload (if any) has not been verified yet.
     case staged
+    /// Its content is in the bucket, verified (uploaded now, or found there already).
+    case uploaded
 }
 
 /// A card (or plain directory) the journal has seen.
@@ -59,6 +61,8 @@ public struct FileRecord: Codable, Sendable, Equatable, FetchableRecord, Mutable
     public var state: FileState
     public var lastError: String?
     public var updatedAt: Date
+    /// The upload that carries its content (several files with one content share one).
+    public var uploadID: String?
 
     public var cardPath: CardPath { CardPath(bytes: Array(path)) }
 
@@ -71,6 +75,8 @@ public struct StagedObjectRecord: Codable, Sendable, Equatable, FetchableRecord,
     public var fingerprint: String
     public var size: Int64
     public var stagedAt: Date
+    /// When the copy was deleted after its upload verified (staging retention).
+    public var removedAt: Date?
 }
 
 /// The journal: what has been seen, staged (and, later, uploaded), in SQLite.
@@ -165,6 +171,47 @@ public final class Journal: Sendable {
             }
             try db.create(index: "file_by_state", on: "file", columns: ["state"])
             try db.create(index: "file_by_fingerprint", on: "file", columns: ["fingerprint"])
+        }
+        migrator.registerMigration("v2: uploads and their parts") { db in
+            try db.create(table: "upload") { t in
+                t.primaryKey("id", .text)
+                t.column("endpoint", .text).notNull()
+                t.column("bucket", .text).notNull()
+                t.column("region", .text).notNull()
+                t.column("addressing", .text).notNull()
+                t.column("key", .text).notNull()
+                t.column("fingerprint", .text).notNull()
+                t.column("size", .integer).notNull()
+                t.column("partSize", .integer)
+                t.column("checksum", .text).notNull()
+                t.column("phase", .text).notNull()
+                t.column("uploadID", .text)
+                t.column("restartCount", .integer).notNull()
+                t.column("headers", .text).notNull()
+                t.column("volumeKey", .text)
+                t.column("sourcePath", .blob)
+                t.column("etag", .text)
+                t.column("lastError", .text)
+                t.column("createdAt", .datetime).notNull()
+                t.column("updatedAt", .datetime).notNull()
+                t.column("completedAt", .datetime)
+                t.uniqueKey(["endpoint", "bucket", "fingerprint"])
+            }
+            try db.create(index: "upload_by_phase", on: "upload", columns: ["phase"])
+            try db.create(table: "uploadPart") { t in
+                t.column("upload", .text).notNull().references("upload", onDelete: .cascade)
+                t.column("number", .integer).notNull()
+                t.column("etag", .text).notNull()
+                t.column("size", .integer).notNull()
+                t.column("digest", .text)
+                t.primaryKey(["upload", "number"])
+            }
+            try db.alter(table: "file") { t in
+                t.add(column: "uploadID", .text).references("upload", onDelete: .setNull)
+            }
+            try db.alter(table: "stagedObject") { t in
+                t.add(column: "removedAt", .datetime)
+            }
         }
         return migrator
     }

@@ -82,11 +82,15 @@ public struct UploadStateMachine: Sendable {
         /// Exactly as the server returned it, quotes included: `Complete` sends it back so.
         public var etag: String
         public var size: Int64
+        /// The integrity digest sent with the part (``PartDigest``'s journal form): what the
+        /// whole-object check after `Complete` is computed from.
+        public var digest: String?
 
-        public init(number: Int, etag: String, size: Int64) {
+        public init(number: Int, etag: String, size: Int64, digest: String? = nil) {
             self.number = number
             self.etag = etag
             self.size = size
+            self.digest = digest
         }
     }
 
@@ -356,9 +360,16 @@ public struct UploadStateMachine: Sendable {
     /// the kill; their bytes were never confirmed to us, and resending at most a window of
     /// parts is cheap next to trusting them. Server parts outside the plan are left out of
     /// `Complete`, which discards them.
-    public mutating func partsListed(_ remote: [Int: RemotePart]) -> [Action] {
+    ///
+    /// `adopted` are parts the owner found on the server but not in the journal and proved
+    /// to be ours (the server's digest of the part equals the digest of the staged range):
+    /// they count as acknowledged, so a kill costs only what the server really lacks.
+    public mutating func partsListed(_ remote: [Int: RemotePart], adopted: [AcknowledgedPart] = []) -> [Action] {
         switch state {
         case let .reconciling(uploadID):
+            for part in adopted where plan.partNumbers.contains(part.number) && acknowledged[part.number] == nil {
+                acknowledged[part.number] = part
+            }
             var queue: [Int] = []
             for number in plan.partNumbers.reversed() {
                 if let journal = acknowledged[number], let server = remote[number],
@@ -382,14 +393,14 @@ public struct UploadStateMachine: Sendable {
 
     /// The server acknowledged a part: journal it, then send the next one, or complete when
     /// it was the last.
-    public mutating func partAcknowledged(uploadID: String, number: Int, etag: String) -> [Action] {
+    public mutating func partAcknowledged(uploadID: String, number: Int, etag: String, digest: String? = nil) -> [Action] {
         guard case .uploading(let current, let queue, var inFlight) = state, current == uploadID else {
             return staleOrImpossible("partAcknowledged(part \(number))", uploadID: uploadID)
         }
         guard inFlight.remove(number) != nil else {
             impossible("partAcknowledged(part \(number), which is not in flight)")
         }
-        acknowledged[number] = AcknowledgedPart(number: number, etag: etag, size: plan.length(ofPart: number))
+        acknowledged[number] = AcknowledgedPart(number: number, etag: etag, size: plan.length(ofPart: number), digest: digest)
         state = .uploading(uploadID: current, queue: queue, inFlight: inFlight)
         if queue.isEmpty && inFlight.isEmpty { return beginCompleting(current) }
         return [.persist(snapshot)] + sendMore()
@@ -496,18 +507,28 @@ public struct UploadStateMachine: Sendable {
     /// anything more. Not ours: after a `Complete` that succeeded, verification fails;
     /// otherwise the upload goes on and will replace it.
     ///
+    /// `digestMismatch` is the owner's whole-object check: nil when the server's digest of
+    /// the object (the multipart ETag or composite checksum) matches the digests of the
+    /// acknowledged parts, or cannot be compared; otherwise what differs. A mismatch makes
+    /// the object not ours whatever its metadata says: after `Complete` it is an integrity
+    /// failure, never a success.
+    ///
     /// Accepted before ``start()`` too, when the owner looked for the object itself.
-    public mutating func objectAlreadyExists(size: Int64, fingerprint found: Fingerprint?) -> [Action] {
-        let ours = size == plan.fileSize && found == fingerprint
+    public mutating func objectAlreadyExists(
+        size: Int64, fingerprint found: Fingerprint?, digestMismatch: String? = nil
+    ) -> [Action] {
+        let ours = size == plan.fileSize && found == fingerprint && digestMismatch == nil
         switch state {
         case .idle(phase: .created, _, _):
             return ours ? finish(.alreadyUploaded) : []
         case let .verifying(uploadID, purpose):
             switch purpose {
             case let .confirmCompleted(etag):
-                return ours
-                    ? finish(.uploaded(etag: etag))
-                    : fail(.verificationFailed(expectedSize: plan.fileSize, foundSize: size, foundFingerprint: found))
+                if ours { return finish(.uploaded(etag: etag)) }
+                if let digestMismatch, size == plan.fileSize, found == fingerprint {
+                    return fail(.digestMismatch(digestMismatch))
+                }
+                return fail(.verificationFailed(expectedSize: plan.fileSize, foundSize: size, foundFingerprint: found))
             case .resumeAfterComplete, .completeLostUpload:
                 if ours { return finish(.alreadyUploaded) }
                 return afterObjectMissing(uploadID: uploadID, purpose: purpose)
@@ -690,6 +711,9 @@ public enum UploadFailure: Error, Sendable, Equatable, Codable, CustomStringConv
     case requestFailed(request: String, reason: String)
     /// After `Complete`, the object at the key is missing or not ours.
     case verificationFailed(expectedSize: Int64, foundSize: Int64?, foundFingerprint: Fingerprint?)
+    /// After `Complete`, the server's digest of the object is not the one the parts sent
+    /// add up to: some bytes differ from what was read from staging.
+    case digestMismatch(String)
 
     public var description: String {
         switch self {
@@ -704,6 +728,10 @@ public enum UploadFailure: Error, Sendable, Equatable, Codable, CustomStringConv
                 + "the file stays staged, run ingest rescan to try again."
         case let .requestFailed(request, reason):
             return "\(request) failed: \(reason). The file stays staged and resumes on the next run."
+        case let .digestMismatch(detail):
+            return "integrity error: the object's digest on the server does not match the parts sent (\(detail)). "
+                + "The object is not trusted; the file stays staged. Check the server and the network path "
+                + "(a proxy that rewrites bodies?), then run ingest resume."
         case let .verificationFailed(expectedSize, foundSize, foundFingerprint):
             let found =
                 foundSize.map {

@@ -1,0 +1,363 @@
+import Foundation
+import GRDB
+
+/// Where an upload goes: everything needed to reach the bucket again from the journal alone,
+/// so `ingest resume` needs no configuration to finish what a run started.
+public struct UploadTarget: Sendable, Hashable, Codable {
+    public var endpoint: String
+    public var bucket: String
+    public var region: String
+    public var addressing: S3AddressingStyle
+
+    public init(endpoint: String, bucket: String, region: String, addressing: S3AddressingStyle) {
+        self.endpoint = endpoint
+        self.bucket = bucket
+        self.region = region
+        self.addressing = addressing
+    }
+
+    /// How people read it: `http://127.0.0.1:8333 bucket cards`.
+    public var displayName: String { "s3://\(bucket) at \(endpoint)" }
+}
+
+extension S3AddressingStyle: DatabaseValueConvertible {}
+extension UploadStateMachine.Phase: DatabaseValueConvertible {}
+extension PartDigestAlgorithm: DatabaseValueConvertible {}
+
+/// One object to upload: one content (fingerprint) to one bucket, whichever files carry it.
+///
+/// Its id is derived from the target and the fingerprint, so two runs, or two cards holding
+/// the same photo, arrive at the same upload rather than two objects.
+public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "upload"
+    /// The logical upload id people type (`ingest abort ID`): 12 hex digits.
+    public var id: String
+    public var endpoint: String
+    public var bucket: String
+    public var region: String
+    public var addressing: S3AddressingStyle
+    public var key: String
+    public var fingerprint: String
+    public var size: Int64
+    /// The plan's part size; nil for a single `PutObject`.
+    public var partSize: Int64?
+    /// The digest every part is sent with; fixed per upload, since the whole-object check
+    /// combines the parts' digests.
+    public var checksum: PartDigestAlgorithm
+    public var phase: UploadStateMachine.Phase
+    /// The server's multipart upload id, once created.
+    public var uploadID: String?
+    public var restartCount: Int
+    /// Metadata and tagging headers (JSON), fixed when the upload was planned: a resume or a
+    /// restart sends exactly what the first attempt sent.
+    public var headers: String
+    /// The first file that brought this content, for people reading `ingest status`.
+    public var volumeKey: String?
+    public var sourcePath: Data?
+    /// The object's ETag once completed.
+    public var etag: String?
+    /// Why the last attempt failed; cleared when it completes.
+    public var lastError: String?
+    public var createdAt: Date
+    public var updatedAt: Date
+    public var completedAt: Date?
+
+    public var target: UploadTarget {
+        UploadTarget(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
+    }
+
+    public var sourceDisplay: String {
+        sourcePath.map { CardPath(bytes: Array($0)).display } ?? key
+    }
+
+    /// The upload's fingerprint, as recorded (the journal only ever stores valid ones).
+    public var contentFingerprint: Fingerprint? { Fingerprint(hex: fingerprint) }
+
+    public var requestHeaders: [SigV4Header] {
+        let pairs = (try? JSONDecoder().decode([[String]].self, from: Data(headers.utf8))) ?? []
+        return pairs.compactMap { $0.count == 2 ? SigV4Header($0[0], $0[1]) : nil }
+    }
+
+    static func encode(headers: [SigV4Header]) -> String {
+        let data = (try? JSONEncoder().encode(headers.map { [$0.name, $0.value] })) ?? Data("[]".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The logical id of the upload of `fingerprint` to `target`.
+    public static func logicalID(target: UploadTarget, fingerprint: Fingerprint) -> String {
+        let text = "\(target.endpoint)\n\(target.bucket)\n\(fingerprint.hex)"
+        return String(Fingerprint.of(Array(text.utf8)).hex.prefix(12))
+    }
+
+    /// Not yet verified in the bucket, and not given up by the user: what `resume` finishes.
+    public var isPending: Bool { phase != .completed && phase != .aborted }
+}
+
+/// A part the server acknowledged, committed before anything depends on it.
+public struct UploadPartRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "uploadPart"
+    public var upload: String
+    public var number: Int
+    public var etag: String
+    public var size: Int64
+    public var digest: String?
+
+    var acknowledged: UploadStateMachine.AcknowledgedPart {
+        .init(number: number, etag: etag, size: size, digest: digest)
+    }
+}
+
+/// A staged file's content, planned for upload: the pipeline builds one per staged file.
+public struct UploadClaim: Sendable, Equatable {
+    public var path: CardPath
+    public var fingerprint: Fingerprint
+    public var size: Int64
+    public var target: UploadTarget
+    public var key: String
+    public var headers: [SigV4Header]
+    /// nil: a single `PutObject`.
+    public var partSize: Int64?
+    public var checksum: PartDigestAlgorithm
+
+    public init(
+        path: CardPath, fingerprint: Fingerprint, size: Int64, target: UploadTarget, key: String,
+        headers: [SigV4Header], partSize: Int64?, checksum: PartDigestAlgorithm = .crc32c
+    ) {
+        self.checksum = checksum
+        self.path = path
+        self.fingerprint = fingerprint
+        self.size = size
+        self.target = target
+        self.key = key
+        self.headers = headers
+        self.partSize = partSize
+    }
+}
+
+/// What the journal made of a claim.
+public enum ClaimResult: Sendable, Equatable {
+    /// Upload this (new, or pending from before: then it resumes).
+    case upload(UploadRecord)
+    /// The bucket already holds this content, verified: the file is recorded as uploaded
+    /// and nothing is sent (content dedupe).
+    case alreadyInBucket(UploadRecord)
+}
+
+extension Journal {
+    /// Links staged files to their uploads, in one transaction: an upload of the same content
+    /// to the same bucket is reused (completed: the file is uploaded at once; pending: it
+    /// rides along), otherwise a new one is planned.
+    public func claim(_ claims: [UploadClaim], volumeKey: String, at date: Date = Date()) async throws -> [ClaimResult] {
+        guard !claims.isEmpty else { return [] }
+        return try await database.write { db in
+            try claims.map { claim in try Self.claim(db, claim, volumeKey: volumeKey, at: date) }
+        }
+    }
+
+    private static func claim(_ db: Database, _ claim: UploadClaim, volumeKey: String, at date: Date) throws -> ClaimResult {
+        let target = claim.target
+        let id = UploadRecord.logicalID(target: target, fingerprint: claim.fingerprint)
+        let pathBytes = Data(claim.path.bytes)
+        if let existing = try UploadRecord.fetchOne(db, key: id) {
+            let done = existing.phase == .completed
+            try db.execute(
+                sql: "UPDATE file SET uploadID = ?, state = ?, updatedAt = ? WHERE volumeKey = ? AND path = ?",
+                arguments: [id, done ? FileState.uploaded : FileState.staged, date, volumeKey, pathBytes])
+            return done ? .alreadyInBucket(existing) : .upload(existing)
+        }
+        let record = UploadRecord(
+            id: id, endpoint: target.endpoint, bucket: target.bucket, region: target.region,
+            addressing: target.addressing, key: claim.key, fingerprint: claim.fingerprint.hex, size: claim.size,
+            partSize: claim.partSize, checksum: claim.checksum, phase: .created, uploadID: nil, restartCount: 0,
+            headers: UploadRecord.encode(headers: claim.headers), volumeKey: volumeKey, sourcePath: pathBytes,
+            etag: nil, lastError: nil, createdAt: date, updatedAt: date, completedAt: nil)
+        try record.insert(db)
+        try db.execute(
+            sql: "UPDATE file SET uploadID = ?, updatedAt = ? WHERE volumeKey = ? AND path = ?",
+            arguments: [id, date, volumeKey, pathBytes])
+        return .upload(record)
+    }
+
+    /// Files of a volume that are staged but linked to no upload (staged with `--no-upload`,
+    /// or by a run killed between staging and planning their uploads).
+    public func stagedFilesWithoutUpload(ofVolume key: String) async throws -> [FileRecord] {
+        try await database.read { db in
+            try FileRecord.filter(Column("volumeKey") == key && Column("state") == FileState.staged.rawValue
+                && Column("uploadID") == nil).fetchAll(db)
+        }
+    }
+
+    /// Pending uploads of files of this volume (from earlier runs): a new ingest of the card
+    /// finishes them.
+    public func pendingUploads(ofVolume key: String) async throws -> [UploadRecord] {
+        try await database.read { db in
+            try UploadRecord.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM upload WHERE phase NOT IN ('completed', 'aborted')
+                    AND id IN (SELECT uploadID FROM file WHERE volumeKey = ? AND uploadID IS NOT NULL)
+                    ORDER BY createdAt
+                    """, arguments: [key])
+        }
+    }
+
+    /// Every pending upload (not completed, not aborted), oldest first.
+    public func pendingUploads() async throws -> [UploadRecord] {
+        try await database.read { db in
+            try UploadRecord.filter(!["completed", "aborted"].contains(Column("phase")))
+                .order(Column("createdAt"), Column("id")).fetchAll(db)
+        }
+    }
+
+    /// One upload and its acknowledged parts; nil when the journal has no such id.
+    public func upload(id: String) async throws -> (UploadRecord, [UploadPartRecord])? {
+        try await database.read { db in
+            guard let record = try UploadRecord.fetchOne(db, key: id) else { return nil }
+            let parts = try UploadPartRecord.filter(Column("upload") == id).order(Column("number")).fetchAll(db)
+            return (record, parts)
+        }
+    }
+
+    /// Uploads whose id starts with `prefix` (people type a few digits).
+    public func uploads(idPrefix prefix: String) async throws -> [UploadRecord] {
+        try await database.read { db in
+            try UploadRecord.filter(Column("id").like(prefix + "%")).fetchAll(db)
+        }
+    }
+
+    /// Commits what the state machine says the upload is now. Parts are written as a
+    /// difference: `added` are new acknowledgements, `removed` parts no longer count
+    /// (reconciliation dropped them, or a restart cleared them).
+    public func persist(
+        _ snapshot: UploadStateMachine.Snapshot, added: [UploadStateMachine.AcknowledgedPart], removed: [Int],
+        lastError: String?, at date: Date = Date()
+    ) async throws {
+        try await database.write { db in
+            let id = snapshot.logicalUploadID
+            try db.cachedStatement(sql: """
+                UPDATE upload SET phase = ?, uploadID = ?, restartCount = ?, lastError = ?, updatedAt = ? WHERE id = ?
+                """).execute(arguments: [snapshot.phase, snapshot.uploadID, snapshot.restartCount, lastError, date, id])
+            for number in removed {
+                try db.cachedStatement(sql: "DELETE FROM uploadPart WHERE upload = ? AND number = ?")
+                    .execute(arguments: [id, number])
+            }
+            for part in added {
+                try db.cachedStatement(sql: """
+                    INSERT INTO uploadPart (upload, number, etag, size, digest) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT(upload, number) DO UPDATE SET etag = excluded.etag, size = excluded.size, digest = excluded.digest
+                    """).execute(arguments: [id, part.number, part.etag, part.size, part.digest])
+            }
+        }
+    }
+
+    /// Records a phase (single `PutObject` uploads, which have no parts), and why it failed.
+    public func setPhase(
+        _ phase: UploadStateMachine.Phase, lastError: String?, ofUpload id: String, at date: Date = Date()
+    ) async throws {
+        try await database.write { db in
+            try db.execute(
+                sql: "UPDATE upload SET phase = ?, lastError = ?, updatedAt = ? WHERE id = ?",
+                arguments: [phase, lastError, date, id])
+        }
+    }
+
+    /// Records why the last attempt of an upload failed (its phase stays what it was).
+    public func setLastError(_ message: String, ofUpload id: String, at date: Date = Date()) async throws {
+        try await database.write { db in
+            try db.execute(
+                sql: "UPDATE upload SET lastError = ?, updatedAt = ? WHERE id = ?", arguments: [message, date, id])
+        }
+    }
+
+    /// The object is in the bucket and verified: the upload is completed, its parts are no
+    /// longer needed, and every file carrying this content is uploaded.
+    public func completeUpload(id: String, etag: String?, at date: Date = Date()) async throws {
+        try await database.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE upload SET phase = 'completed', etag = COALESCE(?, etag), lastError = NULL, uploadID = NULL,
+                    updatedAt = ?, completedAt = ? WHERE id = ?
+                    """, arguments: [etag, date, date, id])
+            try db.execute(sql: "DELETE FROM uploadPart WHERE upload = ?", arguments: [id])
+            try db.execute(
+                sql: "UPDATE file SET state = 'uploaded', lastError = NULL, updatedAt = ? WHERE uploadID = ?",
+                arguments: [date, id])
+        }
+    }
+
+    /// The staged copy of an upload is gone or no longer matches its fingerprint: its files
+    /// go back to pending, so the next ingest of the card copies them again, and the upload
+    /// is removed (the caller aborted it on the server first).
+    public func restage(uploadID id: String, reason: String, at date: Date = Date()) async throws {
+        try await database.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE file SET state = 'pending', fingerprint = NULL, uploadID = NULL, lastError = ?, updatedAt = ?
+                    WHERE uploadID = ?
+                    """, arguments: [reason, date, id])
+            try db.execute(sql: "DELETE FROM upload WHERE id = ?", arguments: [id])
+        }
+    }
+
+    /// Removes an upload from the journal (after `abort`, or for `forget`). Its files stay
+    /// staged with no upload: the next ingest of the card plans a new one.
+    public func removeUpload(id: String, note: String, at date: Date = Date()) async throws {
+        try await database.write { db in
+            try db.execute(
+                sql: "UPDATE file SET lastError = ?, updatedAt = ? WHERE uploadID = ? AND state != 'uploaded'",
+                arguments: [note, date, id])
+            try db.execute(sql: "DELETE FROM upload WHERE id = ?", arguments: [id])
+        }
+    }
+
+    /// Staged copies whose content is verified in the bucket since before `cutoff`, that no
+    /// file still waits for: they may be deleted.
+    public func stagedCopiesToRemove(completedBefore cutoff: Date) async throws -> [Fingerprint] {
+        try await database.read { db in
+            try String.fetchAll(
+                db,
+                sql: """
+                    SELECT s.fingerprint FROM stagedObject s
+                    WHERE s.removedAt IS NULL
+                    AND EXISTS (SELECT 1 FROM upload u WHERE u.fingerprint = s.fingerprint AND u.phase = 'completed'
+                                AND u.completedAt <= ?)
+                    AND NOT EXISTS (SELECT 1 FROM upload u WHERE u.fingerprint = s.fingerprint
+                                    AND u.phase NOT IN ('completed', 'aborted'))
+                    AND NOT EXISTS (SELECT 1 FROM file f WHERE f.fingerprint = s.fingerprint AND f.state != 'uploaded')
+                    """, arguments: [cutoff]
+            ).compactMap(Fingerprint.init(hex:))
+        }
+    }
+
+    /// Records that these staged copies were deleted.
+    public func noteStagedCopiesRemoved(_ fingerprints: [Fingerprint], at date: Date = Date()) async throws {
+        guard !fingerprints.isEmpty else { return }
+        try await database.write { db in
+            for fingerprint in fingerprints {
+                try db.cachedStatement(sql: "UPDATE stagedObject SET removedAt = ? WHERE fingerprint = ?")
+                    .execute(arguments: [date, fingerprint.hex])
+            }
+        }
+    }
+
+    /// Recently failed or pending uploads, for `ingest status`.
+    public func uploadSummary() async throws -> UploadSummary {
+        try await database.read { db in
+            var byPhase: [UploadStateMachine.Phase: JournalSummary.Tally] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT phase, COUNT(*), COALESCE(SUM(size), 0) FROM upload GROUP BY phase") {
+                if let phase = UploadStateMachine.Phase(rawValue: row[0]) { byPhase[phase] = .init(count: row[1], bytes: row[2]) }
+            }
+            let pending = try UploadRecord.filter(!["completed", "aborted"].contains(Column("phase")))
+                .order(Column("updatedAt").desc).limit(50).fetchAll(db)
+            return UploadSummary(byPhase: byPhase, pending: pending)
+        }
+    }
+}
+
+/// Uploads by phase, and the pending ones, for `ingest status`.
+public struct UploadSummary: Sendable, Equatable {
+    public var byPhase: [UploadStateMachine.Phase: JournalSummary.Tally]
+    /// Pending uploads, most recently updated first (at most 50).
+    public var pending: [UploadRecord]
+    public static let empty = UploadSummary(byPhase: [:], pending: [])
+}

@@ -1,0 +1,141 @@
+import Foundation
+import Testing
+
+@testable import IngestKit
+
+/// The journal's side of uploads: one upload per content and bucket, parts committed as a
+/// difference, completion reaching every file of that content.
+@Suite struct UploadJournalTests {
+    let volume = VolumeIdentity(
+        key: "uuid:1234-ABCD", rootPath: "/media/card", mountPoint: "/media/card", pathInFileSystem: "/", fsType: "vfat",
+        device: nil)
+    let target = UploadTarget(endpoint: "http://127.0.0.1:8333", bucket: "cards", region: "us-east-1", addressing: .path)
+
+    func stage(_ journal: Journal, _ path: String, digest: UInt64) async throws -> StagedFile {
+        let staged = StagedFile(
+            file: ScannedFile(path: CardPath(path), size: 40 << 20, mtime: 1),
+            fingerprint: Fingerprint(high: digest, low: digest), deduplicated: false, verified: false)
+        try await journal.record([.staged(staged)], volumeKey: volume.key)
+        return staged
+    }
+
+    func claim(_ staged: StagedFile, target: UploadTarget? = nil) -> UploadClaim {
+        UploadClaim(
+            path: staged.file.path, fingerprint: staged.fingerprint, size: staged.file.size, target: target ?? self.target,
+            key: "station/\(staged.file.path.display)", headers: [SigV4Header("x-amz-meta-xxh128", staged.fingerprint.hex)],
+            partSize: 8 << 20)
+    }
+
+    func openJournal() async throws -> (TemporaryDirectory, Journal) {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(path: dir.path + "/journal.sqlite")
+        try await journal.noteVolume(volume)
+        return (dir, journal)
+    }
+
+    @Test func twoFilesWithOneContentShareOneUploadAndBothCountAsUploadedWhenItCompletes() async throws {
+        let (_, journal) = try await openJournal()
+        let a = try await stage(journal, "DCIM/a.jpg", digest: 7)
+        let b = try await stage(journal, "BACKUP/a-copy.jpg", digest: 7)
+        let results = try await journal.claim([claim(a), claim(b)], volumeKey: volume.key)
+        guard case .upload(let first) = results[0], case .upload(let second) = results[1] else {
+            Issue.record("expected two uploads, got \(results)")
+            return
+        }
+        #expect(first.id == second.id)
+        #expect(first.key == "station/DCIM/a.jpg", "the first file names the object")
+        #expect(first.requestHeaders == [SigV4Header("x-amz-meta-xxh128", a.fingerprint.hex)])
+
+        try await journal.completeUpload(id: first.id, etag: "\"abc-5\"")
+        let files = try await journal.files(ofVolume: volume.key)
+        #expect(files.values.map(\.state) == [.uploaded, .uploaded])
+        #expect(try await journal.pendingUploads().isEmpty)
+    }
+
+    @Test func contentAlreadyVerifiedInTheBucketIsRecordedAsUploadedWithoutANewUpload() async throws {
+        let (_, journal) = try await openJournal()
+        let a = try await stage(journal, "a.jpg", digest: 3)
+        guard case .upload(let record) = try await journal.claim([claim(a)], volumeKey: volume.key)[0] else {
+            Issue.record("expected an upload")
+            return
+        }
+        try await journal.completeUpload(id: record.id, etag: nil)
+
+        let later = try await stage(journal, "b.jpg", digest: 3)
+        let result = try await journal.claim([claim(later)], volumeKey: volume.key)
+        #expect(result == [.alreadyInBucket(try #require(try await journal.upload(id: record.id)?.0))])
+        #expect(try await journal.files(ofVolume: volume.key)[CardPath("b.jpg")]?.state == .uploaded)
+
+        // Another bucket is another upload.
+        let other = UploadTarget(endpoint: target.endpoint, bucket: "archive", region: "us-east-1", addressing: .path)
+        guard case .upload(let elsewhere) = try await journal.claim([claim(later, target: other)], volumeKey: volume.key)[0] else {
+            Issue.record("expected a new upload to the other bucket")
+            return
+        }
+        #expect(elsewhere.id != record.id)
+    }
+
+    @Test func partsAreCommittedAsADifferenceAndReadBackInOrder() async throws {
+        let (_, journal) = try await openJournal()
+        let a = try await stage(journal, "clip.mp4", digest: 5)
+        guard case .upload(let record) = try await journal.claim([claim(a)], volumeKey: volume.key)[0] else { return }
+        let plan = PartPlan(fileSize: a.file.size, partSize: 8 << 20)
+        func snapshot(_ parts: [UploadStateMachine.AcknowledgedPart], phase: UploadStateMachine.Phase) -> UploadStateMachine.Snapshot {
+            .init(
+                logicalUploadID: record.id, file: "/staging/x", fingerprint: a.fingerprint, plan: plan, phase: phase,
+                uploadID: "U1", parts: parts, restartCount: 1, failure: nil)
+        }
+        let p1 = UploadStateMachine.AcknowledgedPart(number: 1, etag: "\"e1\"", size: 8 << 20, digest: "d1")
+        let p3 = UploadStateMachine.AcknowledgedPart(number: 3, etag: "\"e3\"", size: 8 << 20, digest: "d3")
+        try await journal.persist(snapshot([p1, p3], phase: .uploading), added: [p3, p1], removed: [], lastError: nil)
+        try await journal.persist(snapshot([p3], phase: .uploading), added: [], removed: [1], lastError: "UploadPart 2: SlowDown")
+
+        let (stored, parts) = try #require(try await journal.upload(id: record.id))
+        #expect(stored.phase == .uploading)
+        #expect(stored.uploadID == "U1")
+        #expect(stored.restartCount == 1)
+        #expect(stored.lastError == "UploadPart 2: SlowDown")
+        #expect(parts.map(\.number) == [3])
+        #expect(parts.first?.digest == "d3")
+        #expect(try await journal.uploads(idPrefix: String(record.id.prefix(4))).map(\.id) == [record.id])
+    }
+
+    @Test func aStagedCopyThatNoLongerMatchesSendsItsFilesBackToPending() async throws {
+        let (_, journal) = try await openJournal()
+        let a = try await stage(journal, "a.jpg", digest: 9)
+        guard case .upload(let record) = try await journal.claim([claim(a)], volumeKey: volume.key)[0] else { return }
+        try await journal.restage(uploadID: record.id, reason: "staged copy damaged")
+        let file = try #require(try await journal.files(ofVolume: volume.key)[a.file.path])
+        #expect(file.state == .pending)
+        #expect(file.uploadID == nil)
+        #expect(file.lastError == "staged copy damaged")
+        #expect(try await journal.upload(id: record.id) == nil)
+    }
+
+    @Test func onlyStagedCopiesOfVerifiedContentNoFileWaitsForAreOfferedForRemoval() async throws {
+        let (_, journal) = try await openJournal()
+        let done = try await stage(journal, "done.jpg", digest: 1)
+        let waiting = try await stage(journal, "waiting.jpg", digest: 2)
+        let results = try await journal.claim([claim(done), claim(waiting)], volumeKey: volume.key)
+        guard case .upload(let finished) = results[0] else { return }
+        try await journal.completeUpload(id: finished.id, etag: nil, at: Date(timeIntervalSinceNow: -3600))
+
+        #expect(try await journal.stagedCopiesToRemove(completedBefore: Date(timeIntervalSinceNow: -7200)).isEmpty,
+                "retention keeps copies verified after the cutoff")
+        let removable = try await journal.stagedCopiesToRemove(completedBefore: Date())
+        #expect(removable == [done.fingerprint])
+        try await journal.noteStagedCopiesRemoved(removable)
+        #expect(try await journal.stagedCopiesToRemove(completedBefore: Date()).isEmpty)
+    }
+
+    @Test func removingAnUploadLeavesItsFilesStagedWithNoUploadForTheNextRun() async throws {
+        let (_, journal) = try await openJournal()
+        let a = try await stage(journal, "a.jpg", digest: 4)
+        guard case .upload(let record) = try await journal.claim([claim(a)], volumeKey: volume.key)[0] else { return }
+        try await journal.removeUpload(id: record.id, note: "aborted")
+        #expect(try await journal.upload(id: record.id) == nil)
+        let unplanned = try await journal.stagedFilesWithoutUpload(ofVolume: volume.key)
+        #expect(unplanned.map(\.cardPath) == [a.file.path])
+        #expect(unplanned.first?.lastError == "aborted")
+    }
+}
