@@ -117,8 +117,8 @@ private let fullConfig = """
     }
 
     @Test func unknownTableIsNamed() throws {
-        let failure = try configFailure { try Config.parse("[upload]\nurl = \"https://example.org\"\n") }
-        #expect(failure.key == "upload")
+        let failure = try configFailure { try Config.parse("[uploads]\nurl = \"https://example.org\"\n") }
+        #expect(failure.key == "uploads")
     }
 
     // MARK: wrong types
@@ -267,20 +267,68 @@ private let fullConfig = """
 
     @Test func everyListedEnvironmentOverrideIsHonoured() throws {
         // A value no setting accepts as a size or verify mode: each listed variable that
-        // takes one must reject it, naming the variable; INGEST_STATE_DIR takes any text.
+        // takes one must reject it, naming the variable; the text settings take any text.
         let file = try TemporaryConfigFile("")
+        let text: [String: KeyPath<Config, String?>] = [
+            "state_dir": \.stateDirectory, "s3.endpoint": \.s3.endpoint, "s3.bucket": \.s3.bucket,
+        ]
         for (variable, key) in Config.environmentOverrides {
             let environment = [variable: "not-a-value"]
-            if key == "state_dir" {
+            if let path = text[key] {
                 let config = try Config.load(explicitPath: file.path, environment: environment)
-                #expect(config.stateDirectory == "not-a-value", "\(variable)")
+                #expect(config[keyPath: path] == "not-a-value", "\(variable)")
+            } else if key == "s3.region" {
+                #expect(try Config.load(explicitPath: file.path, environment: environment).s3.region == "not-a-value")
             } else {
                 let failure = try configFailure { try Config.load(explicitPath: file.path, environment: environment) }
                 #expect(failure.key == variable)
             }
         }
         #expect(Set(Config.environmentOverrides.map(\.variable))
-            == ["INGEST_STATE_DIR", "INGEST_STAGING_RESERVE", "INGEST_STAGING_VERIFY"])
+            == ["INGEST_STATE_DIR", "INGEST_STAGING_RESERVE", "INGEST_STAGING_VERIFY", "INGEST_ENDPOINT", "INGEST_BUCKET",
+                "AWS_REGION"])
+    }
+
+    @Test func uploadSettingsAreReadAndCheckedAgainstS3Limits() throws {
+        let config = try Config.parse("""
+            [s3]
+            endpoint = "http://127.0.0.1:8333"
+            bucket = "cards"
+            prefix = "field/"
+            key_template = "{device}/{path}"
+            object_tags = ["device", "scene"]
+            stall_timeout = "5s"
+            [upload]
+            part_size = "8MiB"
+            parts_in_flight = 6
+            checksum = "md5"
+            [staging]
+            retention = "7d"
+            [device]
+            id = "station-7"
+            tags = { site = "north" }
+            [scene]
+            name = "survey"
+            """)
+        #expect(try config.s3.target() == UploadTarget(
+            endpoint: "http://127.0.0.1:8333", bucket: "cards", region: "us-east-1", addressing: .path))
+        #expect(config.s3.transport.lowSpeedTime == .seconds(5))
+        #expect(config.upload.partSize == 8 << 20)
+        #expect(config.upload.partsInFlight == 6)
+        #expect(config.upload.checksum == .md5)
+        #expect(config.upload.stagingRetention == .seconds(7 * 86400))
+        #expect(config.device.tags == ["site": "north"])
+        #expect(config.scene.name == "survey")
+
+        #expect(try configFailure { try Config.parse("[upload]\npart_size = \"1MiB\"\n") }.problem.contains("upload.part_size"))
+        #expect(try configFailure { try Config.parse("[s3]\nkey_template = \"{device}\"\n") }.key == "s3.key_template")
+        #expect(try configFailure { try Config.parse("[upload]\nparts_in_flight = 0\n") }.key == "upload.parts_in_flight")
+        #expect(try configFailure { try Config.parse("[staging]\nretention = \"soon\"\n") }.key == "staging.retention")
+        #expect(try configFailure { () throws -> Config in
+            let empty = Config()
+            _ = try empty.s3.target()
+            return empty
+        }.key == "s3.endpoint")
     }
 
     // MARK: loading

@@ -14,6 +14,24 @@ import TOMLKit
 /// [staging]
 /// reserve = "1GiB"                # free space to leave on the staging disk
 /// verify = "off"                  # off | staged | both: read back after copying
+/// retention = "0s"                # keep staged copies this long after their upload verified
+///
+/// [s3]
+/// endpoint = "https://s3.example.net"
+/// bucket = "field-cards"
+/// region = "us-east-1"
+/// prefix = "cards/"
+/// key_template = "{device}/{date}/{label}/{path}"
+///
+/// [upload]
+/// part_size = "16MiB"
+///
+/// [device]
+/// id = "station-7"
+/// tags = { site = "north-dock" }
+///
+/// [scene]
+/// name = "daily-survey"           # default scene when neither --scene nor the card names one
 /// ```
 public struct Config: Sendable, Equatable {
     public static let defaultPath = "/etc/ingest/ingest.toml"
@@ -23,11 +41,18 @@ public struct Config: Sendable, Equatable {
         ("INGEST_STATE_DIR", "state_dir"),
         ("INGEST_STAGING_RESERVE", "staging.reserve"),
         ("INGEST_STAGING_VERIFY", "staging.verify"),
+        ("INGEST_ENDPOINT", "s3.endpoint"),
+        ("INGEST_BUCKET", "s3.bucket"),
+        ("AWS_REGION", "s3.region"),
     ]
 
     public var stateDirectory: String?
     public var scan = ScanRules()
     public var staging = StageSettings()
+    public var s3 = S3Settings()
+    public var upload = UploadSettings()
+    public var device = DeviceSettings()
+    public var scene = SceneSettings()
     /// The file the settings came from, if any.
     public var source: String?
 
@@ -64,7 +89,7 @@ public struct Config: Sendable, Equatable {
         var config = Config()
         config.source = file
         let root = TableReader(table: table, prefix: "", file: file)
-        try root.allowOnly(["state_dir", "scan", "staging"])
+        try root.allowOnly(["state_dir", "scan", "staging", "s3", "upload", "device", "scene"])
         config.stateDirectory = try root.string("state_dir")
         if let scan = try root.table("scan") {
             try scan.allowOnly(["include", "exclude"])
@@ -72,10 +97,64 @@ public struct Config: Sendable, Equatable {
             config.scan.exclude = try scan.globs("exclude") ?? []
         }
         if let staging = try root.table("staging") {
-            try staging.allowOnly(["reserve", "verify"])
+            try staging.allowOnly(["reserve", "verify", "retention"])
             if let reserve = try staging.string("reserve") { config.staging.reserve = try parseSize(reserve, key: "staging.reserve", file: file) }
             if let verify = try staging.string("verify") { config.staging.verify = try parseVerify(verify, key: "staging.verify", file: file) }
+            if let retention = try staging.duration("retention") { config.upload.stagingRetention = retention }
         }
+        if let s3 = try root.table("s3") {
+            try s3.allowOnly(["endpoint", "bucket", "region", "addressing", "prefix", "key_template", "object_tags",
+                              "connect_timeout", "stall_timeout"])
+            config.s3.endpoint = try s3.string("endpoint")
+            config.s3.bucket = try s3.string("bucket")
+            if let region = try s3.string("region") { config.s3.region = region }
+            if let addressing = try s3.string("addressing") {
+                guard let style = S3AddressingStyle(rawValue: addressing) else {
+                    throw s3.fail("addressing", "'\(addressing)' is not one of path, virtual-host")
+                }
+                config.s3.addressing = style
+            }
+            if let prefix = try s3.string("prefix") { config.s3.prefix = prefix }
+            if let template = try s3.string("key_template") { config.s3.keyTemplate = template }
+            do { _ = try KeyTemplate(prefix: config.s3.prefix, template: config.s3.keyTemplate) } catch {
+                throw .config(file: file, key: error.configKey, problem: error.description)
+            }
+            if let keys = try s3.strings("object_tags") { config.s3.objectTagKeys = keys }
+            if let timeout = try s3.duration("connect_timeout") { config.s3.connectTimeout = timeout }
+            if let timeout = try s3.duration("stall_timeout") { config.s3.stallTimeout = timeout }
+        }
+        if let upload = try root.table("upload") {
+            try upload.allowOnly(["part_size", "single_put_threshold", "max_restarts", "files_in_flight",
+                                  "parts_in_flight", "bytes_in_flight", "checksum"])
+            if let size = try upload.string("part_size") { config.upload.partSize = try parseSize(size, key: "upload.part_size", file: file) }
+            if let size = try upload.string("single_put_threshold") {
+                config.upload.singlePutThreshold = try parseSize(size, key: "upload.single_put_threshold", file: file)
+            }
+            if let count = try upload.integer("max_restarts", in: 0...100) { config.upload.maxRestarts = count }
+            if let count = try upload.integer("files_in_flight", in: 1...64) { config.upload.filesInFlight = count }
+            if let count = try upload.integer("parts_in_flight", in: 1...64) { config.upload.partsInFlight = count }
+            if let checksum = try upload.string("checksum") {
+                guard let algorithm = PartDigestAlgorithm(rawValue: checksum.uppercased()) else {
+                    let choices = PartDigestAlgorithm.allCases.map { $0.rawValue.lowercased() }.joined(separator: ", ")
+                    throw upload.fail("checksum", "'\(checksum)' is not one of \(choices)")
+                }
+                config.upload.checksum = algorithm
+            }
+            if let size = try upload.string("bytes_in_flight") {
+                config.upload.bytesInFlight = try parseSize(size, key: "upload.bytes_in_flight", file: file)
+            }
+        }
+        if let device = try root.table("device") {
+            try device.allowOnly(["id", "tags"])
+            config.device.id = try device.string("id")
+            config.device.tags = try device.stringTable("tags") ?? [:]
+        }
+        if let scene = try root.table("scene") {
+            try scene.allowOnly(["name", "tags"])
+            config.scene.name = try scene.string("name")
+            config.scene.tags = try scene.stringTable("tags") ?? [:]
+        }
+        try config.upload.check(file: file)
         return config
     }
 
@@ -88,6 +167,9 @@ public struct Config: Sendable, Equatable {
         if let verify = value("INGEST_STAGING_VERIFY") {
             staging.verify = try Self.parseVerify(verify, key: "INGEST_STAGING_VERIFY", file: nil)
         }
+        if let endpoint = value("INGEST_ENDPOINT") { s3.endpoint = endpoint }
+        if let bucket = value("INGEST_BUCKET") { s3.bucket = bucket }
+        if let region = value("AWS_REGION") ?? value("AWS_DEFAULT_REGION") { s3.region = region }
     }
 
     /// Parses a size such as "2GiB"; `key` names the setting in the error.
@@ -96,6 +178,18 @@ public struct Config: Sendable, Equatable {
             throw .config(file: file, key: key, problem: "'\(text)' is not a size; write it like \"512MiB\" or \"2GiB\"")
         }
         return bytes
+    }
+
+    /// Parses a duration such as "30s", "15m", "12h" or "7d"; `key` names the setting in the error.
+    public static func parseDuration(_ text: String, key: String, file: String?) throws(IngestError) -> Duration {
+        let units: [(String, Int64)] = [("ms", 0), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        for (suffix, seconds) in units where trimmed.hasSuffix(suffix) {
+            let number = trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)
+            guard let value = Int64(number), value >= 0, value < 1 << 40 else { break }
+            return seconds == 0 ? .milliseconds(value) : .seconds(value * seconds)
+        }
+        throw .config(file: file, key: key, problem: "'\(text)' is not a duration; write it like \"30s\", \"15m\", \"12h\" or \"7d\"")
     }
 
     static func parseVerify(_ text: String, key: String, file: String?) throws(IngestError) -> VerifyMode {
@@ -138,6 +232,43 @@ private struct TableReader {
         return TableReader(table: child, prefix: key(name), file: file)
     }
 
+    func integer(_ name: String, in range: ClosedRange<Int>) throws(IngestError) -> Int? {
+        guard let value = table[name] else { return nil }
+        guard let number = value.int else { throw fail(name, "must be a whole number, not \(value.type)") }
+        guard range.contains(number) else { throw fail(name, "\(number) is outside \(range.lowerBound)…\(range.upperBound)") }
+        return number
+    }
+
+    func duration(_ name: String) throws(IngestError) -> Duration? {
+        guard let text = try string(name) else { return nil }
+        return try Config.parseDuration(text, key: key(name), file: file)
+    }
+
+    func strings(_ name: String) throws(IngestError) -> [String]? {
+        guard let value = table[name] else { return nil }
+        guard let array = value.array else { throw fail(name, "must be an array of strings, like [\"device\", \"scene\"]") }
+        var strings: [String] = []
+        for element in array {
+            guard let text = element.string else { throw fail(name, "must hold only strings, not \(element.type)") }
+            strings.append(text)
+        }
+        return strings
+    }
+
+    /// A table of string values (`tags = { site = "north" }`).
+    func stringTable(_ name: String) throws(IngestError) -> [String: String]? {
+        guard let value = table[name] else { return nil }
+        guard let child = value.table else { throw fail(name, "must be a table of strings, like { site = \"north\" }") }
+        var result: [String: String] = [:]
+        for tagKey in child.keys {
+            guard let text = child[tagKey]?.string else {
+                throw .config(file: file, key: "\(key(name)).\(tagKey)", problem: "must be a string")
+            }
+            result[tagKey] = text
+        }
+        return result
+    }
+
     func globs(_ name: String) throws(IngestError) -> [Glob]? {
         guard let value = table[name] else { return nil }
         guard let array = value.array else { throw fail(name, "must be an array of patterns, like [\"*.tmp\"]") }
@@ -147,5 +278,70 @@ private struct TableReader {
             do { globs.append(try Glob(pattern)) } catch { throw fail(name, error.description) }
         }
         return globs
+    }
+}
+
+/// Where objects go, from `[s3]`, `INGEST_ENDPOINT`/`INGEST_BUCKET`/`AWS_REGION` and the flags.
+public struct S3Settings: Sendable, Equatable {
+    public var endpoint: String?
+    public var bucket: String?
+    public var region = "us-east-1"
+    /// Path-style unless configured: what S3-compatible servers expect, and it works with
+    /// any bucket name.
+    public var addressing: S3AddressingStyle = .path
+    public var prefix = ""
+    public var keyTemplate = KeyTemplate.defaultTemplate
+    public var objectTagKeys = LabelPolicy.defaultObjectTagKeys
+    public var connectTimeout: Duration = .seconds(10)
+    /// A transfer that moves less than 1 KiB/s for this long is cut and retried.
+    public var stallTimeout: Duration = .seconds(30)
+
+    public init() {}
+
+    /// The upload target, or an error naming what is missing.
+    public func target() throws(IngestError) -> UploadTarget {
+        guard let endpoint, !endpoint.isEmpty else {
+            throw .config(
+                file: nil, key: "s3.endpoint",
+                problem: "no S3 endpoint: give --endpoint URL (or INGEST_ENDPOINT, or [s3] endpoint), "
+                    + "or use --no-upload to stage only")
+        }
+        guard let bucket, !bucket.isEmpty else {
+            throw .config(
+                file: nil, key: "s3.bucket",
+                problem: "no bucket: give --bucket NAME (or INGEST_BUCKET, or [s3] bucket), or use --no-upload to stage only")
+        }
+        do { _ = try S3Endpoint(endpoint) } catch { throw .config(file: nil, key: "s3.endpoint", problem: "\(error)") }
+        return UploadTarget(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
+    }
+
+    public var transport: TransportSettings {
+        var settings = TransportSettings()
+        settings.connectTimeout = connectTimeout
+        settings.lowSpeedTime = stallTimeout
+        return settings
+    }
+}
+
+/// This station, from `[device]`: its id and tags go on every object.
+public struct DeviceSettings: Sendable, Equatable {
+    public var id: String?
+    public var tags: [String: String] = [:]
+    public init() {}
+}
+
+/// The default scene, from `[scene]`, used when neither `--scene` nor the card names one.
+public struct SceneSettings: Sendable, Equatable {
+    public var name: String?
+    public var tags: [String: String] = [:]
+    public init() {}
+}
+
+extension UploadSettings {
+    /// Checks the part settings against S3's limits, so a bad value fails at start-up.
+    func check(file: String?) throws(IngestError) {
+        do { _ = try PartPlan.plan(fileSize: 0, preferredPartSize: partSize, singlePutThreshold: singlePutThreshold) } catch {
+            throw .config(file: file, key: nil, problem: error.description)
+        }
     }
 }

@@ -31,7 +31,7 @@ public struct ScanPlan: Sendable {
             totals.skipped += 1
             if reason.isNotable { notableSkips.append((path, reason)) }
         case .file(let file):
-            if let record = known[file.path], record.state == .staged, record.size == file.size, record.mtime == file.mtime {
+            if let record = known[file.path], record.state != .pending, record.size == file.size, record.mtime == file.mtime {
                 totals.known += 1
                 totals.knownBytes += file.size
                 return
@@ -49,21 +49,40 @@ public struct ScanPlan: Sendable {
     }
 }
 
-/// Runs the pipeline for one volume: identify, lock, scan, stage, journal.
+/// What a run uploads, and with which labels: the destination, the runner that uploads, and
+/// the scene and tags of this run (`--scene`, `--tag`).
+public struct UploadRequest: Sendable {
+    public var target: UploadTarget
+    public var runner: UploadRunner
+    public var scene: String?
+    public var tags: [String: String]
+
+    public init(target: UploadTarget, runner: UploadRunner, scene: String?, tags: [String: String]) {
+        self.target = target
+        self.runner = runner
+        self.scene = scene
+        self.tags = tags
+    }
+}
+
+/// Runs the pipeline for one volume: identify, lock, scan, stage, journal, upload.
 ///
-/// The journal's `staged` files are the uploader's queue: each file is recorded as soon as
-/// its copy is safe, so uploading can start while the rest of the card is still copied.
+/// Each file is journalled as soon as its copy is safe and, in the same breath, its upload
+/// is planned and queued: uploading starts while the rest of the card is still copied.
 public struct Ingestor: Sendable {
     public let config: Config
     public let state: StateDirectory
     public let journal: Journal
     public let logger: Logger
+    /// nil: stage only (`--no-upload`).
+    public let upload: UploadRequest?
 
-    public init(config: Config, state: StateDirectory, journal: Journal, logger: Logger) {
+    public init(config: Config, state: StateDirectory, journal: Journal, logger: Logger, upload: UploadRequest? = nil) {
         self.config = config
         self.state = state
         self.journal = journal
         self.logger = logger
+        self.upload = upload
     }
 
     /// Ingests the volume at `path`: everything new is staged and journalled. Per-file
@@ -90,22 +109,81 @@ public struct Ingestor: Sendable {
 
         var summary = RunSummary(volume: volume.displayName)
         summary.scan = plan.totals
+        // Labels are checked before anything is uploaded; a problem with them still lets the
+        // card be staged, so it is safe while the operator fixes the tags.
+        var uploads: (UploadRequest, UploadPlanner)?
+        var labelProblem: IngestError?
+        if let upload {
+            do {
+                uploads = (upload, try UploadPlanner(config: config, request: upload, volume: volume))
+            } catch {
+                labelProblem = error
+            }
+        }
+        var stopped: IngestError?
         do {
-            try await stage(plan, summary: &summary, sink: sink)
+            if let uploads { try await queueLeftovers(of: volume, planner: uploads.1, runner: uploads.0.runner) }
+            try await stage(plan, summary: &summary, uploads: uploads, sink: sink)
         } catch {
+            stopped = error
             summary.stoppedBy = error.description
-            summary.seconds = Date().timeIntervalSince(started)
-            sink.emit(.finished(summary))
-            throw error
+        }
+        if let upload {
+            let (totals, uploadError) = await upload.runner.finish()
+            summary.uploads = totals
+            summary.uploadError = uploadError
         }
         summary.seconds = Date().timeIntervalSince(started)
         sink.emit(.finished(summary))
+        if let stopped { throw stopped }
+        if let labelProblem { throw labelProblem }
         return summary
+    }
+
+    /// Uploads of this card an earlier run left unfinished, and files it staged without
+    /// planning their upload (`--no-upload`, or a kill in between): queued first.
+    private func queueLeftovers(of volume: VolumeIdentity, planner: UploadPlanner, runner: UploadRunner) async throws(IngestError) {
+        do {
+            for record in try await journal.pendingUploads(ofVolume: volume.key) {
+                if record.target != planner.target, record.phase == .created {
+                    // Planned for another destination (a mistyped bucket, a changed endpoint)
+                    // and never started there: it follows the run to its destination.
+                    try await journal.removeUpload(id: record.id, note: "re-planned for \(planner.target.displayName)")
+                } else {
+                    runner.submit(record, resumed: true)
+                }
+            }
+            let unplanned = try await journal.stagedFilesWithoutUpload(ofVolume: volume.key)
+            var claims: [UploadClaim] = []
+            for file in unplanned {
+                guard let fingerprint = file.fingerprint.flatMap(Fingerprint.init(hex:)) else { continue }
+                let scanned = ScannedFile(path: file.cardPath, size: file.size, mtime: file.mtime)
+                do { claims.append(try planner.claim(for: scanned, fingerprint: fingerprint)) } catch {
+                    logger.warning("file not uploaded", metadata: ["path": "\(file.cardPath.display)", "reason": "\(error)"])
+                }
+            }
+            try await submit(claims, volume: volume, runner: runner, resumed: true)
+        } catch let error as IngestError {
+            throw error
+        } catch {
+            throw journalError(error)
+        }
+    }
+
+    private func submit(_ claims: [UploadClaim], volume: VolumeIdentity, runner: UploadRunner, resumed: Bool) async throws {
+        for result in try await journal.claim(claims, volumeKey: volume.key) {
+            switch result {
+            case .upload(let record): runner.submit(record, resumed: resumed || record.phase != .created)
+            case .alreadyInBucket(let record): runner.noteAlreadyInBucket(record)
+            }
+        }
     }
 
     /// Copies the plan's files and journals their outcomes as they arrive, in batches of
     /// whatever piled up during the last commit.
-    private func stage(_ plan: ScanPlan, summary: inout RunSummary, sink: some EventSink) async throws(IngestError) {
+    private func stage(
+        _ plan: ScanPlan, summary: inout RunSummary, uploads: (UploadRequest, UploadPlanner)?, sink: some EventSink
+    ) async throws(IngestError) {
         guard !plan.toStage.isEmpty else { return }
         let area = try StagingArea(root: state.stagingPath)
         let abandoned = area.removeAbandonedPartials()
@@ -132,6 +210,21 @@ public struct Ingestor: Sendable {
                 stager.cancel()
                 _ = await copying.value
                 throw journalError(error)
+            }
+            if let (request, planner) = uploads {
+                var claims: [UploadClaim] = []
+                for case .staged(let staged) in batch {
+                    do { claims.append(try planner.claim(for: staged.file, fingerprint: staged.fingerprint)) } catch {
+                        summary.failed += 1
+                        logger.warning("file not uploaded", metadata: ["path": "\(staged.file.path.display)", "reason": "\(error)"])
+                        sink.emit(.failed(staged.file, StageFailure(kind: .notUploadable("\(error)"))))
+                    }
+                }
+                do { try await submit(claims, volume: volume, runner: request.runner, resumed: false) } catch {
+                    stager.cancel()
+                    _ = await copying.value
+                    throw journalError(error)
+                }
             }
             for outcome in batch {
                 switch outcome {

@@ -25,10 +25,18 @@ public struct RunSummary: Sendable, Equatable, Codable {
     public var seconds: Double = 0
     /// Set when the run stopped early (staging full, card lost); what was not reached stays pending.
     public var stoppedBy: String?
+    /// What uploading did; nil when the run staged only.
+    public var uploads: UploadTotals?
+    /// The failure that decides the exit status: a destination problem, else the worst
+    /// failure of one object.
+    public var uploadError: UploadError?
 
     public init(volume: String) { self.volume = volume }
 
-    public var exitStatus: ExitStatus { failed > 0 ? .partial : .success }
+    public var exitStatus: ExitStatus {
+        if let uploadError { return uploadError.exitStatus }
+        return failed > 0 ? .partial : .success
+    }
 }
 
 /// Everything a run reports, in order. Human and machine (`--json`) reporters both read these.
@@ -43,10 +51,12 @@ public enum IngestEvent: Sendable {
     case stagingStarted(Stager)
     case staged(StagedFile)
     case failed(ScannedFile, StageFailure)
+    case upload(UploadEvent)
     case finished(RunSummary)
 }
 
-/// Receives a run's events; reporters are called from one task at a time, in order.
+/// Receives a run's events. Staging events come in order from one task; upload events come
+/// from the uploads running at once, so a sink must be safe to call concurrently.
 public protocol EventSink: Sendable {
     func emit(_ event: IngestEvent)
 }
@@ -89,6 +99,8 @@ extension IngestEvent {
         case let .failed(file, failure):
             return ["event": "failed", "path": .string(file.path.display), "size": .int(file.size),
                     "reason": .string(failure.code), "message": .string(failure.description)]
+        case .upload(let event):
+            return event.json
         case .finished(let summary):
             var object: [String: JSONValue] = [
                 "event": "summary", "volume": .string(summary.volume),
@@ -98,6 +110,15 @@ extension IngestEvent {
                 "seconds": .double(summary.seconds), "exit_status": .int(summary.exitStatus.rawValue),
             ]
             object["stopped_by"] = summary.stoppedBy.map(JSONValue.string)
+            if let uploads = summary.uploads {
+                object["uploaded"] = .int(uploads.uploaded)
+                object["uploaded_bytes"] = .int(uploads.uploadedBytes)
+                object["already_in_bucket"] = .int(uploads.alreadyThere)
+                object["upload_failed"] = .int(uploads.failed)
+                object["upload_not_attempted"] = .int(uploads.notAttempted)
+                object["staged_copies_removed"] = .int(uploads.stagedCopiesRemoved)
+            }
+            object["upload_error"] = summary.uploadError.map { .string($0.message) }
             return object
         }
     }

@@ -44,6 +44,8 @@ public final class ConsoleReporter: EventSink, Sendable {
         var totalFiles = 0
         var totalBytes: Int64 = 0
         var filesDone = 0
+        var uploadsDone = 0
+        var uploadedBytes: Int64 = 0
         var lineShown = false
     }
 
@@ -88,6 +90,8 @@ public final class ConsoleReporter: EventSink, Sendable {
         case let .failed(file, failure):
             progress.withLock { $0.filesDone += 1 }
             print("  failed \(file.path.display): \(failure)")
+        case .upload(let event):
+            report(event)
         case .finished(let summary):
             progress.withLock { $0.stager = nil }
             var line = "Staged \(summary.staged) files (\(ByteCount(summary.stagedBytes)))"
@@ -95,7 +99,35 @@ public final class ConsoleReporter: EventSink, Sendable {
             line += "; \(summary.scan.known) already ingested; \(summary.failed) failed"
             line += String(format: " in %.1f s", summary.seconds)
             print(line)
+            if let uploads = summary.uploads {
+                var line = "Uploaded \(uploads.uploaded) objects (\(ByteCount(uploads.uploadedBytes))), verified"
+                if uploads.alreadyThere > 0 { line += "; \(uploads.alreadyThere) already in the bucket" }
+                if uploads.failed > 0 { line += "; \(uploads.failed) failed" }
+                if uploads.notAttempted > 0 { line += "; \(uploads.notAttempted) not attempted" }
+                print(line)
+            }
             if summary.failed > 0 { print("Files that failed stay pending: run ingest again to retry them.") }
+        }
+    }
+
+    /// Upload events worth a line: the rest shows in the progress line.
+    private func report(_ event: UploadEvent) {
+        switch event {
+        case .resuming(let record):
+            print("  resuming upload \(record.id) of \(record.sourceDisplay) (\(record.phase.rawValue))")
+        case .refreshingCredentials:
+            print("  refreshing credentials")
+        case .failed(let record, let error):
+            print("  upload \(record.id) of \(record.sourceDisplay) failed: \(error)")
+        case .aborted(let record):
+            print("  upload \(record.id) aborted")
+        case .completed(let record, _):
+            progress.withLock {
+                $0.uploadsDone += 1
+                $0.uploadedBytes += record.size
+            }
+        case .partUploaded, .preparing, .initiating, .reconciling, .completing:
+            break
         }
     }
 
@@ -119,6 +151,7 @@ public final class ConsoleReporter: EventSink, Sendable {
             if rate > 0, state.totalBytes > bytes {
                 text += " · ETA \(Self.clock(Double(state.totalBytes - bytes) / rate))"
             }
+            if state.uploadsDone > 0 { text += " · uploaded \(state.uploadsDone) (\(ByteCount(state.uploadedBytes)))" }
             state.lineShown = true
             return text
         }

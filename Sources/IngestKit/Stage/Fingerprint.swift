@@ -1,4 +1,5 @@
 import CXXHash
+import Glibc
 
 /// A file's XXH3-128 digest: the content address of its staged copy.
 ///
@@ -91,5 +92,24 @@ final class FingerprintHasher {
     func finalize() -> Fingerprint {
         let hash = XXH3_128bits_digest(state)
         return Fingerprint(high: hash.high64, low: hash.low64)
+    }
+}
+
+extension Fingerprint {
+    /// The fingerprint of a whole file, read in 1 MiB chunks and dropped from the page cache
+    /// behind the reader: how a staged copy is checked before an upload resumes from it.
+    /// Blocking: call it on a dedicated thread.
+    public static func ofFile(at path: String) throws(SystemError) -> Fingerprint {
+        let fd = try FileDescriptor(path: path, flags: O_RDONLY | O_CLOEXEC)
+        let hasher = FingerprintHasher()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
+        defer { buffer.deallocate() }
+        while true {
+            let count = try fd.read(into: buffer, path: path)
+            if count == 0 { break }
+            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+        }
+        fd.dropFromCache()
+        return hasher.finalize()
     }
 }

@@ -26,6 +26,9 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         case changedWhileCopying
         /// Reading back gave another fingerprint than the copy computed.
         case verificationMismatch(expected: Fingerprint, found: Fingerprint, of: String)
+        /// Staged, but no object can be made of it (a key or metadata beyond S3's limits);
+        /// it stays staged and is tried again when the configuration changes.
+        case notUploadable(String)
     }
 
     public var kind: Kind
@@ -38,6 +41,7 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         case .changedWhileCopying: "changed while it was copied (it will be copied again next run)"
         case let .verificationMismatch(expected, found, what):
             "verification failed: \(what) reads as \(found.hex), the copy made \(expected.hex)"
+        case .notUploadable(let reason): "staged, but cannot be uploaded: \(reason)"
         }
     }
 
@@ -49,6 +53,7 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         case .vanished: "vanished"
         case .changedWhileCopying: "changed"
         case .verificationMismatch: "verification-mismatch"
+        case .notUploadable: "not-uploadable"
         }
     }
 

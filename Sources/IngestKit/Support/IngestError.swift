@@ -1,14 +1,20 @@
 /// How `ingest` ends, as a process exit status. The values follow sysexits(3) so that
 /// scripts and systemd units can tell a bad card from a full disk from a busy lock.
-public enum ExitStatus: Int32, Sendable, CaseIterable {
+public enum ExitStatus: Int32, Sendable, CaseIterable, Codable {
     /// Everything found was ingested or was already known.
     case success = 0
     /// The run finished, but some files could not be read; they stay pending for the next run.
     case partial = 1
     /// The command line was wrong.
     case usage = 64
+    /// Tags or metadata are invalid: a key given two values, a reserved key, or beyond
+    /// S3's limits. Checked before anything is uploaded.
+    case dataError = 65
     /// The path to ingest does not exist, is not a directory, or cannot be read.
     case noInput = 66
+    /// The S3 endpoint could not be reached, or kept failing; staged files wait for the
+    /// next run.
+    case unavailable = 69
     /// A bug: something that should not happen did.
     case software = 70
     /// The state directory or staging area cannot be written, or is full.
@@ -17,6 +23,11 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case ioError = 74
     /// Another `ingest` holds this card or the journal; try again later.
     case busy = 75
+    /// An uploaded object did not verify: its size, fingerprint or digest on the server is
+    /// not what was sent.
+    case integrity = 76
+    /// The credentials are missing, or the server refused them.
+    case noPermission = 77
     /// The configuration file is wrong.
     case config = 78
 
@@ -26,12 +37,16 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .success: "success: every file was ingested or was already known"
         case .partial: "some files could not be read; they stay pending for the next run"
         case .usage: "the command line is wrong"
+        case .dataError: "tags or metadata are invalid (a key with two values, a reserved key, S3's limits)"
+        case .unavailable: "the S3 endpoint cannot be reached or keeps failing; staged files wait for the next run"
         case .noInput: "the path does not exist, is not a directory or cannot be read"
         case .software: "internal error (a bug: please report it)"
         case .cantCreate: "the state directory or staging area cannot be written, or is full"
         case .ioError: "the card failed or was removed while it was read"
         case .busy: "another ingest process holds this card or the journal"
-        case .config: "the configuration is invalid"
+        case .integrity: "an uploaded object did not verify (size, fingerprint or digest)"
+        case .noPermission: "the credentials are missing or the server refused them"
+        case .config: "the configuration is invalid, or the bucket does not exist"
         }
     }
 }
@@ -46,6 +61,17 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     case stateUnusable(path: String, reason: String)
     case volumeBusy(volume: String, lockPath: String)
     case volumeLost(volume: String, cause: SystemError)
+    /// Uploading failed in a way that stops the run (the destination is unusable), or
+    /// a command on one upload failed; the status says which.
+    case upload(UploadError)
+    /// Tags or metadata cannot be applied; nothing was uploaded.
+    case labels(String)
+    /// No upload in the journal has this id.
+    case unknownUpload(String)
+    /// Several uploads start with these digits.
+    case ambiguousUpload(String, matches: [String])
+    /// A command on one upload cannot be done in its phase.
+    case uploadRefused(id: String, reason: String)
 
     public var exitStatus: ExitStatus {
         switch self {
@@ -54,6 +80,9 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case .stagingFull, .stagingUnwritable, .stateUnusable: .cantCreate
         case .volumeBusy: .busy
         case .volumeLost: .ioError
+        case .upload(let error): error.exitStatus
+        case .labels: .dataError
+        case .unknownUpload, .ambiguousUpload, .uploadRefused: .usage
         }
     }
 
@@ -76,6 +105,16 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .volumeBusy(volume, lockPath):
             return "\(volume) is being ingested by another ingest process (lock \(lockPath)); "
                 + "nothing to do now, it will finish there."
+        case .upload(let error):
+            return error.description
+        case .unknownUpload(let id):
+            return "no upload with id '\(id)' in the journal. `ingest status` lists the pending uploads and their ids."
+        case let .ambiguousUpload(id, matches):
+            return "'\(id)' matches several uploads (\(matches.joined(separator: ", "))); give more digits."
+        case let .uploadRefused(id, reason):
+            return "upload \(id): \(reason)"
+        case .labels(let problem):
+            return "\(problem) Nothing was uploaded; the files are staged and upload once this is fixed."
         case let .volumeLost(volume, cause):
             return "\(volume) failed while it was being read (\(cause)). "
                 + "Files not yet staged stay pending; reinsert the card and run again."

@@ -39,23 +39,37 @@ public struct StateDirectory: Sendable {
     public func lockVolume(_ identity: VolumeIdentity) throws(IngestError) -> VolumeLock {
         let name = Fingerprint.of(Array(identity.key.utf8)).hex
         let lockPath = "\(locksPath)/\(name).lock"
+        guard let lock = try lock(at: lockPath, note: identity.key) else {
+            throw .volumeBusy(volume: identity.displayName, lockPath: lockPath)
+        }
+        return lock
+    }
+
+    /// Takes the lock of one upload, so that two processes (a card's ingest and a `resume`,
+    /// two cards with the same photo) never drive one upload at once. Nil when another
+    /// process holds it: that one will finish it.
+    public func lockUpload(_ id: String) throws(IngestError) -> VolumeLock? {
+        try lock(at: "\(locksPath)/upload-\(id).lock", note: "upload \(id)")
+    }
+
+    private func lock(at lockPath: String, note: String) throws(IngestError) -> VolumeLock? {
         let fd: FileDescriptor
-        do { fd = try FileDescriptor(path: lockPath, flags: O_RDWR | O_CREAT, mode: 0o640) } catch {
+        do { fd = try FileDescriptor(path: lockPath, flags: O_RDWR | O_CREAT | O_CLOEXEC, mode: 0o640) } catch {
             throw .stateUnusable(path: lockPath, reason: error.reason)
         }
         if flock(fd.raw, LOCK_EX | LOCK_NB) != 0 {
-            if errno == EWOULDBLOCK { throw .volumeBusy(volume: identity.displayName, lockPath: lockPath) }
+            if errno == EWOULDBLOCK { return nil }
             throw .stateUnusable(path: lockPath, reason: SystemError.last("flock").reason)
         }
-        // For people looking at a held lock: who holds it, and for which volume.
-        let note = "\(getpid()) \(identity.key)\n"
+        // For people looking at a held lock: who holds it, and for what.
+        let text = "\(getpid()) \(note)\n"
         _ = ftruncate(fd.raw, 0)
-        _ = note.withCString { pwrite(fd.raw, $0, strlen($0), 0) }
+        _ = text.withCString { pwrite(fd.raw, $0, strlen($0), 0) }
         return VolumeLock(file: fd)
     }
 }
 
-/// A held volume lock; released when released or dropped, or when the process dies.
+/// A held lock (of a volume or an upload); released when released or dropped, or when the process dies.
 public final class VolumeLock: Sendable {
     private let file: FileDescriptor
     fileprivate init(file: FileDescriptor) { self.file = file }

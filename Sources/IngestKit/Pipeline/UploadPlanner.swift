@@ -1,0 +1,105 @@
+import Foundation
+import Glibc
+
+/// Turns a staged file of one card into the upload the journal records: its key from the
+/// template, its labels (checked once per card, then per file), its content type, and how
+/// it is cut into parts.
+///
+/// Everything here is decided once, when the file is staged, and stored with the upload: a
+/// resume next week sends the same key and the same headers even if the configuration
+/// changed in between.
+public struct UploadPlanner: Sendable {
+    let target: UploadTarget
+    let template: KeyTemplate
+    let policy: LabelPolicy
+    /// The labels every file of the card shares.
+    let cardLabels: LabelSet
+    let settings: UploadSettings
+    let device: String
+    let volume: VolumeIdentity
+    let runDate: Date
+
+    /// Checks the run's labels and the card's (its identity and its scene file) before
+    /// anything of the card is uploaded.
+    public init(config: Config, request: UploadRequest, volume: VolumeIdentity, runDate: Date = Date()) throws(IngestError) {
+        target = request.target
+        settings = config.upload
+        self.volume = volume
+        self.runDate = runDate
+        device = config.device.id ?? Self.hostName()
+        do { template = try KeyTemplate(prefix: config.s3.prefix, template: config.s3.keyTemplate) } catch {
+            throw .config(file: config.source, key: error.configKey, problem: error.description)
+        }
+        let defaultScene = config.scene.name == nil && config.scene.tags.isEmpty
+            ? nil : Scene(name: config.scene.name, tags: config.scene.tags)
+        do {
+            policy = try LabelPolicy(
+                deviceID: config.device.id, deviceTags: config.device.tags, defaultScene: defaultScene,
+                commandLine: Scene(name: request.scene, tags: request.tags), objectTagKeys: config.s3.objectTagKeys)
+            cardLabels = try policy.cardLabels(card: CardLabels(device: volume.device), sceneFile: try Self.sceneFile(of: volume))
+        } catch {
+            throw .labels(error.description)
+        }
+    }
+
+    /// The upload of one staged file.
+    public func claim(for file: ScannedFile, fingerprint: Fingerprint) throws(UploadPlanError) -> UploadClaim {
+        let key: String
+        do {
+            key = try template.key(
+                for: KeyContext(device: device, volume: volume, file: file, fingerprint: fingerprint, runDate: runDate))
+        } catch { throw .key(error) }
+        let labels: ObjectLabels
+        do { labels = try policy.objectLabels(base: cardLabels, path: file.path, fingerprint: fingerprint) } catch {
+            throw .labels(error)
+        }
+        let shape: UploadShape
+        do {
+            shape = try PartPlan.plan(
+                fileSize: file.size, preferredPartSize: settings.partSize, singlePutThreshold: settings.singlePutThreshold)
+        } catch { throw .plan(error) }
+        var headers = labels.headers.map { SigV4Header($0.name, $0.value) }
+        headers.append(SigV4Header("Content-Type", ContentType.of(name: Array(file.path.name))))
+        let partSize: Int64? =
+            switch shape {
+            case .singlePut: nil
+            case .multipart(let plan): plan.partSize
+            }
+        return UploadClaim(
+            path: file.path, fingerprint: fingerprint, size: file.size, target: target, key: key, headers: headers,
+            partSize: partSize, checksum: settings.checksum)
+    }
+
+    /// The card's scene file (`ingest-scene.toml` at its root), if it has one.
+    static func sceneFile(of volume: VolumeIdentity) throws(LabelError) -> SceneFile? {
+        let path = volume.rootPath + "/" + SceneFile.fileName
+        guard access(path, F_OK) == 0 else { return nil }
+        let text: String
+        do { text = try readTextFile(path) } catch {
+            throw .sceneFile(path: path, problem: "cannot be read: \(error.reason)")
+        }
+        return try SceneFile.parse(text, path: path)
+    }
+
+    static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count) == 0 else { return "localhost" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// Why one staged file cannot become an object. The file stays staged; the message says
+/// which setting to change.
+public enum UploadPlanError: Error, Sendable, Equatable, CustomStringConvertible {
+    case key(KeyTemplateError)
+    case labels(LabelError)
+    case plan(PartPlanError)
+
+    public var description: String {
+        switch self {
+        case .key(let error): "\(error)"
+        case .labels(let error): "\(error)"
+        case .plan(let error): "\(error)"
+        }
+    }
+}

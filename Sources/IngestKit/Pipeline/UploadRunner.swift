@@ -1,0 +1,252 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// What the uploads of a run came to.
+public struct UploadTotals: Sendable, Equatable, Codable {
+    /// Objects uploaded and verified now.
+    public var uploaded = 0
+    public var uploadedBytes: Int64 = 0
+    /// Objects the bucket already held (content dedupe, or completed by a killed run).
+    public var alreadyThere = 0
+    public var failed = 0
+    /// Uploads not attempted because their destination failed first; they stay pending.
+    public var notAttempted = 0
+    /// Staged copies deleted after their objects verified.
+    public var stagedCopiesRemoved = 0
+    public init() {}
+}
+
+/// Runs uploads as they are submitted, a bounded number of files at once, while the rest of
+/// the pipeline goes on (staging submits each file as soon as it is journalled).
+///
+/// Before the first upload to a destination the bucket is asked for (`HeadBucket`): a
+/// mistyped bucket, refused credentials or an unreachable endpoint then fail once, clearly,
+/// instead of once per file. A failure that concerns the destination stops every upload to
+/// it that has not started; uploads already running finish or fail on their own. Whatever
+/// is not uploaded stays in the journal for `ingest resume`.
+public final class UploadRunner: Sendable {
+    private struct Job: Sendable {
+        var record: UploadRecord
+        var resumed: Bool
+    }
+
+    private struct State {
+        var totals = UploadTotals()
+        /// The first destination failure, which decides the exit status.
+        var stoppedBy: UploadError?
+        var worstObjectFailure: UploadError?
+        var submitted: Set<String> = []
+    }
+
+    private let journal: Journal
+    private let stateDirectory: StateDirectory
+    private let staging: StagingArea
+    private let settings: UploadSettings
+    private let destinations: Destinations
+    private let sink: any EventSink
+    private let logger: Logger
+    private let limiter: TransferLimiter
+    private let files: TransferLimiter
+    private let hooks = TestHooks()
+    private let partsJournalled = PartCounter()
+    private let state = Mutex(State())
+    private let queue: AsyncStream<Job>.Continuation
+    /// Takes jobs off the queue as file slots free up; ends when the queue is finished.
+    private let worker = Mutex<Task<Void, Never>?>(nil)
+
+    public init(
+        journal: Journal, state: StateDirectory, staging: StagingArea, settings: UploadSettings, credentials: CredentialsProvider,
+        transport: CurlTransport, sink: any EventSink, logger: Logger
+    ) {
+        self.journal = journal
+        self.stateDirectory = state
+        self.staging = staging
+        self.settings = settings
+        self.sink = sink
+        self.logger = logger
+        destinations = Destinations(credentials: credentials, transport: transport, logger: logger)
+        limiter = TransferLimiter(maxRequests: settings.partsInFlight, maxBytes: settings.bytesInFlight)
+        files = TransferLimiter(maxRequests: settings.filesInFlight, maxBytes: .max)
+        let jobs: AsyncStream<Job>
+        (jobs, queue) = AsyncStream.makeStream(of: Job.self)
+        let files = self.files
+        // The task holds the runner until `finish()` ends the queue.
+        let task = Task { [self] in
+            await withTaskGroup(of: Void.self) { group in
+                for await job in jobs {
+                    await files.acquire(0)
+                    group.addTask {
+                        await self.run(job)
+                        await files.release(0)
+                    }
+                }
+            }
+        }
+        worker.withLock { $0 = task }
+    }
+
+    /// Queues an upload; an upload already queued by this run is not queued twice (two files
+    /// with one content share one upload).
+    public func submit(_ record: UploadRecord, resumed: Bool) {
+        let isNew = state.withLock { $0.submitted.insert(record.id).inserted }
+        if isNew { queue.yield(Job(record: record, resumed: resumed)) }
+    }
+
+    /// A file whose content the bucket already holds: counted, reported, its staged copy
+    /// cleaned like an uploaded one.
+    public func noteAlreadyInBucket(_ record: UploadRecord) {
+        state.withLock { $0.totals.alreadyThere += 1 }
+        sink.emit(.upload(.completed(record, alreadyThere: true)))
+    }
+
+    /// Waits for every queued upload, then deletes the staged copies retention allows.
+    public func finish() async -> (UploadTotals, UploadError?) {
+        queue.finish()
+        await worker.withLock { $0 }?.value
+        let removed = await removeStagedCopies()
+        return state.withLock { state in
+            state.totals.stagedCopiesRemoved = removed
+            return (state.totals, state.stoppedBy ?? state.worstObjectFailure)
+        }
+    }
+
+    private func run(_ job: Job) async {
+        let record = job.record
+        let client: S3Client
+        switch await destinations.client(for: record.target) {
+        case .success(let ready): client = ready
+        case .failure(let error):
+            note(error, notAttempted: true)
+            return
+        }
+        let uploadLock: VolumeLock
+        do {
+            guard let held = try stateDirectory.lockUpload(record.id) else {
+                logger.notice("upload is being run by another ingest process", metadata: ["upload": "\(record.id)"])
+                return
+            }
+            uploadLock = held
+        } catch {
+            note(.journal(error, path: stateDirectory.path), notAttempted: true)
+            return
+        }
+        defer { uploadLock.release() }
+        // Another process may have moved it on since it was read: start from the journal's word.
+        let current: (UploadRecord, [UploadPartRecord])?
+        do { current = try await journal.upload(id: record.id) } catch {
+            note(.journal(error, path: journal.path), notAttempted: false)
+            return
+        }
+        guard let (fresh, parts) = current, fresh.isPending else { return }
+        let uploader = ObjectUploader(
+            record: fresh, client: client, journal: journal, stagedPath: stagedPath(fresh), limiter: limiter,
+            settings: settings, sink: sink, hooks: hooks, partsJournalled: partsJournalled)
+        switch await uploader.run(parts: parts, resumed: job.resumed) {
+        case .uploaded(let alreadyThere):
+            state.withLock {
+                if alreadyThere {
+                    $0.totals.alreadyThere += 1
+                } else {
+                    $0.totals.uploaded += 1
+                    $0.totals.uploadedBytes += fresh.size
+                }
+            }
+        case .failed(let error):
+            logger.warning("upload failed", metadata: ["upload": "\(record.id)", "key": "\(record.key)", "error": "\(error)"])
+            if error.scope == .destination { await destinations.stop(record.target, because: error) }
+            note(error, notAttempted: false)
+        case .aborted:
+            break
+        }
+    }
+
+    private func note(_ error: UploadError, notAttempted: Bool) {
+        state.withLock { state in
+            if notAttempted { state.totals.notAttempted += 1 } else { state.totals.failed += 1 }
+            if error.scope == .destination {
+                if state.stoppedBy == nil { state.stoppedBy = error }
+            } else if state.worstObjectFailure == nil || error.exitStatus == .integrity {
+                state.worstObjectFailure = error
+            }
+        }
+    }
+
+    private func stagedPath(_ record: UploadRecord) -> String {
+        record.contentFingerprint.map(staging.path(for:)) ?? staging.root + "/" + record.fingerprint
+    }
+
+    /// Deletes staged copies whose objects verified longer ago than the retention.
+    private func removeStagedCopies() async -> Int {
+        let cutoff = Date().addingTimeInterval(-settings.stagingRetention.inSeconds)
+        do {
+            let fingerprints = try await journal.stagedCopiesToRemove(completedBefore: cutoff)
+            var removed: [Fingerprint] = []
+            for fingerprint in fingerprints {
+                let path = staging.path(for: fingerprint)
+                if unlink(path) == 0 || errno == ENOENT { removed.append(fingerprint) }
+            }
+            try await journal.noteStagedCopiesRemoved(removed)
+            return removed.count
+        } catch {
+            logger.warning("could not clean the staging area", metadata: ["error": "\(error)"])
+            return 0
+        }
+    }
+}
+
+/// One S3 client per destination, each checked once (`HeadBucket`) before its first upload,
+/// and stopped for good after a failure that concerns the whole destination.
+actor Destinations {
+    private let credentials: CredentialsProvider
+    private let transport: CurlTransport
+    private let logger: Logger
+    private var ready: [UploadTarget: Task<Result<S3Client, UploadError>, Never>] = [:]
+    private var stopped: [UploadTarget: UploadError] = [:]
+
+    init(credentials: CredentialsProvider, transport: CurlTransport, logger: Logger) {
+        self.credentials = credentials
+        self.transport = transport
+        self.logger = logger
+    }
+
+    func client(for target: UploadTarget) async -> Result<S3Client, UploadError> {
+        if let error = stopped[target] { return .failure(error) }
+        let task: Task<Result<S3Client, UploadError>, Never>
+        if let existing = ready[target] {
+            task = existing
+        } else {
+            let (credentials, transport, logger) = (self.credentials, self.transport, self.logger)
+            task = Task { await Self.connect(target, credentials: credentials, transport: transport, logger: logger) }
+            ready[target] = task
+        }
+        let result = await task.value
+        if case .failure(let error) = result { stopped[target] = error }
+        return result
+    }
+
+    func stop(_ target: UploadTarget, because error: UploadError) {
+        if stopped[target] == nil { stopped[target] = error }
+    }
+
+    static func connect(
+        _ target: UploadTarget, credentials: CredentialsProvider, transport: CurlTransport, logger: Logger
+    ) async -> Result<S3Client, UploadError> {
+        let client: S3Client
+        do {
+            let endpoint = try S3Endpoint(target.endpoint)
+            client = S3Client(
+                destination: S3Destination(
+                    endpoint: endpoint, bucket: target.bucket, region: target.region, style: target.addressing),
+                credentials: credentials, transport: transport, logger: logger)
+        } catch {
+            return .failure(UploadError(exitStatus: .config, scope: .destination, message: "\(error)"))
+        }
+        do {
+            guard try await client.bucketExists() else { return .failure(.missingBucket(target)) }
+        } catch {
+            return .failure(UploadError(error, what: "HeadBucket \(target.bucket)", target: target))
+        }
+        return .success(client)
+    }
+}

@@ -1,0 +1,73 @@
+/// What the uploader reports, phase by phase. Each names the logical upload id, which is
+/// what `ingest status`, `resume`, `abort` and `forget` take.
+public enum UploadEvent: Sendable {
+    /// Planned now (a new upload of a staged file's content).
+    case preparing(UploadRecord)
+    /// Taken up again from the journal, in the phase an earlier run left it.
+    case resuming(UploadRecord)
+    /// `CreateMultipartUpload` (or the single `PutObject`) is being sent.
+    case initiating(UploadRecord)
+    /// The journal's parts are compared with the server's (`ListParts`).
+    case reconciling(UploadRecord)
+    /// A part is acknowledged and journalled.
+    case partUploaded(UploadRecord, number: Int, partCount: Int, bytes: Int64)
+    /// Temporary credentials were renewed mid-upload.
+    case refreshingCredentials
+    /// `CompleteMultipartUpload` is being sent.
+    case completing(UploadRecord)
+    /// The object is in the bucket and verified. `alreadyThere`: nothing was sent, because
+    /// the bucket held it already (content dedupe, or a previous run that was killed after
+    /// completing it).
+    case completed(UploadRecord, alreadyThere: Bool)
+    case failed(UploadRecord, UploadError)
+    /// Given up on the user's request; the server freed what it held.
+    case aborted(UploadRecord)
+}
+
+extension UploadEvent {
+    var json: [String: JSONValue] {
+        func object(_ name: String, _ record: UploadRecord) -> [String: JSONValue] {
+            [
+                "event": .string(name), "upload_id": .string(record.id), "key": .string(record.key),
+                "path": .string(record.sourceDisplay), "size": .int(record.size), "xxh128": .string(record.fingerprint),
+            ]
+        }
+        switch self {
+        case .preparing(let record):
+            var json = object("upload_preparing", record)
+            json["bucket"] = .string(record.bucket)
+            json["multipart"] = .bool(record.partSize != nil)
+            return json
+        case .resuming(let record):
+            var json = object("upload_resuming", record)
+            json["phase"] = .string(record.phase.rawValue)
+            json["restart_count"] = .int(record.restartCount)
+            return json
+        case .initiating(let record):
+            return object("upload_initiating", record)
+        case .reconciling(let record):
+            return object("upload_reconciling", record)
+        case let .partUploaded(record, number, partCount, bytes):
+            var json = object("part_uploaded", record)
+            json["part"] = .int(number)
+            json["parts"] = .int(partCount)
+            json["part_size"] = .int(bytes)
+            return json
+        case .refreshingCredentials:
+            return ["event": "credentials_refreshing"]
+        case .completing(let record):
+            return object("upload_completing", record)
+        case let .completed(record, alreadyThere):
+            var json = object("uploaded", record)
+            json["already_there"] = .bool(alreadyThere)
+            return json
+        case let .failed(record, error):
+            var json = object("upload_failed", record)
+            json["message"] = .string(error.message)
+            json["exit_status"] = .int(error.exitStatus.rawValue)
+            return json
+        case .aborted(let record):
+            return object("upload_aborted", record)
+        }
+    }
+}

@@ -1,0 +1,449 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// How one upload ended, for the pipeline's summary and exit status.
+public enum UploadResult: Sendable, Equatable {
+    /// The object is in the bucket and verified. `alreadyThere`: nothing had to be sent.
+    case uploaded(alreadyThere: Bool)
+    case failed(UploadError)
+    case aborted
+}
+
+/// Limits of one process's uploads, from the `[upload]` configuration.
+public struct UploadSettings: Sendable, Equatable {
+    public var partSize = PartPlan.defaultPartSize
+    public var singlePutThreshold = PartPlan.defaultSinglePutThreshold
+    /// New multipart uploads after `NoSuchUpload`, per logical upload.
+    public var maxRestarts = 3
+    /// Files uploading at once.
+    public var filesInFlight = 4
+    /// Bodies (parts and single PUTs) on the wire at once, over all files.
+    public var partsInFlight = 8
+    /// Their total size.
+    public var bytesInFlight: Int64 = 256 << 20
+    /// The digest sent with every part and checked by the server: CRC32C costs next to
+    /// nothing (ISA-L); MD5 (`Content-MD5`) is for servers that check nothing else.
+    public var checksum: PartDigestAlgorithm = .crc32c
+    /// How long a staged copy is kept after its object verified (0: deleted at once).
+    public var stagingRetention: Duration = .zero
+
+    public init() {}
+}
+
+/// Named points where a test can have the process kill itself (`INGEST_TEST_STOP_AT`), to
+/// prove that a `kill -9` there loses nothing. Not a user setting: no help text names it.
+///
+/// - `after-complete`: the server completed the object, the journal does not know yet;
+/// - `after-parts:N`: N parts of this process are acknowledged and journalled.
+struct TestHooks: Sendable {
+    private let stopAt: String?
+
+    init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        stopAt = environment["INGEST_TEST_STOP_AT"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    func reached(_ point: String) {
+        guard let stopAt, stopAt == point else { return }
+        raise(SIGKILL)
+    }
+}
+
+/// Runs one upload to its end: a multipart upload driven by ``UploadStateMachine``, or a
+/// single `PutObject`; then verifies the object and records the outcome in the journal.
+///
+/// The state machine decides; this type performs. Actions are performed in the order the
+/// machine gives them and each `persist` is committed before the next action, so the
+/// journal is never ahead of the server. Parts go out concurrently, within the machine's
+/// window and the process-wide ``TransferLimiter``; their answers come back through a task
+/// group and are fed to the machine one at a time.
+/// Parts acknowledged and journalled by this process, over all uploads (for ``TestHooks``).
+final class PartCounter: Sendable {
+    private let count = Atomic<Int>(0)
+    func increment() -> Int { count.add(1, ordering: .relaxed).newValue }
+}
+
+struct ObjectUploader: Sendable {
+    let record: UploadRecord
+    let client: S3Client
+    let journal: Journal
+    /// The staged copy the object is read from.
+    let stagedPath: String
+    let limiter: TransferLimiter
+    let settings: UploadSettings
+    let sink: any EventSink
+    let hooks: TestHooks
+    let partsJournalled: PartCounter
+
+    /// Uploads, or resumes from `parts` (the journal's acknowledged parts). `resumed`: the
+    /// upload was started by an earlier process, so the staged copy is checked against its
+    /// fingerprint before a byte of it is sent.
+    func run(parts: [UploadPartRecord], resumed: Bool) async -> UploadResult {
+        if resumed {
+            sink.emit(.upload(.resuming(record)))
+            if let problem = await stagedCopyProblem() { return await giveUpStagedCopy(problem) }
+        } else {
+            sink.emit(.upload(.preparing(record)))
+        }
+        let result: UploadResult
+        if let partSize = record.partSize {
+            result = await runMultipart(partSize: partSize, parts: parts)
+        } else {
+            result = await runSinglePut()
+        }
+        return await conclude(result)
+    }
+
+    // MARK: the staged copy
+
+    /// Nil when the staged copy is there with the recorded fingerprint; otherwise why not.
+    private func stagedCopyProblem() async -> String? {
+        let path = stagedPath
+        let found = await onDedicatedThread("ingest-check") { () -> Result<Fingerprint, SystemError> in
+            Result { () throws(SystemError) -> Fingerprint in try Fingerprint.ofFile(at: path) }
+        }
+        switch found {
+        case .success(let fingerprint) where fingerprint.hex == record.fingerprint:
+            return nil
+        case .success(let fingerprint):
+            return "the staged copy \(path) no longer has its fingerprint (\(fingerprint.hex), expected \(record.fingerprint))"
+        case .failure(let error):
+            return "the staged copy \(path) cannot be read (\(error))"
+        }
+    }
+
+    /// The staged copy cannot be trusted: nothing more is sent from it. The server's upload
+    /// is aborted, and the files go back to pending so the next ingest of the card copies
+    /// them again.
+    private func giveUpStagedCopy(_ problem: String) async -> UploadResult {
+        if let uploadID = record.uploadID {
+            try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID)
+        }
+        unlink(stagedPath)
+        let message = "\(problem). The upload was dropped and the file is pending again: "
+            + "ingest the card again to copy it afresh."
+        do { try await journal.restage(uploadID: record.id, reason: message) } catch {
+            return .failed(.journal(error, path: journal.path))
+        }
+        return .failed(UploadError(exitStatus: .integrity, scope: .object, message: message))
+    }
+
+    // MARK: single PutObject
+
+    private func runSinglePut() async -> UploadResult {
+        let what = "PutObject \(record.key)"
+        // A run killed after its PutObject may have left the object: look before sending.
+        if record.phase != .created, case .verified = await verifySinglePut(expected: nil) {
+            return .uploaded(alreadyThere: true)
+        }
+        do { try await journal.setPhase(.completing, lastError: nil, ofUpload: record.id) } catch {
+            return .failed(.journal(error, path: journal.path))
+        }
+        sink.emit(.upload(.initiating(record)))
+        let path = stagedPath
+        let size = record.size
+        let digest: PartDigest
+        switch await Self.digest(record.checksum, path: path, offset: 0, length: size) {
+        case .success(let value): digest = value
+        case .failure(let error): return await giveUpStagedCopy("the staged copy \(path) cannot be read (\(error))")
+        }
+        do {
+            _ = try await limiter.withPermit(max(size, 1)) { () async throws(S3ClientError) -> String in
+                try await client.putObject(
+                    key: record.key, body: .file(path: path, offset: 0, length: size), payloadHash: .unsigned,
+                    headers: record.requestHeaders + digest.headers)
+            }
+        } catch {
+            return .failed(UploadError(error, what: what, target: record.target))
+        }
+        hooks.reached("after-complete")
+        switch await verifySinglePut(expected: digest) {
+        case .verified: return .uploaded(alreadyThere: false)
+        case .failed(let error): return .failed(error)
+        }
+    }
+
+    private enum SinglePutCheck { case verified, failed(UploadError) }
+
+    /// HEAD the object: size, fingerprint metadata, and (after a PUT) its ETag against the
+    /// digest sent.
+    private func verifySinglePut(expected: PartDigest?) async -> SinglePutCheck {
+        let head: ObjectHead?
+        do { head = try await client.headObject(key: record.key, checksumMode: record.checksum == .crc32c) } catch {
+            return .failed(UploadError(error, what: "HeadObject \(record.key)", target: record.target))
+        }
+        let mismatch = UploadError(
+            exitStatus: .integrity, scope: .object,
+            message: "integrity error: after PutObject, \(record.key) in \(record.target.displayName) is "
+                + (head.map { "\($0.size) bytes with fingerprint \($0.metadata[ObjectLabelKeys.fingerprint] ?? "(none)")" }
+                    ?? "missing")
+                + ", not the \(record.size) bytes with fingerprint \(record.fingerprint) sent. The file stays staged.")
+        guard let head, head.size == record.size, head.metadata[ObjectLabelKeys.fingerprint] == record.fingerprint else {
+            return .failed(mismatch)
+        }
+        if let expected, case let .mismatch(want, found) = WholeObjectDigest.expected(singlePut: expected).check(head) {
+            return .failed(UploadError(
+                exitStatus: .integrity, scope: .object,
+                message: "\(mismatch.message) (the server's digest is \(found), the bytes sent make \(want))"))
+        }
+        return .verified
+    }
+
+    // MARK: multipart
+
+    private enum PartAnswer: Sendable {
+        case acknowledged(uploadID: String, number: Int, etag: String, digest: PartDigest)
+        case failed(uploadID: String, number: Int, error: S3ClientError)
+        case unreadable(SystemError)
+    }
+
+    private func runMultipart(partSize: Int64, parts: [UploadPartRecord]) async -> UploadResult {
+        let shape: UploadShape
+        do { shape = try PartPlan.plan(fileSize: record.size, preferredPartSize: partSize, singlePutThreshold: 0) } catch {
+            return .failed(UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(error)"))
+        }
+        guard case .multipart(let plan) = shape, let fingerprint = record.contentFingerprint else {
+            return .failed(UploadError(exitStatus: .software, scope: .object, message: "no multipart plan for \(record.key)"))
+        }
+        let configuration = UploadStateMachine.Configuration(
+            maxRestarts: settings.maxRestarts, partsInFlight: settings.partsInFlight)
+        var machine = UploadStateMachine(
+            resuming: .init(
+                logicalUploadID: record.id, file: stagedPath, fingerprint: fingerprint, plan: plan, phase: record.phase,
+                uploadID: record.uploadID, parts: parts.map(\.acknowledged), restartCount: record.restartCount,
+                failure: nil),
+            configuration: configuration)
+        var journalled = Dictionary(uniqueKeysWithValues: parts.map { ($0.number, $0.acknowledged) })
+        // The server's words for the request that ended the upload, to go with the machine's.
+        var cause: UploadError?
+
+        return await withTaskGroup(of: PartAnswer.self) { group -> UploadResult in
+            var actions = machine.start()
+            while true {
+                var index = 0
+                while index < actions.count {
+                    let action = actions[index]
+                    index += 1
+                    switch action {
+                    case .persist(let snapshot):
+                        let now = Dictionary(uniqueKeysWithValues: snapshot.parts.map { ($0.number, $0) })
+                        let added = snapshot.parts.filter { journalled[$0.number] != $0 }
+                        let removed = journalled.keys.filter { now[$0] == nil }
+                        do {
+                            try await journal.persist(
+                                snapshot, added: added, removed: removed, lastError: cause?.message)
+                        } catch {
+                            group.cancelAll()
+                            return .failed(.journal(error, path: journal.path))
+                        }
+                        journalled = now
+                        for _ in added { hooks.reached("after-parts:\(partsJournalled.increment())") }
+                    case .createUpload:
+                        sink.emit(.upload(.initiating(record)))
+                        do throws(S3ClientError) {
+                            let id = try await client.createMultipartUpload(
+                                key: record.key, headers: record.requestHeaders + record.checksum.createMultipartUploadHeaders)
+                            actions += machine.uploadCreated(uploadID: id)
+                        } catch {
+                            cause = UploadError(error, what: "CreateMultipartUpload \(record.key)", target: record.target)
+                            actions += machine.requestFailed(Self.decision(error))
+                        }
+                    case .listParts(let uploadID):
+                        sink.emit(.upload(.reconciling(record)))
+                        do throws(S3ClientError) {
+                            let listed = try await client.listParts(key: record.key, uploadID: uploadID)
+                            let known = Set(machine.acknowledgedParts.map(\.number))
+                            let adopted = await adopt(
+                                listed.filter { !known.contains($0.number) && plan.partNumbers.contains($0.number)
+                                    && $0.size == plan.length(ofPart: $0.number) }, plan: plan)
+                            actions += machine.partsListed(
+                                Dictionary(
+                                    listed.map { ($0.number, UploadStateMachine.RemotePart(etag: $0.etag, size: $0.size)) },
+                                    uniquingKeysWith: { first, _ in first }),
+                                adopted: adopted)
+                        } catch .uploadGone {
+                            actions += machine.uploadGone(uploadID: uploadID)
+                        } catch {
+                            cause = UploadError(error, what: "ListParts \(record.key)", target: record.target)
+                            actions += machine.requestFailed(Self.decision(error))
+                        }
+                    case let .sendParts(uploadID, numbers):
+                        for number in numbers {
+                            let range = plan.range(ofPart: number)
+                            group.addTask { await sendPart(uploadID: uploadID, number: number, range: range) }
+                        }
+                    case let .complete(uploadID, parts):
+                        sink.emit(.upload(.completing(record)))
+                        do throws(S3ClientError) {
+                            let etag = try await client.completeMultipartUpload(
+                                key: record.key, uploadID: uploadID,
+                                parts: parts.map {
+                                    CompletedPart(number: $0.number, etag: $0.etag, digest: $0.digest.flatMap { try? PartDigest(journalText: $0) })
+                                })
+                            hooks.reached("after-complete")
+                            actions += machine.completed(etag: etag)
+                        } catch .uploadGone {
+                            actions += machine.completeFailed(.restartUpload)
+                        } catch {
+                            cause = UploadError(error, what: "CompleteMultipartUpload \(record.key)", target: record.target)
+                            actions += machine.completeFailed(Self.decision(error))
+                        }
+                    case .abort(let uploadID):
+                        do throws(S3ClientError) {
+                            try await client.abortMultipartUpload(key: record.key, uploadID: uploadID)
+                            actions += machine.abortConfirmed()
+                        } catch {
+                            cause = UploadError(error, what: "AbortMultipartUpload \(record.key)", target: record.target)
+                            actions += machine.requestFailed(Self.decision(error))
+                        }
+                    case .verify:
+                        do throws(S3ClientError) {
+                            let digests = machine.acknowledgedParts.compactMap { part in
+                                part.digest.flatMap { try? PartDigest(journalText: $0) }
+                            }
+                            let whole = digests.count == plan.partCount && Set(digests.map(\.algorithm)).count == 1
+                                ? WholeObjectDigest.expected(parts: digests) : nil
+                            if let head = try await client.headObject(key: record.key, checksumMode: whole?.needsChecksumMode ?? false) {
+                                var mismatch: String?
+                                if let whole, case let .mismatch(want, found) = whole.check(head) {
+                                    mismatch = "the server's digest is \(found), the parts sent make \(want)"
+                                }
+                                actions += machine.objectAlreadyExists(
+                                    size: head.size, fingerprint: head.metadata[ObjectLabelKeys.fingerprint].flatMap(Fingerprint.init(hex:)),
+                                    digestMismatch: mismatch)
+                            } else {
+                                actions += machine.objectNotFound()
+                            }
+                        } catch {
+                            cause = UploadError(error, what: "HeadObject \(record.key)", target: record.target)
+                            actions += machine.requestFailed(Self.decision(error))
+                        }
+                    case .finish(let outcome):
+                        group.cancelAll()
+                        switch outcome {
+                        case .uploaded: return .uploaded(alreadyThere: false)
+                        case .alreadyUploaded: return .uploaded(alreadyThere: true)
+                        case .aborted: return .aborted
+                        case .failed(let failure): return .failed(Self.error(failure, cause: cause, record: record))
+                        }
+                    }
+                }
+                guard let answer = await group.next() else {
+                    return .failed(UploadError(
+                        exitStatus: .software, scope: .object,
+                        message: "the upload of \(record.key) stalled with no request outstanding (a bug: please report it)"))
+                }
+                switch answer {
+                case let .acknowledged(uploadID, number, etag, digest):
+                    actions = machine.partAcknowledged(uploadID: uploadID, number: number, etag: etag, digest: digest.journalText)
+                    sink.emit(.upload(.partUploaded(record, number: number, partCount: plan.partCount, bytes: plan.length(ofPart: number))))
+                case let .failed(uploadID, number, error):
+                    if case .uploadGone = error {} else {
+                        cause = UploadError(error, what: "UploadPart \(number) of \(record.key)", target: record.target)
+                    }
+                    actions = machine.partFailed(uploadID: uploadID, number: number, decision: Self.decision(error))
+                case .unreadable(let error):
+                    group.cancelAll()
+                    return await giveUpStagedCopy("the staged copy \(stagedPath) cannot be read (\(error))")
+                }
+            }
+        }
+    }
+
+    /// Parts the server holds that the journal never recorded (acknowledged just before a
+    /// kill), proved ours: the server's ETag of a part is its MD5, so a part whose ETag is
+    /// the MD5 of the staged range holds exactly those bytes and need not be sent again.
+    /// A part that does not prove ours (another ETag form, encryption) is simply resent.
+    private func adopt(_ parts: [ListedPart], plan: PartPlan) async -> [UploadStateMachine.AcknowledgedPart] {
+        var adopted: [UploadStateMachine.AcknowledgedPart] = []
+        for part in parts {
+            let range = plan.range(ofPart: part.number)
+            guard case .success(let md5) = await Self.digest(.md5, path: stagedPath, offset: range.offset, length: range.length),
+                part.etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased() == lowercaseHex(md5.bytes)
+            else { continue }
+            let digest: PartDigest
+            if record.checksum == .md5 {
+                digest = md5
+            } else if case .success(let value) = await Self.digest(
+                record.checksum, path: stagedPath, offset: range.offset, length: range.length)
+            {
+                digest = value
+            } else {
+                continue
+            }
+            adopted.append(.init(number: part.number, etag: part.etag, size: part.size, digest: digest.journalText))
+        }
+        return adopted
+    }
+
+    /// Digests one part and sends it, within the process-wide limit.
+    private func sendPart(uploadID: String, number: Int, range: (offset: Int64, length: Int64)) async -> PartAnswer {
+        await limiter.withPermit(range.length) { () async -> PartAnswer in
+            let digest: PartDigest
+            switch await Self.digest(record.checksum, path: stagedPath, offset: range.offset, length: range.length) {
+            case .success(let value): digest = value
+            case .failure(let error): return .unreadable(error)
+            }
+            do throws(S3ClientError) {
+                let etag = try await client.uploadPart(
+                    key: record.key, uploadID: uploadID, partNumber: number,
+                    body: .file(path: stagedPath, offset: range.offset, length: range.length), payloadHash: .unsigned,
+                    headers: digest.headers)
+                return .acknowledged(uploadID: uploadID, number: number, etag: etag, digest: digest)
+            } catch {
+                return .failed(uploadID: uploadID, number: number, error: error)
+            }
+        }
+    }
+
+    private static func digest(
+        _ algorithm: PartDigestAlgorithm, path: String, offset: Int64, length: Int64
+    ) async -> Result<PartDigest, SystemError> {
+        await onDedicatedThread("ingest-digest") { () -> Result<PartDigest, SystemError> in
+            Result { () throws(SystemError) -> PartDigest in
+                try PartDigest.compute(algorithm, path: path, offset: offset, length: length)
+            }
+        }
+    }
+
+    /// What the machine is told when a request was given up.
+    private static func decision(_ error: S3ClientError) -> RetryDecision {
+        switch error {
+        case .uploadGone: .restartUpload
+        case .server(_, let attempts), .transport(_, let attempts):
+            .fail(attempts > 1 ? .attemptsExhausted(attempts: attempts) : .notRetryable)
+        default: .fail(.notRetryable)
+        }
+    }
+
+    /// The machine's reason, with the server's words when a request ended it.
+    private static func error(_ failure: UploadFailure, cause: UploadError?, record: UploadRecord) -> UploadError {
+        switch failure {
+        case .requestFailed:
+            return cause ?? UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(failure)")
+        case .restartLimitExceeded:
+            return UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(failure)")
+        case .verificationFailed, .digestMismatch:
+            return UploadError(exitStatus: .integrity, scope: .object, message: "\(record.key): \(failure)")
+        }
+    }
+
+    // MARK: the end
+
+    /// Journals the outcome; drops the staged copy when retention allows.
+    private func conclude(_ result: UploadResult) async -> UploadResult {
+        switch result {
+        case .uploaded(let alreadyThere):
+            do { try await journal.completeUpload(id: record.id, etag: nil) } catch {
+                return .failed(.journal(error, path: journal.path))
+            }
+            sink.emit(.upload(.completed(record, alreadyThere: alreadyThere)))
+        case .failed(let error):
+            try? await journal.setLastError(error.message, ofUpload: record.id)
+            sink.emit(.upload(.failed(record, error)))
+        case .aborted:
+            sink.emit(.upload(.aborted(record)))
+        }
+        return result
+    }
+}

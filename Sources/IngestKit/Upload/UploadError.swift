@@ -1,0 +1,83 @@
+/// Why an upload did not end in a verified object, sorted by what it means for the rest of
+/// the run: a destination problem (credentials, endpoint, bucket) stops every upload of the
+/// run, since each would fail the same way; a problem of one object stops only that one.
+public struct UploadError: Error, Sendable, Equatable, Codable, CustomStringConvertible {
+    public enum Scope: Sendable, Equatable, Codable {
+        /// Every upload to this destination would fail the same way: stop starting new ones.
+        case destination
+        /// Only this object.
+        case object
+    }
+
+    /// What the process exit status says: 77 credentials, 69 endpoint, 78 bucket,
+    /// 76 integrity, 1 for other failures of single objects, 73 for the journal.
+    public var exitStatus: ExitStatus
+    public var scope: Scope
+    /// The whole message: what failed, the server's words, what to do.
+    public var message: String
+
+    public init(exitStatus: ExitStatus, scope: Scope, message: String) {
+        self.exitStatus = exitStatus
+        self.scope = scope
+        self.message = message
+    }
+
+    public var description: String { message }
+
+    /// Sorts a failed S3 request: `what` names the request and the object in the message.
+    public init(_ error: S3ClientError, what: String, target: UploadTarget) {
+        let place = target.displayName
+        switch error {
+        case .credentials(let problem):
+            self.init(exitStatus: .noPermission, scope: .destination, message: "\(what): \(problem)")
+        case let .transport(problem, attempts):
+            self.init(
+                exitStatus: .unavailable, scope: .destination,
+                message: "\(what): cannot reach \(target.endpoint): \(problem)"
+                    + (attempts > 1 ? " (after \(attempts) attempts)" : "")
+                    + ". Check the network and the endpoint URL; staged files upload on the next run (ingest resume).")
+        case let .server(s3, attempts):
+            let tried = attempts > 1 ? " (after \(attempts) attempts)" : ""
+            switch s3.code {
+            case _ where s3.code == nil && s3.status == 403,  // a HEAD's refusal has no body
+                .invalidAccessKeyId?, .signatureDoesNotMatch?, .accessDenied?, .expiredToken?,
+                .authorizationHeaderMalformed?:
+                self.init(
+                    exitStatus: .noPermission, scope: .destination,
+                    message: "\(what): \(place) refused the credentials: \(s3)\(tried)")
+            case .noSuchBucket?:
+                self.init(
+                    exitStatus: .config, scope: .destination,
+                    message: "\(what): \(place) does not exist: \(s3). Create the bucket, or correct --bucket "
+                        + "(INGEST_BUCKET, [s3] bucket); nothing was uploaded there.")
+            case _ where s3.status >= 500 || s3.code?.isThrottling == true:
+                self.init(
+                    exitStatus: .unavailable, scope: .destination,
+                    message: "\(what): \(place) keeps failing: \(s3)\(tried). Staged files upload on the next run.")
+            default:
+                self.init(exitStatus: .partial, scope: .object, message: "\(what): \(s3)\(tried)")
+            }
+        case .uploadGone(let s3):
+            self.init(exitStatus: .partial, scope: .object, message: "\(what): \(s3)")
+        case .request, .unexpectedAnswer:
+            self.init(exitStatus: .partial, scope: .object, message: "\(what): \(error)")
+        }
+    }
+
+    /// The bucket does not exist (asked before uploading: some servers create it instead).
+    static func missingBucket(_ target: UploadTarget) -> UploadError {
+        UploadError(
+            exitStatus: .config, scope: .destination,
+            message: "the bucket \(target.bucket) does not exist at \(target.endpoint) (HeadBucket: 404). "
+                + "Create it, or correct --bucket (INGEST_BUCKET, [s3] bucket); the files stay staged.")
+    }
+
+    /// The journal could not record what happened: nothing more is sent, since the next
+    /// step would depend on a record that is not there.
+    static func journal(_ error: any Error, path: String) -> UploadError {
+        UploadError(
+            exitStatus: .cantCreate, scope: .destination,
+            message: "cannot write the journal \(path): \(error). Uploads stop here and resume from the journal "
+                + "on the next run; check the state directory's disk.")
+    }
+}
