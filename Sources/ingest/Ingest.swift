@@ -5,20 +5,24 @@ import IngestKit
 struct Ingest: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ingest",
-        abstract: "Copy everything on a removable card into managed staging, verified by XXH3-128.",
+        abstract: "Copy everything on a removable card into S3-compatible storage, verified, resumable.",
         usage: """
-            ingest <path> [--state-dir <dir>] [--config <file>] [--json] [--verify] [...]
+            ingest <path> --endpoint <url> --bucket <name> [--scene <name>] [--tag <k=v>] [--json] [...]
+            ingest <path> --no-upload [--verify]
             ingest scan <path> [--list] [--json]
             ingest status [--json]
+            ingest resume [<id> ...]
+            ingest abort <id>
+            ingest forget <id>
+            ingest ls [<prefix>] [--endpoint <url>] [--bucket <name>]
             """,
         discussion: """
             `ingest PATH` scans the card mounted at PATH (or any directory), copies every new \
-            file into the staging area while fingerprinting it in the same read, and records it \
-            in the journal. Running it again on the same card copies nothing: files already \
-            ingested are recognised by path, size and time, without being read.
-
-            This version stages only; uploading to S3 is the next milestone, and will consume \
-            the staged files the journal records.
+            file into the staging area while fingerprinting it (XXH3-128) in the same read, \
+            records it in the journal, and uploads it to the bucket as one object, in parts \
+            that resume after a crash, a kill or a pulled network cable. Each object is \
+            verified (size, fingerprint, and the server's digest of the parts) before its \
+            staged copy is deleted. Running it again on the same card reads and sends nothing.
 
             Options every command takes: --config <file>, --state-dir <dir>, --json, -v. \
             See `ingest run --help` for the options of an ingest.
@@ -28,13 +32,21 @@ struct Ingest: AsyncParsableCommand {
               INGEST_STATE_DIR        journal and staging directory
               INGEST_STAGING_RESERVE  free space to keep on the staging disk (e.g. 2GiB)
               INGEST_STAGING_VERIFY   off, staged or both
+              INGEST_ENDPOINT         S3 endpoint URL
+              INGEST_BUCKET           bucket
+              AWS_REGION              region for signing (default us-east-1)
+              AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE,
+              AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE   credentials, as the AWS CLI reads them
               INGEST_LOG_LEVEL        trace, debug, info, notice, warning (default), error
 
             Exit status:
             \(ExitStatus.allCases.map { "  \(String($0.rawValue).padding(toLength: 4, withPad: " ", startingAt: 0))\($0.meaning)" }.joined(separator: "\n"))
             """,
         version: BuildInfo.versionLine,
-        subcommands: [RunCommand.self, ScanCommand.self, StatusCommand.self],
+        subcommands: [
+            RunCommand.self, ScanCommand.self, StatusCommand.self, ResumeCommand.self, AbortCommand.self,
+            ForgetCommand.self, ListCommand.self,
+        ],
         defaultSubcommand: RunCommand.self
     )
 }

@@ -1,30 +1,57 @@
 import ArgumentParser
 import IngestKit
 
-/// `ingest PATH`: scan, copy into staging, journal.
+/// `ingest PATH`: scan, copy into staging, journal, upload.
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Ingest a card or directory: copy new files into staging (the default command).",
+        abstract: "Ingest a card or directory: copy new files into staging and upload them (the default command).",
         discussion: """
             PATH is a card's mount point or any directory. Files already ingested (same path, \
-            size and modification time) are not read again. Files that fail stay pending and \
-            are retried on the next run; special files, links and operating-system litter are \
-            reported and skipped. Empty files are ingested like any other.
+            size and modification time) are not read again. Each file is copied into staging \
+            and fingerprinted (XXH3-128) in one read, journalled, and uploaded while the rest \
+            of the card is still being copied. An upload is verified (size, fingerprint, and \
+            the server's digest of the parts) before the file counts as uploaded; a content \
+            already in the bucket is not sent again.
+
+            Files that fail stay pending and are retried on the next run; uploads that fail \
+            resume from their last acknowledged part (`ingest resume`). Special files, links \
+            and operating-system litter are reported and skipped. Empty files are ingested \
+            like any other.
+
+            Object keys follow [s3] key_template (default {device}/{date}/{label}/{path}). \
+            Every object carries its labels as metadata (x-amz-meta-*): the fingerprint \
+            (xxh128), original name and path, the device id and tags, the card's identity, \
+            the scene and its tags; [s3] object_tags picks those also set as object tags. A \
+            card may name its scene in ingest-scene.toml at its root. A key given two \
+            different values is an error before anything is uploaded.
+
+            Credentials are read as the AWS tools read them: AWS_ACCESS_KEY_ID, \
+            AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, the shared credentials and \
+            config files, credential_process.
 
             Examples:
-              ingest /media/sd
-              ingest /media/sd --verify --json
+              ingest /media/sd --endpoint http://127.0.0.1:8333 --bucket cards
+              ingest /media/sd --scene flood-survey --tag site=km12 --json
+              ingest /media/sd --no-upload --verify
               ingest /media/sd --exclude '*.THM' --exclude MISC
             """)
 
     @OptionGroup var common: CommonOptions
 
+    @OptionGroup var destination: DestinationOptions
+
     @Argument(help: ArgumentHelp("The card's mount point, or any directory.", valueName: "path"), completion: .directory)
     var path: String
 
-    @Flag(name: .long, help: "Stage only; do not upload. (This version stages only.)")
+    @Flag(name: .long, help: "Stage only; do not upload (the staged files upload on a later run).")
     var noUpload = false
+
+    @Option(name: .long, help: ArgumentHelp("The scene of this run, a tag on every object (a card naming another scene in ingest-scene.toml is a conflict).", valueName: "name"))
+    var scene: String?
+
+    @Option(name: .long, help: ArgumentHelp("A tag for every object of this run, key=value (repeatable).", valueName: "key=value"))
+    var tag: [String] = []
 
     @Flag(name: .long, help: "Read each staged copy back from disk and compare fingerprints.")
     var verify = false
@@ -47,20 +74,50 @@ struct RunCommand: AsyncParsableCommand {
         do throws(IngestError) {
             var config = try common.loadConfig()
             try apply(to: &config)
+            let target = noUpload ? nil : try config.s3.target()
+            let tags = try parsedTags()
             let (state, journal) = try common.openState(config)
             let (sink, console) = common.makeReporter()
-            let ingestor = Ingestor(config: config, state: state, journal: journal, logger: logger)
+            let upload = try target.map { target throws(IngestError) in
+                UploadRequest(
+                    target: target,
+                    runner: try common.makeUploadRunner(config: config, state: state, journal: journal, sink: sink, logger: logger),
+                    scene: scene, tags: tags)
+            }
+            let ingestor = Ingestor(config: config, state: state, journal: journal, logger: logger, upload: upload)
             let display = Task { await console?.runProgressDisplay() }
             defer { display.cancel() }
             summary = try await ingestor.ingest(path: path, sink: sink)
         } catch {
             throw fail(error, json: common.json)
         }
+        if let problem = summary.uploadError {
+            // Files that failed are listed as they fail; the upload problem decides the status.
+            ReportOutput.standardError.write("ingest: error: \(problem)\n")
+        }
         if summary.exitStatus != .success { throw ExitCode(summary.exitStatus.rawValue) }
     }
 
     /// Flags override the configuration file and environment.
+    /// `--tag key=value`, each key once.
+    private func parsedTags() throws(IngestError) -> [String: String] {
+        var tags: [String: String] = [:]
+        for text in tag {
+            guard let equals = text.firstIndex(of: "="), equals != text.startIndex else {
+                throw .config(file: nil, key: "--tag", problem: "'\(text)' is not key=value, like --tag site=km12")
+            }
+            let key = String(text[..<equals])
+            let value = String(text[text.index(after: equals)...])
+            if let earlier = tags[key], earlier != value {
+                throw .labels("--tag gives '\(key)' two values, '\(earlier)' and '\(value)'; give each key once.")
+            }
+            tags[key] = value
+        }
+        return tags
+    }
+
     private func apply(to config: inout Config) throws(IngestError) {
+        destination.apply(to: &config)
         if verifySource {
             config.staging.verify = .both
         } else if verify {

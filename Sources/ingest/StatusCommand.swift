@@ -6,7 +6,12 @@ import IngestKit
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show what the journal holds: files by state, staged copies, cards seen, recent failures.")
+        abstract: "Show what the journal holds: files by state, uploads pending and failed, cards seen.",
+        discussion: """
+            Pending uploads are listed with their id (what resume, abort and forget take), \
+            the file, its size, the phase the upload reached, how often the server lost it \
+            and it started over, when it last moved, and why it last failed.
+            """)
 
     @OptionGroup var common: CommonOptions
 
@@ -16,22 +21,26 @@ struct StatusCommand: AsyncParsableCommand {
             let config = try common.loadConfig()
             let statePath = common.statePath(config)
             var summary = JournalSummary.empty
+            var uploads = UploadSummary.empty
             if let journal = try common.readJournal(config) {
-                do { summary = try await journal.summary() } catch {
+                do {
+                    summary = try await journal.summary()
+                    uploads = try await journal.uploadSummary()
+                } catch {
                     throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
                 }
             }
             if common.json {
-                printJSON(summary, statePath: statePath)
+                printJSON(summary, uploads: uploads, statePath: statePath)
             } else {
-                printText(summary, statePath: statePath)
+                printText(summary, uploads: uploads, statePath: statePath)
             }
         } catch {
             throw fail(error, json: common.json)
         }
     }
 
-    private func printText(_ summary: JournalSummary, statePath: String) {
+    private func printText(_ summary: JournalSummary, uploads: UploadSummary, statePath: String) {
         var lines = ["State directory: \(statePath)", "Files:"]
         for fileState in FileState.allCases {
             let tally = summary.files[fileState, default: .zero]
@@ -42,6 +51,25 @@ struct StatusCommand: AsyncParsableCommand {
         for volume in summary.volumes {
             lines.append("  \(volume.name)  \(volume.key)  last seen \(volume.lastSeen.formatted(.iso8601))")
         }
+        let completed = uploads.byPhase[.completed, default: .zero]
+        lines.append("Uploads completed: \(completed.count) (\(ByteCount(completed.bytes)))")
+        lines.append("Uploads pending: \(uploads.pending.count)")
+        if !uploads.pending.isEmpty {
+            lines.append("  ID            PHASE       RESTARTS  SIZE        UPDATED               FILE")
+            for record in uploads.pending {
+                let columns = [
+                    record.id.padding(toLength: 12, withPad: " ", startingAt: 0),
+                    record.phase.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0),
+                    String(record.restartCount).padding(toLength: 8, withPad: " ", startingAt: 0),
+                    ByteCount(record.size).description.padding(toLength: 10, withPad: " ", startingAt: 0),
+                    record.updatedAt.formatted(.iso8601).padding(toLength: 20, withPad: " ", startingAt: 0),
+                    record.sourceDisplay,
+                ]
+                lines.append("  " + columns.joined(separator: "  "))
+                if let error = record.lastError { lines.append("      last error: \(error)") }
+            }
+            lines.append("Run ingest resume to finish them, ingest abort ID to give one up.")
+        }
         if !summary.recentFailures.isEmpty {
             lines.append("Recent failures (retried on the next run):")
             for file in summary.recentFailures {
@@ -51,7 +79,7 @@ struct StatusCommand: AsyncParsableCommand {
         ReportOutput.standardOutput.write(lines.joined(separator: "\n") + "\n")
     }
 
-    private func printJSON(_ summary: JournalSummary, statePath: String) {
+    private func printJSON(_ summary: JournalSummary, uploads: UploadSummary, statePath: String) {
         var object: [String: JSONValue] = ["event": "status", "state_dir": .string(statePath)]
         for fileState in FileState.allCases {
             let tally = summary.files[fileState, default: .zero]
@@ -62,6 +90,19 @@ struct StatusCommand: AsyncParsableCommand {
         object["staged_bytes"] = .int(summary.stagedObjects.bytes)
         object["volumes"] = .int(Int64(summary.volumes.count))
         object["recent_failures"] = .int(Int64(summary.recentFailures.count))
-        ReportOutput.standardOutput.write(JSONValue.line(object) + "\n")
+        object["uploads_completed"] = .int(Int64(uploads.byPhase[.completed, default: .zero].count))
+        object["uploads_pending"] = .int(Int64(uploads.pending.count))
+        var text = JSONValue.line(object) + "\n"
+        for record in uploads.pending {
+            var line: [String: JSONValue] = [
+                "event": "pending_upload", "upload_id": .string(record.id), "path": .string(record.sourceDisplay),
+                "key": .string(record.key), "bucket": .string(record.bucket), "size": .int(record.size),
+                "phase": .string(record.phase.rawValue), "restart_count": .int(Int64(record.restartCount)),
+                "updated_at": .string(record.updatedAt.formatted(.iso8601)),
+            ]
+            line["last_error"] = record.lastError.map(JSONValue.string)
+            text += JSONValue.line(line) + "\n"
+        }
+        ReportOutput.standardOutput.write(text)
     }
 }

@@ -99,7 +99,7 @@ struct CardIngestTests {
             """)
         try card.seal()
         let state = TemporaryDirectory()
-        let arguments = [card.mountPoint, "--state-dir", state.path, "--json"]
+        let arguments = [card.mountPoint, "--no-upload", "--state-dir", state.path, "--json"]
 
         let first = try straced(arguments, card: card.mountPoint, traceDirectory: state.path + "/first.trace")
         #expect(first.run.status == 0)
@@ -138,7 +138,7 @@ struct CardIngestTests {
         defer { unlink(card.path + "/../original.mp4.\(getpid())") }
         let state = TemporaryDirectory()
 
-        let ingest = try IngestRun.start([card.path, "--state-dir", state.path, "--json"])
+        let ingest = try IngestRun.start([card.path, "--no-upload", "--state-dir", state.path, "--json"])
         try stopWhenItHasRead(ingest, atLeast: 64 << 20)
         try sh("truncate -s 1M \(big)")  // the card lost the rest of the file
         kill(ingest.pid, SIGCONT)
@@ -153,7 +153,7 @@ struct CardIngestTests {
 
         // The card comes back whole: the next run copies the file, and only that file.
         try sh("cp \(card.path)/../original.mp4.\(getpid()) \(big)")
-        let next = try IngestRun.ingest([card.path, "--state-dir", state.path, "--json"])
+        let next = try IngestRun.ingest([card.path, "--no-upload", "--state-dir", state.path, "--json"])
         #expect(next.status == 0)
         #expect(next.events("staged").map { $0.string("path") } == ["DCIM/DJI_0001.MP4"])
         #expect(next.events("staged").first?.string("xxh128") == original)
@@ -174,7 +174,7 @@ struct CardIngestTests {
         try sh("cp --sparse=always \(card.image) \(pristine)")
         let state = TemporaryDirectory()
 
-        let ingest = try IngestRun.start([card.mountPoint, "--state-dir", state.path, "--json"])
+        let ingest = try IngestRun.start([card.mountPoint, "--no-upload", "--state-dir", state.path, "--json"])
         try stopWhenItHasRead(ingest, atLeast: 32 << 20)
         // The card goes: the device shrinks under the file system, so every read past its
         // start fails with EIO, as a reader whose card was pulled does.
@@ -195,7 +195,7 @@ struct CardIngestTests {
         try card.detach()
         try sh("cp --sparse=always \(pristine) \(card.image)")
         try card.attach(readOnly: true)
-        let again = try IngestRun.ingest([card.mountPoint, "--state-dir", state.path, "--json"])
+        let again = try IngestRun.ingest([card.mountPoint, "--no-upload", "--state-dir", state.path, "--json"])
         #expect(again.status == 0, "\(again.stderr)")
         let staged = again.events("staged")
         #expect(staged.count == 5)
@@ -208,10 +208,10 @@ struct CardIngestTests {
         let card = TemporaryDirectory()
         try sh("mkdir -p \(card.path)/DCIM && head -c 512M /dev/urandom > \(card.path)/DCIM/VID.MP4")
         let state = TemporaryDirectory()
-        let first = try IngestRun.start([card.path, "--state-dir", state.path, "--json"])
+        let first = try IngestRun.start([card.path, "--no-upload", "--state-dir", state.path, "--json"])
         try stopWhenItHasRead(first, atLeast: 16 << 20)
 
-        let second = try IngestRun.ingest([card.path, "--state-dir", state.path])
+        let second = try IngestRun.ingest([card.path, "--no-upload", "--state-dir", state.path])
         kill(first.pid, SIGCONT)
         let firstRun = IngestRun(result: try first.wait())
 
@@ -227,7 +227,7 @@ struct CardIngestTests {
             try sh("mkdir -p \(card.path)/DCIM && for i in $(seq 1 60); do head -c 200000 /dev/urandom > \(card.path)/DCIM/$i.JPG; done")
         }
         let state = TemporaryDirectory()
-        let runs = try cards.map { try IngestRun.start([$0.path, "--state-dir", state.path, "--json"]) }
+        let runs = try cards.map { try IngestRun.start([$0.path, "--no-upload", "--state-dir", state.path, "--json"]) }
         let results = try runs.map { IngestRun(result: try $0.wait()) }
         for result in results {
             #expect(result.status == 0, "\(result.stderr)")
@@ -243,7 +243,7 @@ struct CardIngestTests {
         try sh("mkdir -p \(card.path)/DCIM && head -c 1M /dev/urandom > \(card.path)/DCIM/a.JPG && head -c 48M /dev/urandom > \(card.path)/DCIM/b.MP4")
         let state = stagingDisk.mountPoint + "/state"
 
-        let full = try IngestRun.ingest([card.path, "--state-dir", state, "--reserve", "0", "--json"])
+        let full = try IngestRun.ingest([card.path, "--no-upload", "--state-dir", state, "--reserve", "0", "--json"])
 
         #expect(full.status == 73, "\(full.stderr)")
         #expect(full.stderr.contains("is full"))
@@ -256,7 +256,7 @@ struct CardIngestTests {
         try sh("cp -a \(state) \(card.path)/../state.\(getpid())")
         let roomy = card.path + "/../state.\(getpid())"
         defer { _ = try? sh("rm -rf \(roomy)") }
-        let retry = try IngestRun.ingest([card.path, "--state-dir", roomy, "--reserve", "0", "--json"])
+        let retry = try IngestRun.ingest([card.path, "--no-upload", "--state-dir", roomy, "--reserve", "0", "--json"])
         #expect(retry.status == 0, "\(retry.stderr)")
         let stagedFirst = full.events("staged").map { $0.string("xxh128")! }
         let stagedRetry = retry.events("staged").map { $0.string("xxh128")! }

@@ -26,7 +26,7 @@ import Testing
 
     @Test func aMissingPathExitsNoInputNamingIt() throws {
         let state = TemporaryDirectory()
-        let run = try IngestRun.ingest(["/nonexistent/card", "--state-dir", state.path])
+        let run = try IngestRun.ingest(["/nonexistent/card", "--no-upload", "--state-dir", state.path])
         #expect(run.status == 66)
         #expect(run.stderr.contains("/nonexistent/card"))
         #expect(run.stderr.contains("mounted"))
@@ -35,7 +35,7 @@ import Testing
     @Test func aFileInsteadOfADirectoryExitsNoInput() throws {
         let state = TemporaryDirectory()
         let file = try state.write("photo.jpg", [1, 2, 3])
-        let run = try IngestRun.ingest([file, "--state-dir", state.path])
+        let run = try IngestRun.ingest([file, "--no-upload", "--state-dir", state.path])
         #expect(run.status == 66)
         #expect(run.stderr.contains("not a directory"))
     }
@@ -47,7 +47,7 @@ import Testing
         var environment = IngestRun.environment
         environment["INGEST_CONFIG"] = config
         let result = try run(
-            IngestBinary.path, [(card as NSString).deletingLastPathComponent, "--state-dir", dir.path + "/state"],
+            IngestBinary.path, [(card as NSString).deletingLastPathComponent, "--no-upload", "--state-dir", dir.path + "/state"],
             environment: environment)
         #expect(result.status == 78)
         #expect(result.stderr.contains(config))
@@ -80,7 +80,7 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: state.path + "/staging"))
 
         // After an ingest the same scan finds everything known.
-        #expect(try IngestRun.ingest([card.path, "--state-dir", state.path]).status == 0)
+        #expect(try IngestRun.ingest([card.path, "--no-upload", "--state-dir", state.path]).status == 0)
         let again = try IngestRun.ingest(["scan", card.path, "--state-dir", state.path, "--json"])
         #expect(again.events("scanned").first?.int("known") == 2)
         #expect(again.events("would-stage").isEmpty)
@@ -90,7 +90,7 @@ import Testing
         let card = TemporaryDirectory(), state = TemporaryDirectory()
         try card.write("DCIM/a.jpg", randomBytes(2048))
         try card.write("empty.txt", [])
-        let run = try IngestRun.ingest([card.path, "--state-dir", state.path])
+        let run = try IngestRun.ingest([card.path, "--no-upload", "--state-dir", state.path])
         #expect(run.status == 0)
         #expect(run.stderr.contains("Found 2 files to copy"))
         #expect(run.stderr.contains("Staged 2 files"))
@@ -105,7 +105,7 @@ import Testing
     @Test func everyNDJSONLineIsAnObjectWithAnEvent() throws {
         let card = TemporaryDirectory(), state = TemporaryDirectory()
         try card.write("a b/é.jpg", randomBytes(100))
-        let run = try IngestRun.ingest([card.path, "--state-dir", state.path, "--json"])
+        let run = try IngestRun.ingest([card.path, "--no-upload", "--state-dir", state.path, "--json"])
         let lines = run.result.stdoutText.split(separator: "\n")
         #expect(!lines.isEmpty)
         #expect(run.events.count == lines.count, "every line parses as a JSON object")

@@ -35,14 +35,19 @@ struct IngestRun {
     var summary: [String: Any]? { events("summary").last }
 
     /// Runs `ingest` with `arguments`, as root or (with `asUser`) as that user through setpriv.
-    static func ingest(_ arguments: [String], asUser user: String? = nil, timeout: TimeInterval = 600) throws -> IngestRun {
+    static func ingest(
+        _ arguments: [String], asUser user: String? = nil, environment extra: [String: String] = [:],
+        timeout: TimeInterval = 600
+    ) throws -> IngestRun {
         let (executable, prefix) = command(asUser: user)
-        return IngestRun(result: try run(executable, prefix + arguments, environment: environment, timeout: timeout))
+        return IngestRun(
+            result: try run(
+                executable, prefix + arguments, environment: environment.merging(extra) { $1 }, timeout: timeout))
     }
 
     /// Starts `ingest` without waiting for it.
-    static func start(_ arguments: [String]) throws -> ChildProcess {
-        try ChildProcess(IngestBinary.path, arguments, environment: environment)
+    static func start(_ arguments: [String], environment extra: [String: String] = [:]) throws -> ChildProcess {
+        try ChildProcess(IngestBinary.path, arguments, environment: environment.merging(extra) { $1 })
     }
 
     static func command(asUser user: String?) -> (String, [String]) {

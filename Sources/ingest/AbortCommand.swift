@@ -1,0 +1,63 @@
+import ArgumentParser
+import IngestKit
+
+/// `ingest abort ID`: give an upload up, on the server and locally.
+struct AbortCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "abort",
+        abstract: "Abort a pending upload on the server (freeing its parts), then forget it locally.",
+        discussion: """
+            Sends AbortMultipartUpload for the upload's id and for any other unfinished \
+            multipart upload at the same key (one a killed run created but never journalled), \
+            then removes the upload from the journal. Aborting an upload the server no longer \
+            knows succeeds. The file stays staged: the next ingest of its card plans a new \
+            upload. A completed upload cannot be aborted: its object is in the bucket.
+
+            To drop only the local record and leave the server alone, use `ingest forget`.
+            """)
+
+    @OptionGroup var common: CommonOptions
+
+    @Argument(help: ArgumentHelp("The upload's id (or a unique prefix), as `ingest status` lists it.", valueName: "id"))
+    var id: String
+
+    func run() async throws {
+        let logger = common.bootstrapLogging()
+        do throws(IngestError) {
+            let config = try common.loadConfig()
+            let (state, journal) = try common.openState(config)
+            let record = try await common.findUpload(id, in: journal)
+            guard record.phase != .completed else {
+                throw .uploadRefused(
+                    id: record.id, reason: "it is completed: \(record.key) is in \(record.target.displayName). "
+                        + "Delete the object with an S3 client if it is unwanted.")
+            }
+            guard let lock = try state.lockUpload(record.id) else {
+                throw .uploadRefused(id: record.id, reason: "another ingest process is running it; try again when it ends")
+            }
+            defer { lock.release() }
+            let client = try common.makeClient(record.target, config: config, logger: logger)
+            let aborted: Int
+            do {
+                aborted = try await client.abortUploads(key: record.key, known: record.uploadID)
+            } catch {
+                throw .upload(UploadError(error, what: "AbortMultipartUpload \(record.key)", target: record.target))
+            }
+            do { try await journal.removeUpload(id: record.id, note: "upload \(record.id) aborted by ingest abort") } catch {
+                throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
+            }
+            if common.json {
+                ReportOutput.standardOutput.write(JSONValue.line([
+                    "event": "upload_aborted", "upload_id": .string(record.id), "key": .string(record.key),
+                    "server_uploads_aborted": .int(Int64(aborted)),
+                ]) + "\n")
+            } else {
+                ReportOutput.standardError.write(
+                    "Aborted upload \(record.id) (\(record.key)): \(aborted) multipart upload(s) freed on the server; "
+                        + "the journal no longer holds it.\n")
+            }
+        } catch {
+            throw fail(error, json: common.json)
+        }
+    }
+}

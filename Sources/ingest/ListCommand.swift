@@ -1,0 +1,92 @@
+import ArgumentParser
+import Foundation
+import IngestKit
+
+/// `ingest ls [PREFIX]`: what the bucket holds, with the fingerprints ingest recorded.
+struct ListCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ls",
+        abstract: "List objects in the bucket with their size and fingerprint.",
+        discussion: """
+            Lists the objects under PREFIX (ListObjectsV2) and reads each one's metadata \
+            (HeadObject) for the XXH3-128 fingerprint ingest stored with it, and its original \
+            path on the card. Objects that ingest did not upload show no fingerprint. Compare \
+            with `xxh128sum` of a downloaded copy to check an object end to end.
+
+            Examples:
+              ingest ls --bucket cards station-7/2026-11-21/
+              ingest ls --json | jq -r .key
+            """)
+
+    @OptionGroup var common: CommonOptions
+
+    @OptionGroup var destination: DestinationOptions
+
+    @Argument(help: ArgumentHelp("Only keys starting with this (default: the whole bucket).", valueName: "prefix"))
+    var prefix: String = ""
+
+    func run() async throws {
+        let logger = common.bootstrapLogging()
+        do throws(IngestError) {
+            var config = try common.loadConfig()
+            destination.apply(to: &config)
+            let target = try config.s3.target()
+            let client = try common.makeClient(target, config: config, logger: logger)
+            let what = "listing \(target.displayName)"
+            let objects: [ListedObject]
+            do { objects = try await client.listObjectsV2(prefix: prefix) } catch {
+                throw .upload(UploadError(error, what: what, target: target))
+            }
+            let heads = await heads(of: objects.map(\.key), client: client)
+            for (object, head) in zip(objects, heads) {
+                let labels = ObjectLabelKeys.decoded(head?.metadata ?? [:])
+                let fingerprint = labels[ObjectLabelKeys.fingerprint]
+                let original = labels[ObjectLabelKeys.originalPath]
+                if common.json {
+                    var line: [String: JSONValue] = [
+                        "event": "object", "key": .string(object.key), "size": .int(object.size),
+                    ]
+                    line["xxh128"] = fingerprint.map(JSONValue.string)
+                    line["original_path"] = original.map(JSONValue.string)
+                    line["etag"] = .string(object.etag)
+                    ReportOutput.standardOutput.write(JSONValue.line(line) + "\n")
+                } else {
+                    let size = String(object.size).leftPadded(to: 12)
+                    ReportOutput.standardOutput.write("\(size)  \((fingerprint ?? "-").leftPadded(to: 32))  \(object.key)\n")
+                }
+            }
+            if !common.json {
+                let bytes = objects.reduce(Int64(0)) { $0 + $1.size }
+                ReportOutput.standardError.write("\(objects.count) objects, \(ByteCount(bytes))\n")
+            }
+        } catch {
+            throw fail(error, json: common.json)
+        }
+    }
+
+    /// HeadObject for each key, eight at a time; nil for an object that vanished meanwhile.
+    private func heads(of keys: [String], client: S3Client) async -> [ObjectHead?] {
+        var heads = [ObjectHead?](repeating: nil, count: keys.count)
+        await withTaskGroup(of: (Int, ObjectHead?).self) { group in
+            var next = 0
+            func add() {
+                guard next < keys.count else { return }
+                let index = next
+                next += 1
+                group.addTask { (index, try? await client.headObject(key: keys[index])) }
+            }
+            for _ in 0..<8 { add() }
+            for await (index, head) in group {
+                heads[index] = head
+                add()
+            }
+        }
+        return heads
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
+    }
+}

@@ -1,0 +1,62 @@
+import ArgumentParser
+import Foundation
+import IngestKit
+import Logging
+
+/// Where objects go, for the commands that talk to S3; each flag overrides the
+/// configuration file and the environment.
+struct DestinationOptions: ParsableArguments {
+    @Option(
+        name: .long,
+        help: ArgumentHelp("S3 endpoint URL, like https://s3.example.net (INGEST_ENDPOINT, [s3] endpoint).", valueName: "url"))
+    var endpoint: String?
+
+    @Option(name: .long, help: ArgumentHelp("Bucket (INGEST_BUCKET, [s3] bucket).", valueName: "name"))
+    var bucket: String?
+
+    @Option(name: .long, help: ArgumentHelp("Region for signing (AWS_REGION, [s3] region; default us-east-1).", valueName: "name"))
+    var region: String?
+
+    func apply(to config: inout Config) {
+        if let endpoint { config.s3.endpoint = endpoint }
+        if let bucket { config.s3.bucket = bucket }
+        if let region { config.s3.region = region }
+    }
+}
+
+extension CommonOptions {
+    /// The uploader every upload command shares: credentials as the AWS tools read them,
+    /// one libcurl transport, the limits of `[upload]`.
+    func makeUploadRunner(
+        config: Config, state: StateDirectory, journal: Journal, sink: any EventSink, logger: Logger
+    ) throws(IngestError) -> UploadRunner {
+        let staging = try StagingArea(root: state.stagingPath)
+        return UploadRunner(
+            journal: journal, state: state, staging: staging, settings: config.upload,
+            credentials: CredentialsProvider(environment: environment), transport: CurlTransport(settings: config.s3.transport),
+            sink: sink, logger: logger)
+    }
+
+    /// An S3 client for one destination, for the commands that send single requests.
+    func makeClient(_ target: UploadTarget, config: Config, logger: Logger) throws(IngestError) -> S3Client {
+        let endpoint: S3Endpoint
+        do { endpoint = try S3Endpoint(target.endpoint) } catch {
+            throw .config(file: nil, key: "s3.endpoint", problem: "\(error)")
+        }
+        return S3Client(
+            destination: S3Destination(endpoint: endpoint, bucket: target.bucket, region: target.region, style: target.addressing),
+            credentials: CredentialsProvider(environment: environment), transport: CurlTransport(settings: config.s3.transport),
+            logger: logger)
+    }
+
+    /// Finds one upload by its id or a unique prefix of it.
+    func findUpload(_ id: String, in journal: Journal) async throws(IngestError) -> UploadRecord {
+        let matches: [UploadRecord]
+        do { matches = try await journal.uploads(idPrefix: id) } catch {
+            throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
+        }
+        guard !id.isEmpty, let first = matches.first else { throw .unknownUpload(id) }
+        guard matches.count == 1 else { throw .ambiguousUpload(id, matches: matches.map(\.id)) }
+        return first
+    }
+}

@@ -1,0 +1,253 @@
+import Foundation
+import Glibc
+import IngestTestSupport
+import Testing
+
+/// `ingest PATH` end to end against a real SeaweedFS: what lands, byte for byte, with its
+/// labels; what a kill -9 costs; what each destination problem says. The aws CLI is the
+/// oracle for what the bucket holds.
+@Suite(.serialized)
+final class UploadTests {
+    let server: SeaweedFS
+    let bucket = "cards"
+
+    init() throws {
+        server = try SeaweedFS()
+        let made = try server.aws(["s3api", "create-bucket", "--bucket", bucket])
+        guard made.status == 0 else { throw CommandFailed(command: "create-bucket", result: made) }
+    }
+
+    deinit { server.stop() }
+
+    /// A configuration with small parts, so that a few MiB make a multipart upload.
+    func config(_ extra: String = "", in dir: TemporaryDirectory) throws -> String {
+        let text = """
+            [upload]
+            part_size = "5MiB"
+            single_put_threshold = "5MiB"
+            parts_in_flight = 4
+            [s3]
+            stall_timeout = "5s"
+            connect_timeout = "2s"
+            [device]
+            id = "station-7"
+            \(extra)
+            """
+        return try dir.write("ingest.toml", Array(text.utf8))
+    }
+
+    func ingest(
+        _ arguments: [String], state: TemporaryDirectory, config: String, secret: String? = nil,
+        environment extra: [String: String] = [:]
+    ) throws -> IngestRun {
+        var environment = server.awsEnvironment
+        if let secret { environment["AWS_SECRET_ACCESS_KEY"] = secret }
+        environment["INGEST_CONFIG"] = config
+        return try IngestRun.ingest(
+            arguments + ["--state-dir", state.path, "--json"], environment: environment.merging(extra) { $1 })
+    }
+
+    func destination(bucket: String? = nil) -> [String] {
+        ["--endpoint", server.endpoint, "--bucket", bucket ?? self.bucket]
+    }
+
+    func object(_ key: String, into dir: TemporaryDirectory) throws -> String {
+        let path = dir.path + "/download-\(UUID().uuidString)"
+        let result = try server.aws(["s3api", "get-object", "--bucket", bucket, "--key", key, path])
+        guard result.status == 0 else { throw CommandFailed(command: "get-object \(key)", result: result) }
+        return path
+    }
+
+    func json(_ arguments: [String]) throws -> [String: Any] {
+        let result = try server.aws(arguments + ["--output", "json"])
+        guard result.status == 0 else { throw CommandFailed(command: arguments.joined(separator: " "), result: result) }
+        if result.stdout.isEmpty { return [:] }
+        return try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any])
+    }
+
+    func openMultipartUploads() throws -> [[String: Any]] {
+        try json(["s3api", "list-multipart-uploads", "--bucket", bucket])["Uploads"] as? [[String: Any]] ?? []
+    }
+
+    func pendingUploads(_ state: TemporaryDirectory, config: String) throws -> [[String: Any]] {
+        try ingest(["status"], state: state, config: config).events("pending_upload")
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func everyFileLandsByteForByteWithItsLabelsAndASecondRunSendsNothing() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let photo = randomBytes(3 << 20)
+        let sources = [
+            try card.write("DCIM/100MEDIA/DJI_0001.JPG", photo),
+            try card.write("DCIM/100MEDIA/DJI 0002 é+$.MP4", randomBytes((23 << 20) + 7)),
+            try card.write("MISC/empty.log", []),
+            try card.write("ingest-scene.toml", Array("scene = \"flood-survey\"\n[tags]\nsite = \"km12\"\n".utf8)),
+        ]
+        _ = try card.write("DCIM/100MEDIA/copy-of-0001.JPG", photo)
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+
+        let first = try ingest([card.path, "--tag", "operator=li"] + destination(), state: state, config: config)
+        #expect(first.status == 0, "\(first.stderr)")
+        let uploaded = first.events("uploaded")
+        #expect(uploaded.count == 4, "five files, four contents: the copy rides along with its original")
+        let status = try ingest(["status"], state: state, config: config).events("status").first
+        #expect(status?.int("files_uploaded") == 5)
+        #expect(first.events("part_uploaded").count == 5, "the 23 MiB file went as five parts of 5 MiB")
+        #expect(first.summary?.int("uploaded") == 4)
+
+        let listed = try json(["s3api", "list-objects-v2", "--bucket", bucket])["Contents"] as? [[String: Any]] ?? []
+        #expect(listed.count == 4)
+        for source in sources {
+            let relative = String(source.dropFirst(card.path.count + 1))
+            let key = try #require(
+                listed.compactMap { $0["Key"] as? String }.first { $0.hasSuffix("/" + relative) }, "no object for \(relative)")
+            #expect(key.hasPrefix("station-7/"), "\(key)")
+            #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(source)), "\(key)")
+            let head = try json(["s3api", "head-object", "--bucket", bucket, "--key", key])
+            let metadata = head["Metadata"] as? [String: String] ?? [:]
+            #expect(metadata["xxh128"] == (try xxh128sum(source)))
+            #expect(metadata["scene"] == "flood-survey")
+            #expect(metadata["operator"] == "li")
+            #expect(metadata["device"] == "station-7")
+            let tags = (try json(["s3api", "get-object-tagging", "--bucket", bucket, "--key", key])["TagSet"]
+                as? [[String: String]] ?? []).reduce(into: [String: String]()) { $0[$1["Key"]!] = $1["Value"] }
+            #expect(tags["scene"] == "flood-survey")
+            #expect(tags["device"] == "station-7")
+        }
+        let stagedLeft = try FileManager.default.subpathsOfDirectory(atPath: state.path + "/staging")
+            .filter { !$0.hasPrefix(".partial") && $0.count > 3 }
+        #expect(stagedLeft.isEmpty, "verified objects free their staged copies: \(stagedLeft)")
+
+        let second = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(second.status == 0)
+        #expect(second.events("upload_preparing").isEmpty)
+        #expect(second.events("part_uploaded").isEmpty)
+        #expect(try pendingUploads(state, config: config).isEmpty)
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func aKillDuringPartsCostsOnlyTheMissingPartsOnResume() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let source = try card.write("DCIM/long-flight.MP4", randomBytes(120 << 20))
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+        let partCount = 24
+
+        let killed = try ingest(
+            [card.path] + destination(), state: state, config: config, environment: ["INGEST_TEST_STOP_AT": "after-parts:6"])
+        #expect(killed.status == SIGKILL, "the hook kills the process: \(killed.stderr)")
+        let pending = try pendingUploads(state, config: config)
+        #expect(pending.count == 1)
+        #expect(pending.first?.string("phase") == "uploading")
+        let open = try openMultipartUploads()
+        #expect(open.count == 1)
+        let uploadID = try #require(open.first?["UploadId"] as? String)
+        let key = try #require(open.first?["Key"] as? String)
+        let onServer = (try json(["s3api", "list-parts", "--bucket", bucket, "--key", key, "--upload-id", uploadID])["Parts"]
+            as? [[String: Any]] ?? []).count
+        #expect(onServer >= 6)
+
+        let resumed = try ingest(["resume"], state: state, config: config)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        let sent = resumed.events("part_uploaded").count
+        #expect(sent <= partCount - onServer + 1, "sent \(sent) parts; the server had \(onServer) of \(partCount)")
+        #expect(sent >= partCount - onServer)
+        #expect(resumed.events("upload_reconciling").count == 1)
+        #expect(try openMultipartUploads().isEmpty)
+        #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(source)))
+        #expect(try pendingUploads(state, config: config).isEmpty)
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func aKillBetweenCompleteAndTheJournalIsRecognisedWithoutSendingAPart() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let source = try card.write("clip.MP4", randomBytes(12 << 20))
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+
+        let killed = try ingest(
+            [card.path] + destination(), state: state, config: config, environment: ["INGEST_TEST_STOP_AT": "after-complete"])
+        #expect(killed.status == SIGKILL)
+        #expect(try pendingUploads(state, config: config).first?.string("phase") == "completing")
+
+        let again = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.events("part_uploaded").isEmpty)
+        #expect(again.events("upload_initiating").isEmpty)
+        #expect(again.events("uploaded").first?["already_there"] as? Bool == true)
+        let key = try #require(again.events("uploaded").first?.string("key"))
+        #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(source)))
+        #expect(try pendingUploads(state, config: config).isEmpty)
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func abortLeavesNoMultipartUploadOnTheServerAndNoLocalState() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        _ = try card.write("big.MP4", randomBytes(40 << 20))
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+        _ = try ingest(
+            [card.path] + destination(), state: state, config: config, environment: ["INGEST_TEST_STOP_AT": "after-parts:2"])
+        let id = try #require(try pendingUploads(state, config: config).first?.string("upload_id"))
+        #expect(try openMultipartUploads().count == 1)
+
+        let abort = try ingest(["abort", String(id.prefix(6))], state: state, config: config)
+        #expect(abort.status == 0, "\(abort.stderr)")
+        #expect(try openMultipartUploads().isEmpty)
+        #expect(try pendingUploads(state, config: config).isEmpty)
+        let again = try ingest(["abort", id], state: state, config: config)
+        #expect(again.status == 64, "the journal no longer knows it: \(again.stderr)")
+        #expect(again.stderr.contains("ingest status"))
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func destinationProblemsEndWithTheirCauseAndExitStatusAndLoseNothing() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let source = try card.write("DCIM/a.JPG", randomBytes(1 << 20))
+        _ = try card.write("ingest-scene.toml", Array("scene = \"survey\"\n".utf8))
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+        let wrongSecret = "wrong-secret-\(UInt32.random(in: 0...UInt32.max))"
+
+        let refused = try ingest(
+            [card.path, "-vv"] + destination(), state: state, config: config, secret: wrongSecret)
+        #expect(refused.status == 77, "\(refused.stderr)")
+        #expect(refused.stderr.contains("refused the credentials"))
+        #expect(["SignatureDoesNotMatch", "InvalidAccessKeyId", "HTTP 403"].contains { refused.stderr.contains($0) })
+        for text in [refused.stderr, refused.result.stdoutText] {
+            #expect(!text.contains(wrongSecret), "a secret reached the output")
+            #expect(!text.contains(server.secretKey))
+        }
+        #expect(refused.summary?.int("staged") == 2, "the card is safe in staging whatever the destination says")
+
+        let missing = try ingest(
+            [card.path] + destination(bucket: "no-such-bucket"), state: TemporaryDirectory(), config: config)
+        #expect(missing.status == 78, "\(missing.stderr)")
+        #expect(missing.stderr.contains("does not exist"))
+        #expect(try json(["s3api", "list-buckets"])["Buckets"].map { "\($0)" }?.contains("no-such-bucket") == false,
+                "the bucket was asked for, not created")
+
+        let port = try SeaweedFS.freePorts(1)[0]
+        let unreachable = try ingest(
+            [card.path, "--endpoint", "http://127.0.0.1:\(port)", "--bucket", bucket], state: TemporaryDirectory(),
+            config: config)
+        #expect(unreachable.status == 69, "\(unreachable.stderr)")
+        #expect(unreachable.stderr.contains("cannot reach"))
+
+        let conflict = try ingest([card.path, "--scene", "other"] + destination(), state: TemporaryDirectory(), config: config)
+        #expect(conflict.status == 65, "\(conflict.stderr)")
+        #expect(conflict.stderr.contains("scene"))
+
+        let fixed = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(fixed.status == 0, "\(fixed.stderr)")
+        #expect(fixed.events("uploaded").count == 2)
+        let key = try #require(fixed.events("uploaded").compactMap { $0.string("key") }.first { $0.hasSuffix("a.JPG") })
+        #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(source)))
+    }
+}
