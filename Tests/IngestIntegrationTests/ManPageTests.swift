@@ -22,7 +22,7 @@ import Testing
         return Set(options)
     }
 
-    @Test(arguments: [[], ["run"], ["scan"], ["status"]])
+    @Test(arguments: [[], ["run"], ["scan"], ["status"], ["resume"], ["abort"], ["forget"], ["ls"]])
     func everyOptionInHelpIsInTheManPage(subcommand: [String]) throws {
         let page = try Self.page("ingest.1").replacingOccurrences(of: "\\-", with: "-")
         let options = try Self.longOptions(subcommand)
