@@ -19,6 +19,11 @@ static inline CURLcode ingest_curl_set_pointer(CURL *handle, CURLoption option, 
 static inline CURLcode ingest_curl_set_callback(CURL *handle, CURLoption option, ingest_curl_data_callback value) {
     return curl_easy_setopt(handle, option, value);
 }
+/* CURLOPT_SEEKFUNCTION: how libcurl rewinds a read-callback body before sending it again. */
+typedef int (*ingest_curl_seek_callback)(void *context, curl_off_t offset, int origin);
+static inline CURLcode ingest_curl_set_seek_callback(CURL *handle, ingest_curl_seek_callback value) {
+    return curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, value);
+}
 static inline CURLcode ingest_curl_get_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
 }

@@ -7,13 +7,16 @@ import Testing
 /// The S3 client against a real SeaweedFS, with the aws CLI as the oracle for what landed.
 @Suite(.serialized)
 struct S3ClientTests {
-    static func client(_ server: SeaweedFS, bucket: String, secret: String? = nil, endpoint: String? = nil) throws -> S3Client {
+    static func client(
+        _ server: SeaweedFS, bucket: String, secret: String? = nil, endpoint: String? = nil,
+        settings custom: TransportSettings? = nil
+    ) throws -> S3Client {
         let credentials = CredentialsProvider(environment: [
             "AWS_ACCESS_KEY_ID": server.accessKey, "AWS_SECRET_ACCESS_KEY": secret ?? server.secretKey,
             "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
         ])
-        var settings = TransportSettings()
-        settings.connectTimeout = .seconds(2)
+        var settings = custom ?? TransportSettings()
+        if custom == nil { settings.connectTimeout = .seconds(2) }
         let destination = S3Destination(
             endpoint: try S3Endpoint(endpoint ?? server.endpoint), bucket: bucket, region: "us-east-1", style: .path)
         return S3Client(

@@ -44,6 +44,16 @@ public final class ChildProcess: @unchecked Sendable {
 
     public var pid: Int32 { process.processIdentifier }
 
+    /// What the process has written to its standard output so far (it may still be running).
+    public var standardOutputSoFar: String {
+        String(decoding: FileManager.default.contents(atPath: outputs.path + "/out") ?? Data(), as: UTF8.self)
+    }
+
+    /// What the process has written to its standard error so far (it may still be running).
+    public var standardErrorSoFar: String {
+        String(decoding: FileManager.default.contents(atPath: outputs.path + "/err") ?? Data(), as: UTF8.self)
+    }
+
     /// Waits for the exit, at most `timeout` seconds (then kills it and says so).
     public func wait(timeout: TimeInterval = 600) throws -> ProcessResult {
         let deadline = Date().addingTimeInterval(timeout)

@@ -128,6 +128,8 @@ private final class Transfer: @unchecked Sendable {
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     private var bodyFile: FileDescriptor?
+    /// Where the body starts in `bodyFile` (0 for bytes), for rewinding.
+    private var bodyStart: Int64 = 0
     private var bodyOffset: Int64 = 0
     private var bodyRemaining: Int64 = 0
     private var bodyBytes: [UInt8] = []
@@ -155,6 +157,7 @@ private final class Transfer: @unchecked Sendable {
                 fail(TransportError(kind: .bodyUnreadable(error), code: 0, message: "cannot open \(path)"))
                 return nil
             }
+            bodyStart = offset
             bodyOffset = offset
             bodyRemaining = length
         }
@@ -188,6 +191,13 @@ private final class Transfer: @unchecked Sendable {
             _ = ingest_curl_set_offset(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(request.body.length))
             _ = ingest_curl_set_callback(easy, CURLOPT_READFUNCTION, transferRead)
             _ = ingest_curl_set_pointer(easy, CURLOPT_READDATA, context)
+            // When a reused keep-alive connection turns out dead before any answer, libcurl
+            // sends the request again on a fresh connection, and must rewind the body
+            // first. Without a seek callback it cannot, and fails the request with
+            // CURLE_SEND_FAIL_REWIND ("necessary data rewind wasn't possible"), which hides
+            // the reset behind an unclassified error and costs a retry with backoff.
+            _ = ingest_curl_set_seek_callback(easy, transferSeek)
+            _ = ingest_curl_set_pointer(easy, CURLOPT_SEEKDATA, context)
             if request.method != "PUT" {
                 _ = request.method.withCString { ingest_curl_set_pointer(easy, CURLOPT_CUSTOMREQUEST, $0) }
             }
@@ -252,6 +262,16 @@ private final class Transfer: @unchecked Sendable {
         return count
     }
 
+    /// Moves the body's read position to `offset` bytes from its start (libcurl rewinds
+    /// with offset 0 before sending the request again). Only SEEK_SET within the body.
+    func seek(to offset: Int64, origin: Int32) -> Int32 {
+        guard origin == SEEK_SET, offset >= 0, offset <= request.body.length else { return CURL_SEEKFUNC_CANTSEEK }
+        bodyOffset = bodyStart + offset
+        bodyRemaining = request.body.length - offset
+        bodyError = nil
+        return CURL_SEEKFUNC_OK
+    }
+
     func complete(_ code: CURLcode) {
         defer { cleanUp() }
         guard code == CURLE_OK else {
@@ -314,6 +334,12 @@ private let transferHeader: ingest_curl_data_callback = { buffer, size, count, c
     guard let buffer, let context else { return 0 }
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
     return transfer.receiveHeader(UnsafeRawBufferPointer(start: buffer, count: size * count))
+}
+
+private let transferSeek: ingest_curl_seek_callback = { context, offset, origin in
+    guard let context else { return CURL_SEEKFUNC_FAIL }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    return transfer.seek(to: Int64(offset), origin: origin)
 }
 
 private let transferRead: ingest_curl_data_callback = { buffer, size, count, context in
