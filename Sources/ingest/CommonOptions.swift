@@ -50,8 +50,10 @@ struct CommonOptions: ParsableArguments {
         return loaded
     }
 
+    /// The state directory, absolute: a relative `--state-dir` is taken from the working directory.
     func statePath(_ config: Config) -> String {
-        config.stateDirectory ?? StateDirectory.defaultPath(environment: environment)
+        let path = config.stateDirectory ?? StateDirectory.defaultPath(environment: environment)
+        return path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
     }
 
     /// Opens (creating if needed) the state directory and its journal.

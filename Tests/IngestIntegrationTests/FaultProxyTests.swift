@@ -84,7 +84,7 @@ struct FaultProxyTests {
             }
             return try await group.reduce(into: [Int: String]()) { $0[$1.0] = $1.1 }
         }
-        let parts = etags.sorted { $0.key < $1.key }.map { (number: $0.key, etag: $0.value) }
+        let parts = etags.sorted { $0.key < $1.key }.map { CompletedPart(number: $0.key, etag: $0.value) }
 
         // The server holds every part whole, with the ETag the client was given, and no
         // trace of the half bodies that the resets let through. SeaweedFS 4.48 lists every
@@ -232,7 +232,7 @@ struct FaultProxyTests {
         let etag = try await client.uploadPart(
             key: key, uploadID: uploadID, partNumber: 1, body: .file(path: source, offset: 0, length: Int64(length)),
             payloadHash: hash)
-        _ = try await client.completeMultipartUpload(key: key, uploadID: uploadID, parts: [(1, etag)])
+        _ = try await client.completeMultipartUpload(key: key, uploadID: uploadID, parts: [CompletedPart(number: 1, etag: etag)])
         let copy = files.path + "/copy"
         #expect(try server.aws(["s3api", "get-object", "--bucket", "cards", "--key", key, copy]).status == 0)
         #expect(try xxh128sum(copy) == (try xxh128sum(source)))

@@ -250,4 +250,40 @@ final class UploadTests {
         let key = try #require(fixed.events("uploaded").compactMap { $0.string("key") }.first { $0.hasSuffix("a.JPG") })
         #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(source)))
     }
+
+    @Test(.timeLimit(.minutes(5)))
+    func faultsBetweenIngestAndTheServerCostRetriesNeverACorruptOrMissingObject() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        var sources: [String: String] = [:]
+        for (name, size) in [("DCIM/A.MP4", 12 << 20), ("DCIM/B.MP4", (11 << 20) + 3), ("DCIM/c.jpg", 700_000),
+                             ("DCIM/d.jpg", 900_001), ("log.txt", 4096)] {
+            let path = try card.write(name, randomBytes(size))
+            sources[name] = try xxh128sum(path)
+        }
+        let proxy = try FaultProxy(upstreamPort: server.s3Port, rules: [
+            FaultRule(.reset, "PUT", "partNumber=", every: 2, count: 2, fraction: 0.5),
+            FaultRule(.stall, "PUT", "partNumber=", after: 3, count: 1, seconds: 60),
+            FaultRule(.slowdown, "*", "*", every: 4, count: 3),
+            FaultRule(.error500, "POST", "uploadId=", count: 1),
+        ])
+        defer { proxy.stop() }
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+        let run = try ingest(
+            [card.path, "--endpoint", proxy.endpoint, "--bucket", bucket], state: state, config: config)
+        #expect(run.status == 0, "\(run.stderr)")
+        let stats = try proxy.stats()
+        for action in [FaultRule.Action.reset, .stall, .slowdown, .error500] {
+            #expect(stats.injected(action) >= 1, "the proxy injected no \(action): \(stats.injected)")
+        }
+        let uploaded = run.events("uploaded")
+        #expect(uploaded.count == sources.count)
+        for event in uploaded {
+            let key = try #require(event.string("key"))
+            let name = try #require(sources.keys.first { key.hasSuffix("/" + $0) })
+            #expect(try xxh128sum(try object(key, into: dir)) == sources[name], "\(key)")
+        }
+        #expect(try openMultipartUploads().isEmpty)
+    }
 }

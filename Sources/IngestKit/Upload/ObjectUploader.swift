@@ -257,10 +257,7 @@ struct ObjectUploader: Sendable {
                                 listed.filter { !known.contains($0.number) && plan.partNumbers.contains($0.number)
                                     && $0.size == plan.length(ofPart: $0.number) }, plan: plan)
                             actions += machine.partsListed(
-                                Dictionary(
-                                    listed.map { ($0.number, UploadStateMachine.RemotePart(etag: $0.etag, size: $0.size)) },
-                                    uniquingKeysWith: { first, _ in first }),
-                                adopted: adopted)
+                                Self.remoteParts(listed, journal: machine.acknowledgedParts), adopted: adopted)
                         } catch .uploadGone {
                             actions += machine.uploadGone(uploadID: uploadID)
                         } catch {
@@ -374,6 +371,22 @@ struct ObjectUploader: Sendable {
             adopted.append(.init(number: part.number, etag: part.etag, size: part.size, digest: digest.journalText))
         }
         return adopted
+    }
+
+    /// The server's parts by number. SeaweedFS lists every upload of a part number, where
+    /// AWS lists only the last; `Complete` takes the copy whose ETag it is sent, so the copy
+    /// the journal recorded is the one that counts, and otherwise the last one listed.
+    static func remoteParts(
+        _ listed: [ListedPart], journal: [UploadStateMachine.AcknowledgedPart]
+    ) -> [Int: UploadStateMachine.RemotePart] {
+        func bare(_ etag: String) -> String { etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+        let recorded = Dictionary(journal.map { ($0.number, bare($0.etag)) }, uniquingKeysWith: { _, last in last })
+        var remote: [Int: UploadStateMachine.RemotePart] = [:]
+        for part in listed {
+            if let kept = remote[part.number], recorded[part.number] == bare(kept.etag) { continue }
+            remote[part.number] = UploadStateMachine.RemotePart(etag: part.etag, size: part.size)
+        }
+        return remote
     }
 
     /// Digests one part and sends it, within the process-wide limit.
