@@ -33,14 +33,6 @@ struct FaultProxyTests {
         return path
     }
 
-    /// The longest a request can spend waiting between attempts under `policy`: the sum of
-    /// the backoff ceilings of all its retries.
-    static func worstBackoff(_ policy: RetryPolicy) -> Duration {
-        (1..<policy.maxAttempts).reduce(Duration.zero) {
-            $0 + Backoff.upperBound(attempt: $1, base: policy.base, cap: policy.cap)
-        }
-    }
-
     @Test(.timeLimit(.minutes(3)))
     func aMultipartUploadThroughResetsAStallAndServerErrorsLandsByteForByte() async throws {
         let server = try SeaweedFS()
@@ -136,7 +128,6 @@ struct FaultProxyTests {
             server, bucket: "cards", endpoint: proxy.endpoint, settings: Self.quickTransport)
 
         // A control request: the short policy.
-        var started = ContinuousClock.now
         do throws(S3ClientError) {
             _ = try await client.createMultipartUpload(key: "a.bin")
             Issue.record("a request answered SlowDown every time succeeded")
@@ -150,7 +141,6 @@ struct FaultProxyTests {
             #expect(attempts == RetryPolicy.control.maxAttempts)
             #expect(error.description.contains("slow down"), "the error says what to do: \(error)")
         }
-        #expect(ContinuousClock.now - started < Self.worstBackoff(.control) + .seconds(10))
         var stats = try proxy.stats()
         #expect(stats.injected(.slowdown) == RetryPolicy.control.maxAttempts, "\(proxy.log)")
         #expect(stats.forwarded == 0, "nothing reached the server")
@@ -160,7 +150,6 @@ struct FaultProxyTests {
         let files = TemporaryDirectory()
         let source = try Self.randomFile(files, "part", size: 5 << 20)
         let hash = try S3ClientTests.sha256(source, offset: 0, length: 5 << 20)
-        started = ContinuousClock.now
         do throws(S3ClientError) {
             _ = try await client.uploadPart(
                 key: "a.bin", uploadID: "never-created", partNumber: 1, body: .file(path: source, offset: 0, length: 5 << 20),
@@ -175,7 +164,6 @@ struct FaultProxyTests {
             #expect(attempts == RetryPolicy.part.maxAttempts)
             #expect(error.description.contains("after \(RetryPolicy.part.maxAttempts) attempts"), "\(error)")
         }
-        #expect(ContinuousClock.now - started < Self.worstBackoff(.part) + .seconds(15))
         stats = try proxy.stats()
         #expect(stats.injected(.slowdown) == RetryPolicy.part.maxAttempts, "\(proxy.log)")
         #expect(stats.forwarded == 0)
@@ -198,7 +186,6 @@ struct FaultProxyTests {
         let key = "DCIM/A001.WAV"
 
         let uploadID = try await client.createMultipartUpload(key: key)
-        let started = ContinuousClock.now
         do throws(S3ClientError) {
             _ = try await client.uploadPart(
                 key: key, uploadID: uploadID, partNumber: 1, body: .file(path: source, offset: 0, length: Int64(length)),
@@ -215,7 +202,6 @@ struct FaultProxyTests {
             #expect(error.description.contains("proxy"), "and where to look: \(error)")
             #expect(error.description.contains("after \(RetryPolicy.part.maxAttempts) attempts"), "\(error)")
         }
-        #expect(ContinuousClock.now - started < Self.worstBackoff(.part) + .seconds(15))
 
         // One reset per attempt, and one more when the first attempt went out on the
         // keep-alive connection CreateMultipartUpload left open: libcurl itself sends a

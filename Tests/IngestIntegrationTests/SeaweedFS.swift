@@ -31,13 +31,25 @@ final class SeaweedFS {
     let accessKey = "ingest-test-access"
     let secretKey = "ingest-test-secret-\(UInt32.random(in: 0...UInt32.max))"
     let directory = TemporaryDirectory()
-    let s3Port: Int
-    private let server: ChildProcess
+    private(set) var s3Port = 0
+    private var server: ChildProcess!
 
     var endpoint: String { "http://127.0.0.1:\(s3Port)" }
 
+    /// Starts the server. Ports are free when picked but may be taken before weed binds them
+    /// (other tests start servers at the same time): a server that exits at start is started
+    /// again on new ports, at most three times.
     init(timeout: TimeInterval = 60) throws {
         let weed = try TestVenv.tool("weed")
+        try FileManager.default.createDirectory(atPath: directory.path + "/data", withIntermediateDirectories: true)
+        for attempt in 1...3 {
+            guard let failure = try start(weed, timeout: timeout) else { return }
+            if attempt == 3 { throw failure }
+        }
+    }
+
+    /// Nil once S3 answers; otherwise why not, with the server stopped.
+    private func start(_ weed: String, timeout: TimeInterval) throws -> CommandFailed? {
         // weed also listens on each port + 10000 for gRPC: both must be free.
         let ports = try Self.freePorts(4)
         s3Port = ports[3]
@@ -46,7 +58,6 @@ final class SeaweedFS {
               "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}
             """
         try config.write(toFile: directory.path + "/s3.json", atomically: true, encoding: .utf8)
-        try FileManager.default.createDirectory(atPath: directory.path + "/data", withIntermediateDirectories: true)
         server = try ChildProcess(weed, [
             "server", "-dir=\(directory.path)/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
             "-master.port=\(ports[0])", "-volume.port=\(ports[1])", "-filer.port=\(ports[2])",
@@ -56,12 +67,15 @@ final class SeaweedFS {
         ])
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            if let result = try? aws(["s3api", "list-buckets"], timeout: 10), result.status == 0 { return }
+            if let result = try? aws(["s3api", "list-buckets"], timeout: 10), result.status == 0 { return nil }
             guard server.process.isRunning else { break }
             usleep(250_000)
         }
+        let running = server.process.isRunning
         stop()
-        throw CommandFailed(command: "weed server (S3 not answering within \(timeout) s)", result: try server.wait(timeout: 5))
+        let failure = CommandFailed(command: "weed server (S3 not answering within \(timeout) s)", result: try server.wait(timeout: 5))
+        if running { throw failure }  // a server that ran and never answered: no second try
+        return failure
     }
 
     /// Runs `aws` against this server with its credentials (never the machine's).
@@ -81,7 +95,7 @@ final class SeaweedFS {
 
     /// SIGTERM, then SIGKILL after a grace period: weed can take long to stop.
     func stop() {
-        guard server.process.isRunning else { return }
+        guard let server, server.process.isRunning else { return }
         kill(server.pid, SIGTERM)
         if (try? server.wait(timeout: 5)) == nil { kill(server.pid, SIGKILL) }
         _ = try? server.wait(timeout: 5)

@@ -286,4 +286,34 @@ final class UploadTests {
         }
         #expect(try openMultipartUploads().isEmpty)
     }
+
+    @Test(.timeLimit(.minutes(3)))
+    func anExpiredSessionTokenIsNamedAsTheCauseAndNoSecretIsPrinted() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        _ = try card.write("a.jpg", randomBytes(100_000))
+        let token = "session-token-\(UInt32.random(in: 0...UInt32.max))"
+        let helper = try dir.write("credentials.sh", Array("""
+            #!/bin/sh
+            echo '{"Version": 1, "AccessKeyId": "\(server.accessKey)", "SecretAccessKey": "\(server.secretKey)",
+              "SessionToken": "\(token)", "Expiration": "2020-01-01T00:00:00Z"}'
+            """.utf8))
+        chmod(helper, 0o700)
+        let awsConfig = try dir.write("aws-config", Array("[default]\ncredential_process = \(helper)\n".utf8))
+        chmod(awsConfig, 0o600)
+        let state = TemporaryDirectory()
+        var environment = server.awsEnvironment.filter { !$0.key.hasPrefix("AWS_ACCESS") && !$0.key.hasPrefix("AWS_SECRET") }
+        environment["AWS_CONFIG_FILE"] = awsConfig
+        environment["AWS_SHARED_CREDENTIALS_FILE"] = dir.path + "/no-credentials-file"
+        environment["INGEST_CONFIG"] = try config(in: dir)
+        let run = try IngestRun.ingest(
+            [card.path, "-vv", "--json", "--state-dir", state.path] + destination(), environment: environment)
+        #expect(run.status == 77, "\(run.stderr)")
+        #expect(run.stderr.contains("expired"), "\(run.stderr)")
+        for text in [run.stderr, run.result.stdoutText] {
+            #expect(!text.contains(token), "the session token reached the output")
+            #expect(!text.contains(server.secretKey), "the secret reached the output")
+        }
+        #expect(run.summary?.int("staged") == 1, "the card is staged while the credentials are fixed")
+    }
 }
