@@ -32,9 +32,7 @@ struct AbortCommand: AsyncParsableCommand {
                     id: record.id, reason: "it is completed: \(record.key) is in \(record.target.displayName). "
                         + "Delete the object with an S3 client if it is unwanted.")
             }
-            guard let lock = try state.lockUpload(record.id) else {
-                throw .uploadRefused(id: record.id, reason: "another ingest process is running it; try again when it ends")
-            }
+            let lock = try common.lockUpload(record, in: state)
             defer { lock.release() }
             let client = try common.makeClient(record.target, config: config, logger: logger)
             let aborted: Int
@@ -43,9 +41,7 @@ struct AbortCommand: AsyncParsableCommand {
             } catch {
                 throw .upload(UploadError(error, what: "AbortMultipartUpload \(record.key)", target: record.target))
             }
-            do { try await journal.removeUpload(id: record.id, note: "upload \(record.id) aborted by ingest abort") } catch {
-                throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
-            }
+            try await common.removeUpload(record, note: "upload \(record.id) aborted by ingest abort", from: journal)
             if common.json {
                 ReportOutput.standardOutput.write(JSONValue.line([
                     "event": "upload_aborted", "upload_id": .string(record.id), "key": .string(record.key),

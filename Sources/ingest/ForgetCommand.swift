@@ -24,13 +24,9 @@ struct ForgetCommand: AsyncParsableCommand {
             let config = try common.loadConfig()
             let (state, journal) = try common.openState(config)
             let record = try await common.findUpload(id, in: journal)
-            guard let lock = try state.lockUpload(record.id) else {
-                throw .uploadRefused(id: record.id, reason: "another ingest process is running it; try again when it ends")
-            }
+            let lock = try common.lockUpload(record, in: state)
             defer { lock.release() }
-            do { try await journal.removeUpload(id: record.id, note: "upload \(record.id) forgotten by ingest forget") } catch {
-                throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
-            }
+            try await common.removeUpload(record, note: "upload \(record.id) forgotten by ingest forget", from: journal)
             let left = record.uploadID.map { " The server may still hold multipart upload \($0) at \(record.key)." } ?? ""
             if common.json {
                 ReportOutput.standardOutput.write(JSONValue.line([

@@ -39,14 +39,29 @@ extension CommonOptions {
 
     /// An S3 client for one destination, for the commands that send single requests.
     func makeClient(_ target: UploadTarget, config: Config, logger: Logger) throws(IngestError) -> S3Client {
-        let endpoint: S3Endpoint
-        do { endpoint = try S3Endpoint(target.endpoint) } catch {
+        let destination: S3Destination
+        do { destination = try target.destination() } catch {
             throw .config(file: nil, key: "s3.endpoint", problem: "\(error)")
         }
         return S3Client(
-            destination: S3Destination(endpoint: endpoint, bucket: target.bucket, region: target.region, style: target.addressing),
-            credentials: CredentialsProvider(environment: environment), transport: CurlTransport(settings: config.s3.transport),
-            logger: logger)
+            destination: destination, credentials: CredentialsProvider(environment: environment),
+            transport: CurlTransport(settings: config.s3.transport), logger: logger)
+    }
+
+    /// The lock of an upload a command acts on; refused while another process runs it.
+    func lockUpload(_ record: UploadRecord, in state: StateDirectory) throws(IngestError) -> VolumeLock {
+        guard let lock = try state.lockUpload(record.id) else {
+            throw .uploadRefused(id: record.id, reason: "another ingest process is running it; try again when it ends")
+        }
+        return lock
+    }
+
+    /// Removes an upload from the journal; its files stay staged and keep `note` as their
+    /// last word.
+    func removeUpload(_ record: UploadRecord, note: String, from journal: Journal) async throws(IngestError) {
+        do { try await journal.removeUpload(id: record.id, note: note) } catch {
+            throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
+        }
     }
 
     /// Finds one upload by its id or a unique prefix of it.

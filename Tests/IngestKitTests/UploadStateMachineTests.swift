@@ -161,13 +161,19 @@ private func roundTrip(_ snapshot: Machine.Snapshot) throws -> Machine.Snapshot 
                     parts: [part(1, "\"e1\""), part(2, "\"e2\""), part(3, "\"e3\""), part(4, "\"e4\""), part(5, "\"e5\"")]))
     }
 
-    @Test func aServerPartOfTheWrongSizeIsResent() throws {
+    /// A machine resumed in `uploading` with these journal parts, waiting for `ListParts`.
+    private func reconciling(journal parts: [Part]) throws -> Machine {
         var snapshot = try newMachine().snapshot
         snapshot.phase = .uploading
         snapshot.uploadID = "U1"
-        snapshot.parts = [part(1, "e1"), part(2, "e2")]
+        snapshot.parts = parts
         var machine = Machine(resuming: snapshot, configuration: .init(partsInFlight: 10))
         _ = machine.start()
+        return machine
+    }
+
+    @Test func aServerPartOfTheWrongSizeIsResent() throws {
+        var machine = try reconciling(journal: [part(1, "e1"), part(2, "e2")])
         let actions = machine.partsListed([
             1: .init(etag: "e1", size: 16_777_216),
             2: .init(etag: "e2", size: 5_242_880),  // cut with another part size
@@ -177,12 +183,7 @@ private func roundTrip(_ snapshot: Machine.Snapshot) throws -> Machine.Snapshot 
     }
 
     @Test func aServerPartWithAnotherETagThanTheJournalsIsResent() throws {
-        var snapshot = try newMachine().snapshot
-        snapshot.phase = .uploading
-        snapshot.uploadID = "U1"
-        snapshot.parts = [part(1, "\"e1\""), part(2, "\"e2\"")]
-        var machine = Machine(resuming: snapshot, configuration: .init(partsInFlight: 10))
-        _ = machine.start()
+        var machine = try reconciling(journal: [part(1, "\"e1\""), part(2, "\"e2\"")])
         let actions = machine.partsListed([
             1: .init(etag: "e1", size: 16_777_216),  // the same ETag without quotes: kept
             2: .init(etag: "\"other\"", size: 16_777_216),
@@ -192,12 +193,7 @@ private func roundTrip(_ snapshot: Machine.Snapshot) throws -> Machine.Snapshot 
     }
 
     @Test func aJournalPartTheServerLacksIsResent() throws {
-        var snapshot = try newMachine().snapshot
-        snapshot.phase = .uploading
-        snapshot.uploadID = "U1"
-        snapshot.parts = [part(1, "e1"), part(2, "e2")]
-        var machine = Machine(resuming: snapshot, configuration: .init(partsInFlight: 10))
-        _ = machine.start()
+        var machine = try reconciling(journal: [part(1, "e1"), part(2, "e2")])
         let actions = machine.partsListed([2: .init(etag: "e2", size: 16_777_216)])
         #expect(sent(actions) == [1, 3, 4, 5])
     }

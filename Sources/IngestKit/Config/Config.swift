@@ -311,8 +311,9 @@ public struct S3Settings: Sendable, Equatable {
                 file: nil, key: "s3.bucket",
                 problem: "no bucket: give --bucket NAME (or INGEST_BUCKET, or [s3] bucket), or use --no-upload to stage only")
         }
-        do { _ = try S3Endpoint(endpoint) } catch { throw .config(file: nil, key: "s3.endpoint", problem: "\(error)") }
-        return UploadTarget(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
+        let target = UploadTarget(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
+        do { _ = try target.destination() } catch { throw .config(file: nil, key: "s3.endpoint", problem: "\(error)") }
+        return target
     }
 
     public var transport: TransportSettings {

@@ -16,8 +16,13 @@ public struct UploadTarget: Sendable, Hashable, Codable {
         self.addressing = addressing
     }
 
-    /// How people read it: `http://127.0.0.1:8333 bucket cards`.
+    /// How people read it: `s3://cards at http://127.0.0.1:8333`.
     public var displayName: String { "s3://\(bucket) at \(endpoint)" }
+
+    /// What the S3 client addresses; fails for an endpoint that is not a service URL.
+    public func destination() throws(S3AddressError) -> S3Destination {
+        S3Destination(endpoint: try S3Endpoint(endpoint), bucket: bucket, region: region, style: addressing)
+    }
 }
 
 extension S3AddressingStyle: DatabaseValueConvertible {}

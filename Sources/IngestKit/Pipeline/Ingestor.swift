@@ -206,25 +206,24 @@ public struct Ingestor: Sendable {
             }
         }
         while let batch = await outcomes.next() {
-            do { try await journal.record(batch, volumeKey: volume.key) } catch {
+            do {
+                try await journal.record(batch, volumeKey: volume.key)
+                if let (request, planner) = uploads {
+                    var claims: [UploadClaim] = []
+                    for case .staged(let staged) in batch {
+                        do { claims.append(try planner.claim(for: staged.file, fingerprint: staged.fingerprint)) } catch {
+                            summary.failed += 1
+                            logger.warning(
+                                "file not uploaded", metadata: ["path": "\(staged.file.path.display)", "reason": "\(error)"])
+                            sink.emit(.failed(staged.file, StageFailure(kind: .notUploadable("\(error)"))))
+                        }
+                    }
+                    try await submit(claims, volume: volume, runner: request.runner, resumed: false)
+                }
+            } catch {
                 stager.cancel()
                 _ = await copying.value
                 throw journalError(error)
-            }
-            if let (request, planner) = uploads {
-                var claims: [UploadClaim] = []
-                for case .staged(let staged) in batch {
-                    do { claims.append(try planner.claim(for: staged.file, fingerprint: staged.fingerprint)) } catch {
-                        summary.failed += 1
-                        logger.warning("file not uploaded", metadata: ["path": "\(staged.file.path.display)", "reason": "\(error)"])
-                        sink.emit(.failed(staged.file, StageFailure(kind: .notUploadable("\(error)"))))
-                    }
-                }
-                do { try await submit(claims, volume: volume, runner: request.runner, resumed: false) } catch {
-                    stager.cancel()
-                    _ = await copying.value
-                    throw journalError(error)
-                }
             }
             for outcome in batch {
                 switch outcome {

@@ -234,11 +234,8 @@ actor Destinations {
     ) async -> Result<S3Client, UploadError> {
         let client: S3Client
         do {
-            let endpoint = try S3Endpoint(target.endpoint)
             client = S3Client(
-                destination: S3Destination(
-                    endpoint: endpoint, bucket: target.bucket, region: target.region, style: target.addressing),
-                credentials: credentials, transport: transport, logger: logger)
+                destination: try target.destination(), credentials: credentials, transport: transport, logger: logger)
         } catch {
             return .failure(UploadError(exitStatus: .config, scope: .destination, message: "\(error)"))
         }

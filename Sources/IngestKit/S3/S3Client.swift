@@ -25,6 +25,18 @@ public struct ListedPart: Sendable, Equatable {
     public var size: Int64
 }
 
+/// ETags as servers write them: quoted by most, bare in some answers (SeaweedFS's
+/// `ListParts`). An ETag goes back to the server exactly as received; only comparisons
+/// look at it without its quotes.
+enum ETag {
+    /// The ETag without one pair of surrounding quotes.
+    static func unquoted(_ etag: String) -> Substring {
+        var bare = Substring(etag)
+        if bare.count >= 2, bare.first == "\"", bare.last == "\"" { bare = bare.dropFirst().dropLast() }
+        return bare
+    }
+}
+
 /// What `HeadObject` says of an object.
 public struct ObjectHead: Sendable, Equatable {
     public var size: Int64

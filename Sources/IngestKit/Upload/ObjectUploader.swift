@@ -108,9 +108,11 @@ struct ObjectUploader: Sendable {
         case .success(let fingerprint):
             return "the staged copy \(path) no longer has its fingerprint (\(fingerprint.hex), expected \(record.fingerprint))"
         case .failure(let error):
-            return "the staged copy \(path) cannot be read (\(error))"
+            return unreadable(error)
         }
     }
+
+    private func unreadable(_ error: SystemError) -> String { "the staged copy \(stagedPath) cannot be read (\(error))" }
 
     /// The staged copy cannot be trusted: nothing more is sent from it. The server's upload
     /// is aborted, and the files go back to pending so the next ingest of the card copies
@@ -133,7 +135,7 @@ struct ObjectUploader: Sendable {
     private func runSinglePut() async -> UploadResult {
         let what = "PutObject \(record.key)"
         // A run killed after its PutObject may have left the object: look before sending.
-        if record.phase != .created, case .verified = await verifySinglePut(expected: nil) {
+        if record.phase != .created, await verifySinglePut(expected: nil) == nil {
             return .uploaded(alreadyThere: true)
         }
         do { try await journal.setPhase(.completing, lastError: nil, ofUpload: record.id) } catch {
@@ -145,7 +147,7 @@ struct ObjectUploader: Sendable {
         let digest: PartDigest
         switch await Self.digest(record.checksum, path: path, offset: 0, length: size) {
         case .success(let value): digest = value
-        case .failure(let error): return await giveUpStagedCopy("the staged copy \(path) cannot be read (\(error))")
+        case .failure(let error): return await giveUpStagedCopy(unreadable(error))
         }
         do {
             _ = try await limiter.withPermit(max(size, 1)) { () async throws(S3ClientError) -> String in
@@ -157,20 +159,16 @@ struct ObjectUploader: Sendable {
             return .failed(UploadError(error, what: what, target: record.target))
         }
         hooks.reached("after-complete")
-        switch await verifySinglePut(expected: digest) {
-        case .verified: return .uploaded(alreadyThere: false)
-        case .failed(let error): return .failed(error)
-        }
+        if let problem = await verifySinglePut(expected: digest) { return .failed(problem) }
+        return .uploaded(alreadyThere: false)
     }
 
-    private enum SinglePutCheck { case verified, failed(UploadError) }
-
     /// HEAD the object: size, fingerprint metadata, and (after a PUT) its ETag against the
-    /// digest sent.
-    private func verifySinglePut(expected: PartDigest?) async -> SinglePutCheck {
+    /// digest sent. Nil when the object is ours.
+    private func verifySinglePut(expected: PartDigest?) async -> UploadError? {
         let head: ObjectHead?
         do { head = try await client.headObject(key: record.key, checksumMode: record.checksum == .crc32c) } catch {
-            return .failed(UploadError(error, what: "HeadObject \(record.key)", target: record.target))
+            return UploadError(error, what: "HeadObject \(record.key)", target: record.target)
         }
         let mismatch = UploadError(
             exitStatus: .integrity, scope: .object,
@@ -179,14 +177,14 @@ struct ObjectUploader: Sendable {
                     ?? "missing")
                 + ", not the \(record.size) bytes with fingerprint \(record.fingerprint) sent. The file stays staged.")
         guard let head, head.size == record.size, head.metadata[ObjectLabelKeys.fingerprint] == record.fingerprint else {
-            return .failed(mismatch)
+            return mismatch
         }
         if let expected, case let .mismatch(want, found) = WholeObjectDigest.expected(singlePut: expected).check(head) {
-            return .failed(UploadError(
+            return UploadError(
                 exitStatus: .integrity, scope: .object,
-                message: "\(mismatch.message) (the server's digest is \(found), the bytes sent make \(want))"))
+                message: "\(mismatch.message) (the server's digest is \(found), the bytes sent make \(want))")
         }
-        return .verified
+        return nil
     }
 
     // MARK: multipart
@@ -341,7 +339,7 @@ struct ObjectUploader: Sendable {
                     actions = machine.partFailed(uploadID: uploadID, number: number, decision: Self.decision(error))
                 case .unreadable(let error):
                     group.cancelAll()
-                    return await giveUpStagedCopy("the staged copy \(stagedPath) cannot be read (\(error))")
+                    return await giveUpStagedCopy(unreadable(error))
                 }
             }
         }
@@ -356,7 +354,7 @@ struct ObjectUploader: Sendable {
         for part in parts {
             let range = plan.range(ofPart: part.number)
             guard case .success(let md5) = await Self.digest(.md5, path: stagedPath, offset: range.offset, length: range.length),
-                part.etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased() == lowercaseHex(md5.bytes)
+                ETag.unquoted(part.etag).lowercased() == lowercaseHex(md5.bytes)
             else { continue }
             let digest: PartDigest
             if record.checksum == .md5 {
@@ -379,11 +377,10 @@ struct ObjectUploader: Sendable {
     static func remoteParts(
         _ listed: [ListedPart], journal: [UploadStateMachine.AcknowledgedPart]
     ) -> [Int: UploadStateMachine.RemotePart] {
-        func bare(_ etag: String) -> String { etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
-        let recorded = Dictionary(journal.map { ($0.number, bare($0.etag)) }, uniquingKeysWith: { _, last in last })
+        let recorded = Dictionary(journal.map { ($0.number, ETag.unquoted($0.etag)) }, uniquingKeysWith: { _, last in last })
         var remote: [Int: UploadStateMachine.RemotePart] = [:]
         for part in listed {
-            if let kept = remote[part.number], recorded[part.number] == bare(kept.etag) { continue }
+            if let kept = remote[part.number], recorded[part.number] == ETag.unquoted(kept.etag) { continue }
             remote[part.number] = UploadStateMachine.RemotePart(etag: part.etag, size: part.size)
         }
         return remote

@@ -292,7 +292,7 @@ public enum WholeObjectDigest: Sendable, Hashable, CustomStringConvertible {
         guard let raw = head.etag else {
             return .notComparable("the server sent no ETag; the size and fingerprint checks still apply")
         }
-        let found = raw.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased()
+        let found = ETag.unquoted(raw).lowercased()
         if found == expected { return .matches }
         if let encryption = head.encryptionHidingMD5 {
             return .notComparable(

@@ -374,7 +374,7 @@ public struct UploadStateMachine: Sendable {
             for number in plan.partNumbers.reversed() {
                 if let journal = acknowledged[number], let server = remote[number],
                     server.size == plan.length(ofPart: number), journal.size == server.size,
-                    Self.sameETag(journal.etag, server.etag)
+                    ETag.unquoted(journal.etag) == ETag.unquoted(server.etag)
                 {
                     continue
                 }
@@ -683,15 +683,6 @@ public struct UploadStateMachine: Sendable {
         case .aborting: "aborting"
         case let .done(outcome, _): "done(\(outcome))"
         }
-    }
-
-    private static func sameETag(_ a: String, _ b: String) -> Bool {
-        func bare(_ s: String) -> Substring {
-            var s = Substring(s)
-            if s.count >= 2, s.first == "\"", s.last == "\"" { s = s.dropFirst().dropLast() }
-            return s
-        }
-        return bare(a) == bare(b)
     }
 
     private static func text(_ reason: FailReason) -> String {
