@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import IngestTestSupport
 import Testing
 
@@ -100,10 +101,11 @@ final class LoopCard {
     private(set) var mountPoint: String
 
     /// Makes the image, attaches and mounts it read-write; call `populate` then `seal`.
-    init(sizeMiB: Int, label: String, uuid: String = UUID().uuidString.lowercased()) throws {
+    /// `imageName` from `TestCardRule.imageName` makes udev see the card as one in a USB reader.
+    init(sizeMiB: Int, label: String, uuid: String = UUID().uuidString.lowercased(), imageName: String = "card.img") throws {
         directory = TemporaryDirectory()
         chmod(directory.path, 0o755)  // other users (the tests' `nobody`) must reach the mount
-        image = directory.path + "/card.img"
+        image = directory.path + "/" + imageName
         self.label = label
         self.uuid = uuid
         mountPoint = directory.path + "/mnt"
@@ -153,4 +155,45 @@ func xxh128sums(under root: String) throws -> [[UInt8]: String] {
         sums[path] = String(decoding: bytes[..<32], as: UTF8.self)
     }
     return sums
+}
+
+/// A test-only udev rule that makes a loop device look like a card in a USB reader, so that
+/// the shipped rule and `ingest watch` treat it as one. Only images named `ingest-card-*.img`
+/// qualify, so loop devices of other tests (and of the machine) are left alone. It sorts
+/// before `99-ingest.rules` and never loosens the shipped rule.
+///
+/// Installed in /run/udev/rules.d while any test holds it; the last release removes it.
+enum TestCardRule {
+    static let path = "/run/udev/rules.d/98-ingest-test-card.rules"
+    static let text = """
+        # ingest tests only: a loop device backed by ingest-card-*.img is a card in a USB reader.
+        SUBSYSTEM=="block", KERNEL=="loop[0-9]*", ATTR{loop/backing_file}=="*/ingest-card-*.img", ENV{ID_BUS}="usb"
+
+        """
+    /// The image name a `LoopCard` must have for the rule to apply.
+    static func imageName(_ tag: String) -> String { "ingest-card-\(tag).img" }
+
+    private static let holders = Mutex(0)
+
+    /// Installs the rule (and reloads udevd) for the duration of `body`.
+    static func whileInstalled<T>(_ body: () throws -> T) throws -> T {
+        try holders.withLock { count in
+            if count == 0 {
+                try sh("mkdir -p /run/udev/rules.d")
+                try text.write(toFile: path, atomically: true, encoding: .utf8)
+                try sh("udevadm control --reload")
+            }
+            count += 1
+        }
+        defer {
+            holders.withLock { count in
+                count -= 1
+                if count == 0 {
+                    unlink(path)
+                    _ = try? sh("udevadm control --reload")
+                }
+            }
+        }
+        return try body()
+    }
 }

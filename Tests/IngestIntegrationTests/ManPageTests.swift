@@ -22,13 +22,32 @@ import Testing
         return Set(options)
     }
 
-    @Test(arguments: [[], ["run"], ["scan"], ["status"], ["resume"], ["abort"], ["forget"], ["ls"]])
-    func everyOptionInHelpIsInTheManPage(subcommand: [String]) throws {
+    /// The subcommands `ingest --help` lists, so that a new one is checked without being named here.
+    static func subcommands() throws -> [String] {
+        let help = try IngestRun.ingest(["--help"]).result.stdoutText
+        guard let section = help.range(of: "SUBCOMMANDS:\n") else { return [] }
+        return help[section.upperBound...].split(separator: "\n").compactMap { line in
+            guard line.hasPrefix("  "), !line.hasPrefix("   "), let name = line.split(separator: " ").first,
+                name.allSatisfy({ $0.isLowercase || $0 == "-" })
+            else { return nil }
+            return String(name)
+        }
+    }
+
+    @Test func everyOptionInHelpIsInTheManPage() throws {
         let page = try Self.page("ingest.1").replacingOccurrences(of: "\\-", with: "-")
-        let options = try Self.longOptions(subcommand)
-        #expect(!options.isEmpty)
-        for option in options {
-            #expect(page.contains(option), "ingest.1 documents \(option) of `ingest \(subcommand.joined(separator: " ")) --help`")
+        let subcommands = try Self.subcommands()
+        #expect(subcommands.count >= 7, "subcommands read from ingest --help: \(subcommands)")
+        for subcommand in [[]] + subcommands.map({ [$0] }) {
+            let options = try Self.longOptions(subcommand)
+            #expect(!options.isEmpty)
+            for option in options {
+                #expect(page.contains(option), "ingest.1 documents \(option) of `ingest \(subcommand.joined(separator: " ")) --help`")
+            }
+            if let name = subcommand.first {
+                let headings = [".B \(name)\n", ".BI \(name) ", ".BR \(name) ", ".RB [ \(name) ]"]
+                #expect(headings.contains { page.contains($0) }, "ingest.1 describes `ingest \(name)` under COMMANDS")
+            }
         }
     }
 
