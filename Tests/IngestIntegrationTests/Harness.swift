@@ -157,29 +157,34 @@ func xxh128sums(under root: String) throws -> [[UInt8]: String] {
     return sums
 }
 
-/// A test-only udev rule that makes a loop device look like a card in a USB reader, so that
-/// the shipped rule and `ingest watch` treat it as one. Only images named `ingest-card-*.img`
-/// qualify, so loop devices of other tests (and of the machine) are left alone. It sorts
-/// before `99-ingest.rules` and never loosens the shipped rule.
+/// A udev rules file that tests install in /run/udev/rules.d while any of them holds it.
 ///
-/// Installed in /run/udev/rules.d while any test holds it; the last release removes it.
-enum TestCardRule {
-    static let path = "/run/udev/rules.d/98-ingest-test-card.rules"
-    static let text = """
-        # ingest tests only: a loop device backed by ingest-card-*.img is a card in a USB reader.
-        SUBSYSTEM=="block", KERNEL=="loop[0-9]*", ATTR{loop/backing_file}=="*/ingest-card-*.img", ENV{ID_BUS}="usb"
+/// The file name carries this process's id (`98-ingest-test-card-1234.rules`), so that test
+/// processes running at once (two worktrees, two suites) never remove each other's copy;
+/// copies left by a process that died are removed the next time one is installed. Within
+/// a process the copy is reference-counted: the first holder installs it and reloads
+/// udevd, the last one removes it and reloads again.
+final class UdevRulesFile: Sendable {
+    static let directory = "/run/udev/rules.d"
 
-        """
-    /// The image name a `LoopCard` must have for the rule to apply.
-    static func imageName(_ tag: String) -> String { "ingest-card-\(tag).img" }
+    /// The file's name without the process id and `.rules`, like `98-ingest-test-card`.
+    let stem: String
+    let text: String
+    let path: String
+    private let holders = Mutex(0)
 
-    private static let holders = Mutex(0)
+    init(stem: String, text: String) {
+        self.stem = stem
+        self.text = text
+        path = "\(Self.directory)/\(stem)-\(getpid()).rules"
+    }
 
-    /// Installs the rule (and reloads udevd) for the duration of `body`.
-    static func whileInstalled<T>(_ body: () throws -> T) throws -> T {
+    /// Installs the file (and reloads udevd) for the duration of `body`.
+    func whileInstalled<T>(_ body: () throws -> T) throws -> T {
         try holders.withLock { count in
             if count == 0 {
-                try sh("mkdir -p /run/udev/rules.d")
+                try FileManager.default.createDirectory(atPath: Self.directory, withIntermediateDirectories: true)
+                removeCopiesOfDeadProcesses()
                 try text.write(toFile: path, atomically: true, encoding: .utf8)
                 try sh("udevadm control --reload")
             }
@@ -195,5 +200,64 @@ enum TestCardRule {
             }
         }
         return try body()
+    }
+
+    private func removeCopiesOfDeadProcesses() {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: Self.directory)) ?? []
+        for name in names where name.hasPrefix(stem + "-") && name.hasSuffix(".rules") {
+            let pid = name.dropFirst(stem.count + 1).dropLast(".rules".count)
+            guard let pid = pid_t(pid), pid != getpid(), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            unlink("\(Self.directory)/\(name)")
+        }
+    }
+}
+
+/// A test-only udev rule that makes a loop device look like a card in a USB reader, so that
+/// the shipped rule and `ingest watch` treat it as one. Only images named `ingest-card-*.img`
+/// qualify, so loop devices of other tests (and of the machine) are left alone. It sorts
+/// before `99-ingest.rules` and never loosens the shipped rule.
+///
+/// Installed in /run/udev/rules.d while any test holds it; the last release removes it.
+enum TestCardRule {
+    static let text = """
+        # ingest tests only: a loop device backed by ingest-card-*.img is a card in a USB reader.
+        SUBSYSTEM=="block", KERNEL=="loop[0-9]*", ATTR{loop/backing_file}=="*/ingest-card-*.img", ENV{ID_BUS}="usb"
+
+        """
+    private static let file = UdevRulesFile(stem: "98-ingest-test-card", text: text)
+    static var path: String { file.path }
+
+    /// The image name a `LoopCard` must have for the rule to apply.
+    static func imageName(_ tag: String) -> String { "ingest-card-\(tag).img" }
+
+    /// Installs the rule (and reloads udevd) for the duration of `body`.
+    static func whileInstalled<T>(_ body: () throws -> T) throws -> T { try file.whileInstalled(body) }
+}
+
+/// The checkout these tests were built from: the Makefile, udev-rules/, man/, etc/.
+enum Repository {
+    static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+    static func text(_ relative: String) throws -> String {
+        try String(contentsOfFile: root + "/" + relative, encoding: .utf8)
+    }
+}
+
+/// The shipped `udev-rules/99-ingest.rules`, installed for tests under a name that sorts
+/// where the real one does (after `98-ingest-test-card`, before `99-systemd.rules`).
+enum ShippedIngestRule {
+    static let repositoryPath = Repository.root + "/udev-rules/99-ingest.rules"
+
+    private static let file: UdevRulesFile = {
+        let text = (try? String(contentsOfFile: repositoryPath, encoding: .utf8)) ?? ""
+        return UdevRulesFile(stem: "99-ingest-test-shipped", text: text)
+    }()
+    static var path: String { file.path }
+
+    /// Installs the shipped rule (and reloads udevd) for the duration of `body`.
+    static func whileInstalled<T>(_ body: () throws -> T) throws -> T {
+        guard !file.text.isEmpty else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: repositoryPath]) }
+        return try file.whileInstalled(body)
     }
 }
