@@ -24,6 +24,16 @@ import Testing
         #expect(version.result.stdoutText.contains("libcurl"))
     }
 
+    @Test func aRelativeStateDirectoryIsMadeInTheWorkingDirectory() throws {
+        let work = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        _ = try card.write("DCIM/a.JPG", [1, 2, 3])
+        let command = "cd \(shellQuoted(work.path)) && exec \(shellQuoted(IngestBinary.path)) \(shellQuoted(card.path)) --no-upload --state-dir new/state"
+        let result = try run("/bin/sh", ["-c", command], environment: IngestRun.environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(FileManager.default.fileExists(atPath: work.path + "/new/state/journal.sqlite"))
+    }
+
     @Test func aMissingPathExitsNoInputNamingIt() throws {
         let state = TemporaryDirectory()
         let run = try IngestRun.ingest(["/nonexistent/card", "--no-upload", "--state-dir", state.path])

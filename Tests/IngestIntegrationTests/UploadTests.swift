@@ -127,6 +127,40 @@ final class UploadTests {
         #expect(try pendingUploads(state, config: config).isEmpty)
     }
 
+    /// The parts' CRC32Cs come from the card's bytes, so a staged copy damaged on disk
+    /// between staging and upload is refused by the server, not uploaded; its files go back
+    /// to pending, and the next ingest copies them afresh.
+    @Test(.timeLimit(.minutes(5)))
+    func aStagedCopyDamagedBeforeItsUploadIsRefusedAndCopiedAgain() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let sources = [
+            try card.write("DCIM/small.JPG", randomBytes(1 << 20)),
+            try card.write("DCIM/large.MP4", randomBytes((12 << 20) + 3)),
+        ]
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+
+        let damaged = try ingest(
+            [card.path] + destination(), state: state, config: config, environment: ["INGEST_TEST_DAMAGE_STAGED": "1"])
+        #expect(damaged.status == 76, "\(damaged.stderr)")
+        #expect(damaged.events("uploaded").isEmpty)
+        #expect(damaged.stderr.contains("no longer holds the bytes read from the card"), "\(damaged.stderr)")
+        let listed = try json(["s3api", "list-objects-v2", "--bucket", bucket, "--prefix", "station-7/"])["Contents"] as? [[String: Any]] ?? []
+        #expect(!listed.contains { ($0["Key"] as? String)?.contains("/DCIM/small.JPG") == true || ($0["Key"] as? String)?.contains("/DCIM/large.MP4") == true })
+        let status = try ingest(["status"], state: state, config: config).events("status").first
+        #expect(status?.int("files_pending") == 2, "both files are pending again: \(String(describing: status))")
+
+        let again = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.events("uploaded").count == 2)
+        for source in sources {
+            let name = String(source.dropFirst(card.path.count + 1))
+            let key = try #require(again.events("uploaded").compactMap { $0.string("key") }.first { $0.hasSuffix("/" + name) })
+            #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(source)))
+        }
+    }
+
     @Test(.timeLimit(.minutes(5)))
     func aKillDuringPartsCostsOnlyTheMissingPartsOnResume() throws {
         let dir = TemporaryDirectory()

@@ -249,3 +249,59 @@ private func opensslMD5(_ path: String, offset: Int, length: Int) throws -> Stri
         #expect(WholeObjectDigest.crc32c("4waSgw==").check(head("4waSgw==")) == .matches)
     }
 }
+
+/// Part checksums computed on the fly, as the stager reads a card in chunks that know
+/// nothing of part boundaries, held to the bitwise CRC32C of each part's bytes.
+@Suite struct PartChecksummerTests {
+    static let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+
+    static func checksums(_ bytes: [UInt8], partSize: Int64?, pieceSize: Int) -> PartChecksums {
+        var checksummer = PartChecksummer(partSize: partSize)
+        var offset = 0
+        while offset < bytes.count {
+            let end = min(offset + pieceSize, bytes.count)
+            bytes[offset..<end].withUnsafeBytes { checksummer.update($0) }
+            offset = end
+        }
+        return checksummer.finish()
+    }
+
+    @Test(arguments: [1, 3, 7, 96, 97, 1000])
+    func piecesOfAnySizeGiveEachPartTheCRCOfExactlyItsBytes(pieceSize: Int) {
+        let checksums = Self.checksums(Self.bytes, partSize: 96, pieceSize: pieceSize)
+        let expected = stride(from: 0, to: 1000, by: 96).map { referenceCRC32C(Self.bytes[$0..<min($0 + 96, 1000)]) }
+        #expect(expected.count == 11)  // ten parts of 96 bytes and one of 40
+        #expect(checksums.crc32c == expected)
+        #expect(checksums.partSize == 96)
+    }
+
+    @Test func aFileThatIsAWholeNumberOfPartsEndsWithAFullPart() {
+        let checksums = Self.checksums(Array(Self.bytes[..<960]), partSize: 96, pieceSize: 100)
+        #expect(checksums.crc32c.count == 10)
+        #expect(checksums.crc32c.last == referenceCRC32C(Self.bytes[864..<960]))
+    }
+
+    @Test func aSinglePutHasOneChecksumEvenForAnEmptyFile() {
+        #expect(Self.checksums([], partSize: nil, pieceSize: 1).crc32c == [0])
+        #expect(Self.checksums(Array("123456789".utf8), partSize: nil, pieceSize: 4).crc32c == [0xE306_9283])
+    }
+
+    @Test func theCutIsThePartPlans() throws {
+        let mebibyte: Int64 = 1 << 20
+        let small = try #require(PartChecksummer(fileSize: 10 * mebibyte, preferredPartSize: 16 * mebibyte, singlePutThreshold: 16 * mebibyte))
+        #expect(small.finish().partSize == nil)
+        let large = try #require(PartChecksummer(fileSize: 40 * mebibyte, preferredPartSize: 16 * mebibyte, singlePutThreshold: 16 * mebibyte))
+        #expect(large.finish().partSize == 16 * mebibyte)
+        #expect(PartChecksummer(fileSize: 40 * mebibyte, preferredPartSize: 1 * mebibyte, singlePutThreshold: 0) == nil)
+    }
+
+    @Test func aDigestIsGivenOnlyForAnUploadCutTheSameWay() {
+        let checksums = Self.checksums(Self.bytes, partSize: 96, pieceSize: 50)
+        #expect(checksums.digest(ofPart: 1, partSize: 96) == PartDigest(crc32c: referenceCRC32C(Self.bytes[0..<96])))
+        #expect(checksums.digest(ofPart: 11, partSize: 96) != nil)
+        #expect(checksums.digest(ofPart: 12, partSize: 96) == nil)
+        #expect(checksums.digest(ofPart: 0, partSize: 96) == nil)
+        #expect(checksums.digest(ofPart: 1, partSize: 128) == nil)
+        #expect(checksums.digest(ofPart: 1, partSize: nil) == nil)
+    }
+}

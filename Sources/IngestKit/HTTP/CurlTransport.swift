@@ -160,6 +160,8 @@ private final class Transfer: @unchecked Sendable {
             bodyStart = offset
             bodyOffset = offset
             bodyRemaining = length
+            // The staged copy is read once, front to back: read ahead generously.
+            _ = posix_fadvise(bodyFile!.raw, off_t(offset), off_t(length), POSIX_FADV_SEQUENTIAL)
         }
         guard let easy = curl_easy_init() else {
             fail(TransportError(kind: .other, code: 0, message: "curl_easy_init failed"))

@@ -170,10 +170,14 @@ public struct Ingestor: Sendable {
         }
     }
 
-    private func submit(_ claims: [UploadClaim], volume: VolumeIdentity, runner: UploadRunner, resumed: Bool) async throws {
+    private func submit(
+        _ claims: [UploadClaim], volume: VolumeIdentity, runner: UploadRunner, resumed: Bool,
+        checksums: [String: PartChecksums] = [:]
+    ) async throws {
         for result in try await journal.claim(claims, volumeKey: volume.key) {
             switch result {
-            case .upload(let record): runner.submit(record, resumed: resumed || record.phase != .created)
+            case .upload(let record):
+                runner.submit(record, resumed: resumed || record.phase != .created, checksums: checksums[record.fingerprint])
             case .alreadyInBucket(let record): runner.noteAlreadyInBucket(record)
             }
         }
@@ -188,7 +192,13 @@ public struct Ingestor: Sendable {
         let area = try StagingArea(root: state.stagingPath)
         let abandoned = area.removeAbandonedPartials()
         if abandoned > 0 { logger.info("removed partial copies left by an interrupted run", metadata: ["count": "\(abandoned)"]) }
-        let stager = Stager(area: area, settings: config.staging)
+        var settings = config.staging
+        if uploads != nil, config.upload.checksum == .crc32c {
+            // The parts' checksums come from this read of the card: the upload need not
+            // read a copy twice, and the server checks the card's bytes.
+            settings.partChecksums = config.upload.cut
+        }
+        let stager = Stager(area: area, settings: settings)
         sink.emit(.stagingStarted(stager))
 
         let outcomes = Batches<StageOutcome>()
@@ -210,7 +220,9 @@ public struct Ingestor: Sendable {
                 try await journal.record(batch, volumeKey: volume.key)
                 if let (request, planner) = uploads {
                     var claims: [UploadClaim] = []
+                    var checksums: [String: PartChecksums] = [:]
                     for case .staged(let staged) in batch {
+                        checksums[staged.fingerprint.hex] = staged.partChecksums
                         do { claims.append(try planner.claim(for: staged.file, fingerprint: staged.fingerprint)) } catch {
                             summary.failed += 1
                             logger.warning(
@@ -218,7 +230,7 @@ public struct Ingestor: Sendable {
                             sink.emit(.failed(staged.file, StageFailure(kind: .notUploadable("\(error)"))))
                         }
                     }
-                    try await submit(claims, volume: volume, runner: request.runner, resumed: false)
+                    try await submit(claims, volume: volume, runner: request.runner, resumed: false, checksums: checksums)
                 }
             } catch {
                 stager.cancel()

@@ -29,6 +29,7 @@ public final class UploadRunner: Sendable {
     private struct Job: Sendable {
         var record: UploadRecord
         var resumed: Bool
+        var checksums: PartChecksums?
     }
 
     private struct State {
@@ -87,10 +88,11 @@ public final class UploadRunner: Sendable {
     }
 
     /// Queues an upload; an upload already queued by this run is not queued twice (two files
-    /// with one content share one upload).
-    public func submit(_ record: UploadRecord, resumed: Bool) {
+    /// with one content share one upload). `checksums`: its parts' CRC32Cs, when the stager
+    /// computed them as it read the card.
+    public func submit(_ record: UploadRecord, resumed: Bool, checksums: PartChecksums? = nil) {
         let isNew = state.withLock { $0.submitted.insert(record.id).inserted }
-        if isNew { queue.yield(Job(record: record, resumed: resumed)) }
+        if isNew { queue.yield(Job(record: record, resumed: resumed, checksums: checksums)) }
     }
 
     /// A file whose content the bucket already holds: counted, reported, its staged copy
@@ -142,7 +144,7 @@ public final class UploadRunner: Sendable {
         let uploader = ObjectUploader(
             record: fresh, client: client, journal: journal, stagedPath: stagedPath(fresh), limiter: limiter,
             settings: settings, sink: sink, hooks: hooks, partsJournalled: partsJournalled)
-        switch await uploader.run(parts: parts, resumed: job.resumed) {
+        switch await uploader.run(parts: parts, resumed: job.resumed, checksums: job.checksums) {
         case .uploaded(let alreadyThere):
             state.withLock {
                 if alreadyThere {

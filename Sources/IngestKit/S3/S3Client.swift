@@ -463,3 +463,11 @@ public final class S3Client: Sendable {
         }
     }
 }
+
+extension S3ClientError {
+    /// The server computed another digest of the body than the one sent (`BadDigest`).
+    var isBadDigest: Bool {
+        if case .server(let error, _) = self, error.code == .badDigest { return true }
+        return false
+    }
+}

@@ -28,7 +28,7 @@ public struct Fingerprint: Hashable, Sendable, CustomStringConvertible, Codable 
 
     /// The digest of `bytes` in one call.
     public static func of(_ bytes: UnsafeRawBufferPointer) -> Fingerprint {
-        let hash = XXH3_128bits(bytes.baseAddress, bytes.count)
+        let hash = xxh3_128(bytes.baseAddress, bytes.count)
         return Fingerprint(high: hash.high64, low: hash.low64)
     }
 
@@ -64,6 +64,16 @@ extension UInt8 {
     }
 }
 
+// libxxhash's plain entry points are built for SSE2; on x86-64 its dispatching ones use
+// AVX2 or AVX-512 where the CPU has them: some three times faster here.
+#if arch(x86_64)
+private let xxh3_128 = XXH3_128bits_dispatch
+private let xxh3_128Update = XXH3_128bits_update_dispatch
+#else
+private let xxh3_128 = XXH3_128bits
+private let xxh3_128Update = XXH3_128bits_update
+#endif
+
 /// Streaming XXH3-128 over a file read in chunks (libxxhash's `XXH3_state_t`).
 ///
 /// Not thread-safe: one hasher belongs to the one thread reading the file.
@@ -86,7 +96,7 @@ final class FingerprintHasher {
     func update(_ bytes: UnsafeRawBufferPointer) {
         guard !bytes.isEmpty else { return }
         // Only fails for a NULL state, which init rules out.
-        _ = XXH3_128bits_update(state, bytes.baseAddress, bytes.count)
+        _ = xxh3_128Update(state, bytes.baseAddress, bytes.count)
     }
 
     func finalize() -> Fingerprint {
@@ -97,19 +107,25 @@ final class FingerprintHasher {
 
 extension Fingerprint {
     /// The fingerprint of a whole file, read in 1 MiB chunks and dropped from the page cache
-    /// behind the reader: how a staged copy is checked before an upload resumes from it.
+    /// behind the reader: how a staged copy is checked before an upload resumes from it. With
+    /// a `checksummer`, the same pass computes the parts' checksums too.
     /// Blocking: call it on a dedicated thread.
-    public static func ofFile(at path: String) throws(SystemError) -> Fingerprint {
+    public static func ofFile(
+        at path: String, checksummer: PartChecksummer? = nil
+    ) throws(SystemError) -> (Fingerprint, PartChecksums?) {
         let fd = try FileDescriptor(path: path, flags: O_RDONLY | O_CLOEXEC)
         let hasher = FingerprintHasher()
+        var checksummer = checksummer
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
         defer { buffer.deallocate() }
         while true {
             let count = try fd.read(into: buffer, path: path)
             if count == 0 { break }
-            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+            hasher.update(bytes)
+            checksummer?.update(bytes)
         }
         fd.dropFromCache()
-        return hasher.finalize()
+        return (hasher.finalize(), checksummer?.finish())
     }
 }

@@ -11,6 +11,17 @@ public struct StagedFile: Sendable, Equatable {
     public var deduplicated: Bool
     /// The staged copy (and, with `.stagedAndSource`, the source) was read back and matched.
     public var verified: Bool
+    /// The parts' CRC32Cs, computed from the card's bytes in the same read (with
+    /// ``StageSettings/partChecksums`` set).
+    public var partChecksums: PartChecksums?
+
+    public init(file: ScannedFile, fingerprint: Fingerprint, deduplicated: Bool, verified: Bool, partChecksums: PartChecksums? = nil) {
+        self.file = file
+        self.fingerprint = fingerprint
+        self.deduplicated = deduplicated
+        self.verified = verified
+        self.partChecksums = partChecksums
+    }
 }
 
 /// Why one file could not be staged. The file stays pending and is tried again next run.
@@ -97,6 +108,9 @@ public struct StageSettings: Sendable, Equatable {
     public var chunks: Int
     /// Consecutive device errors (EIO, ENODEV…) after which the card counts as lost.
     public var deviceFailureLimit: Int
+    /// When the copies are uploaded next: how they are cut into parts, so that the read that
+    /// fingerprints a file also computes its parts' CRC32Cs (nil: none are computed).
+    public var partChecksums: UploadCut?
 
     public init(
         reserve: Int64 = 1 << 30, verify: VerifyMode = .off, chunkSize: Int = 1 << 20, chunks: Int = 8,
@@ -169,7 +183,7 @@ private final class Pipeline: @unchecked Sendable {
     enum Message {
         case begin(ScannedFile)
         case chunk(Chunk)
-        case end(ScannedFile, Fingerprint)
+        case end(ScannedFile, Fingerprint, PartChecksums?)
         case abort(ScannedFile, StageFailure)
         /// The run stopped while this file was read: drop its partial copy, report nothing.
         case abandon
@@ -215,9 +229,9 @@ private final class Pipeline: @unchecked Sendable {
         for file in files {
             if isStopped || stager.isCancelled.load(ordering: .relaxed) { break }
             switch readOne(file, hasher: hasher) {
-            case .copied(let copied, let digest):
+            case .copied(let copied, let digest, let checksums):
                 deviceFailures = 0
-                queue.put(.end(copied, digest))
+                queue.put(.end(copied, digest, checksums))
             case .abandoned:
                 queue.put(.abandon)
             case .failed(let failure):
@@ -239,8 +253,8 @@ private final class Pipeline: @unchecked Sendable {
     private static let sourceDropStride: Int64 = 8 << 20
 
     private enum ReadResult {
-        /// Read to the end; the file as it was read and its fingerprint.
-        case copied(ScannedFile, Fingerprint)
+        /// Read to the end; the file as it was read, its fingerprint and its parts' checksums.
+        case copied(ScannedFile, Fingerprint, PartChecksums?)
         case failed(StageFailure)
         case abandoned
     }
@@ -263,6 +277,9 @@ private final class Pipeline: @unchecked Sendable {
             _ = posix_fadvise(source.raw, 0, 0, POSIX_FADV_SEQUENTIAL)
             queue.put(.begin(file))
             hasher.reset()
+            var checksummer = stager.settings.partChecksums.flatMap {
+                PartChecksummer(fileSize: file.size, preferredPartSize: $0.partSize, singlePutThreshold: $0.singlePutThreshold)
+            }
             var total: Int64 = 0
             var dropped: Int64 = 0
             while true {
@@ -276,6 +293,7 @@ private final class Pipeline: @unchecked Sendable {
                     break
                 }
                 hasher.update(chunk.bytes)
+                checksummer?.update(chunk.bytes)
                 total += Int64(chunk.count)
                 if total - dropped >= Self.sourceDropStride {
                     // Read and hashed: the card's pages need not crowd the page cache.
@@ -292,7 +310,7 @@ private final class Pipeline: @unchecked Sendable {
             guard total == file.size, Int64(after.st_size) == file.size, after.mtimeNanoseconds == file.mtime else {
                 return .failed(StageFailure(kind: .changedWhileCopying))
             }
-            return .copied(file, hasher.finalize())
+            return .copied(file, hasher.finalize(), checksummer?.finish())
         } catch {
             // Any error reading an open regular file is the medium failing: ext4 reports a
             // vanished device as EIO or ENOMEM, others as ENXIO or ENODEV.
@@ -317,6 +335,7 @@ private final class Pipeline: @unchecked Sendable {
         var partial: Partial
         var file: ScannedFile
         var fingerprint: Fingerprint
+        var checksums: PartChecksums?
     }
 
     /// Kick off writeback every this many bytes, so dirty pages never pile up.
@@ -369,10 +388,10 @@ private final class Pipeline: @unchecked Sendable {
                     }
                 }
                 pool.put(chunk)
-            case .end(let file, let fingerprint):
+            case .end(let file, let fingerprint, let checksums):
                 guard !failedCurrent, let current = partial else { continue }
                 partial = nil
-                batch.append(Written(partial: current, file: file, fingerprint: fingerprint))
+                batch.append(Written(partial: current, file: file, fingerprint: fingerprint, checksums: checksums))
                 batchBytes += current.written
             case .abort(let file, let failure):
                 discard(&partial)
@@ -459,7 +478,10 @@ private final class Pipeline: @unchecked Sendable {
                 if let mismatch = verify(written.file, fingerprint: written.fingerprint) { return .failed(written.file, mismatch) }
                 verified = true
             }
-            return .staged(StagedFile(file: written.file, fingerprint: written.fingerprint, deduplicated: !isNew, verified: verified))
+            return .staged(
+                StagedFile(
+                    file: written.file, fingerprint: written.fingerprint, deduplicated: !isNew, verified: verified,
+                    partChecksums: written.checksums))
         }
     }
 

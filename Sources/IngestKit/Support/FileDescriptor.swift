@@ -88,9 +88,9 @@ final class FileDescriptor: @unchecked Sendable {
 
 /// `mkdir -p` with mode 0750 for what it creates; the error names the call and the path.
 func makeDirectories(_ path: String) throws(SystemError) {
-    var prefix = ""
+    var prefix = path.hasPrefix("/") ? "/" : ""
     for component in path.split(separator: "/", omittingEmptySubsequences: true) {
-        prefix += "/" + component
+        prefix += (prefix.isEmpty || prefix.hasSuffix("/") ? "" : "/") + component
         if mkdir(prefix, 0o750) != 0, errno != EEXIST { throw .last("mkdir", path: prefix) }
     }
     var st = Glibc.stat()

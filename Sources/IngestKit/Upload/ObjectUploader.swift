@@ -28,24 +28,41 @@ public struct UploadSettings: Sendable, Equatable {
     /// How long a staged copy is kept after its object verified (0: deleted at once).
     public var stagingRetention: Duration = .zero
 
+    public var cut: UploadCut { UploadCut(partSize: partSize, singlePutThreshold: singlePutThreshold) }
+
     public init() {}
 }
 
 /// Named points where a test can have the process kill itself (`INGEST_TEST_STOP_AT`), to
-/// prove that a `kill -9` there loses nothing. Not a user setting: no help text names it.
+/// prove that a `kill -9` there loses nothing, and damage a test can do to a staged copy
+/// (`INGEST_TEST_DAMAGE_STAGED=1`), to prove it is never uploaded. Not user settings: no
+/// help text names them.
 ///
 /// - `after-complete`: the server completed the object, the journal does not know yet;
 /// - `after-parts:N`: N parts of this process are acknowledged and journalled.
 struct TestHooks: Sendable {
     private let stopAt: String?
+    private let damagesStagedCopies: Bool
 
     init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         stopAt = environment["INGEST_TEST_STOP_AT"].flatMap { $0.isEmpty ? nil : $0 }
+        damagesStagedCopies = environment["INGEST_TEST_DAMAGE_STAGED"] == "1"
     }
 
     func reached(_ point: String) {
         guard let stopAt, stopAt == point else { return }
         raise(SIGKILL)
+    }
+
+    /// Flips the last byte of a staged copy about to be uploaded, as a failing disk would.
+    func damage(stagedCopy path: String) {
+        guard damagesStagedCopies, let file = try? FileDescriptor(path: path, flags: O_RDWR), let st = try? file.stat(),
+            st.st_size > 0
+        else { return }
+        var byte: UInt8 = 0
+        _ = pread(file.raw, &byte, 1, st.st_size - 1)
+        byte = ~byte
+        _ = pwrite(file.raw, &byte, 1, st.st_size - 1)
     }
 }
 
@@ -77,38 +94,49 @@ struct ObjectUploader: Sendable {
 
     /// Uploads, or resumes from `parts` (the journal's acknowledged parts). `resumed`: the
     /// upload was started by an earlier process, so the staged copy is checked against its
-    /// fingerprint before a byte of it is sent.
-    func run(parts: [UploadPartRecord], resumed: Bool) async -> UploadResult {
+    /// fingerprint before a byte of it is sent. `checksums`: the parts' CRC32Cs computed
+    /// when the card was read, if the stager computed them.
+    func run(parts: [UploadPartRecord], resumed: Bool, checksums: PartChecksums?) async -> UploadResult {
+        var checksums = checksums
         if resumed {
             sink.emit(.upload(.resuming(record)))
-            if let problem = await stagedCopyProblem() { return await giveUpStagedCopy(problem) }
+            switch await checkStagedCopy() {
+            case .success(let computed): checksums = computed
+            case .failure(let problem): return await giveUpStagedCopy(problem.message)
+            }
         } else {
             sink.emit(.upload(.preparing(record)))
+            hooks.damage(stagedCopy: stagedPath)
         }
+        let sender = PartSender(uploader: self, checksums: record.checksum == .crc32c ? checksums : nil)
         let result: UploadResult
         if let partSize = record.partSize {
-            result = await runMultipart(partSize: partSize, parts: parts)
+            result = await runMultipart(partSize: partSize, parts: parts, sender: sender)
         } else {
-            result = await runSinglePut()
+            result = await runSinglePut(sender: sender)
         }
         return await conclude(result)
     }
 
     // MARK: the staged copy
 
-    /// Nil when the staged copy is there with the recorded fingerprint; otherwise why not.
-    private func stagedCopyProblem() async -> String? {
+    private struct StagedCopyProblem: Error { let message: String }
+
+    /// Reads the staged copy once: checks its fingerprint and, in the same pass, computes its
+    /// parts' CRC32Cs. Fails, saying why, when the copy is gone, unreadable or changed.
+    private func checkStagedCopy() async -> Result<PartChecksums?, StagedCopyProblem> {
         let path = stagedPath
-        let found = await onDedicatedThread("ingest-check") { () -> Result<Fingerprint, SystemError> in
-            Result { () throws(SystemError) -> Fingerprint in try Fingerprint.ofFile(at: path) }
+        let checksummer = record.checksum == .crc32c ? PartChecksummer(partSize: record.partSize) : nil
+        let found = await onDedicatedThread("ingest-check") { () -> Result<(Fingerprint, PartChecksums?), SystemError> in
+            Result { () throws(SystemError) in try Fingerprint.ofFile(at: path, checksummer: checksummer) }
         }
         switch found {
-        case .success(let fingerprint) where fingerprint.hex == record.fingerprint:
-            return nil
-        case .success(let fingerprint):
-            return "the staged copy \(path) no longer has its fingerprint (\(fingerprint.hex), expected \(record.fingerprint))"
+        case .success(let (fingerprint, checksums)) where fingerprint.hex == record.fingerprint:
+            return .success(checksums)
+        case .success(let (fingerprint, _)):
+            return .failure(.init(message: "the staged copy \(path) no longer has its fingerprint (\(fingerprint.hex), expected \(record.fingerprint))"))
         case .failure(let error):
-            return unreadable(error)
+            return .failure(.init(message: unreadable(error)))
         }
     }
 
@@ -132,7 +160,7 @@ struct ObjectUploader: Sendable {
 
     // MARK: single PutObject
 
-    private func runSinglePut() async -> UploadResult {
+    private func runSinglePut(sender: PartSender) async -> UploadResult {
         let what = "PutObject \(record.key)"
         // A run killed after its PutObject may have left the object: look before sending.
         if record.phase != .created, await verifySinglePut(expected: nil) == nil {
@@ -144,9 +172,9 @@ struct ObjectUploader: Sendable {
         sink.emit(.upload(.initiating(record)))
         let path = stagedPath
         let size = record.size
-        let digest: PartDigest
-        switch await Self.digest(record.checksum, path: path, offset: 0, length: size) {
-        case .success(let value): digest = value
+        let (digest, fromCard) : (PartDigest, Bool)
+        switch await sender.digest(ofPart: 1, range: (0, size)) {
+        case .success(let value): (digest, fromCard) = value
         case .failure(let error): return await giveUpStagedCopy(unreadable(error))
         }
         do {
@@ -156,6 +184,7 @@ struct ObjectUploader: Sendable {
                     headers: record.requestHeaders + digest.headers)
             }
         } catch {
+            if fromCard, error.isBadDigest { return await giveUpStagedCopy(damaged(part: nil)) }
             return .failed(UploadError(error, what: what, target: record.target))
         }
         hooks.reached("after-complete")
@@ -193,9 +222,11 @@ struct ObjectUploader: Sendable {
         case acknowledged(uploadID: String, number: Int, etag: String, digest: PartDigest)
         case failed(uploadID: String, number: Int, error: S3ClientError)
         case unreadable(SystemError)
+        /// The server found the part's bytes do not match the CRC32C the card's bytes made.
+        case damaged(number: Int)
     }
 
-    private func runMultipart(partSize: Int64, parts: [UploadPartRecord]) async -> UploadResult {
+    private func runMultipart(partSize: Int64, parts: [UploadPartRecord], sender: PartSender) async -> UploadResult {
         let shape: UploadShape
         do { shape = try PartPlan.plan(fileSize: record.size, preferredPartSize: partSize, singlePutThreshold: 0) } catch {
             return .failed(UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(error)"))
@@ -265,7 +296,7 @@ struct ObjectUploader: Sendable {
                     case let .sendParts(uploadID, numbers):
                         for number in numbers {
                             let range = plan.range(ofPart: number)
-                            group.addTask { await sendPart(uploadID: uploadID, number: number, range: range) }
+                            group.addTask { await sendPart(uploadID: uploadID, number: number, range: range, sender: sender) }
                         }
                     case let .complete(uploadID, parts):
                         sink.emit(.upload(.completing(record)))
@@ -340,6 +371,9 @@ struct ObjectUploader: Sendable {
                 case .unreadable(let error):
                     group.cancelAll()
                     return await giveUpStagedCopy(unreadable(error))
+                case .damaged(let number):
+                    group.cancelAll()
+                    return await giveUpStagedCopy(damaged(part: number))
                 }
             }
         }
@@ -386,12 +420,29 @@ struct ObjectUploader: Sendable {
         return remote
     }
 
+    /// The digests parts go out with: the card's CRC32Cs when the stager (or the check
+    /// before a resume) computed them for this cut, otherwise read from the staged copy.
+    struct PartSender: Sendable {
+        let uploader: ObjectUploader
+        let checksums: PartChecksums?
+
+        /// The digest of part `number` at `range`, and whether it comes from the card's bytes.
+        func digest(ofPart number: Int, range: (offset: Int64, length: Int64)) async -> Result<(PartDigest, Bool), SystemError> {
+            if let known = checksums?.digest(ofPart: number, partSize: uploader.record.partSize) { return .success((known, true)) }
+            return await ObjectUploader.digest(
+                uploader.record.checksum, path: uploader.stagedPath, offset: range.offset, length: range.length
+            ).map { ($0, false) }
+        }
+    }
+
     /// Digests one part and sends it, within the process-wide limit.
-    private func sendPart(uploadID: String, number: Int, range: (offset: Int64, length: Int64)) async -> PartAnswer {
+    private func sendPart(
+        uploadID: String, number: Int, range: (offset: Int64, length: Int64), sender: PartSender
+    ) async -> PartAnswer {
         await limiter.withPermit(range.length) { () async -> PartAnswer in
-            let digest: PartDigest
-            switch await Self.digest(record.checksum, path: stagedPath, offset: range.offset, length: range.length) {
-            case .success(let value): digest = value
+            let (digest, fromCard): (PartDigest, Bool)
+            switch await sender.digest(ofPart: number, range: range) {
+            case .success(let value): (digest, fromCard) = value
             case .failure(let error): return .unreadable(error)
             }
             do throws(S3ClientError) {
@@ -401,9 +452,15 @@ struct ObjectUploader: Sendable {
                     headers: digest.headers)
                 return .acknowledged(uploadID: uploadID, number: number, etag: etag, digest: digest)
             } catch {
+                if fromCard, error.isBadDigest { return .damaged(number: number) }
                 return .failed(uploadID: uploadID, number: number, error: error)
             }
         }
+    }
+
+    private func damaged(part number: Int?) -> String {
+        "the staged copy \(stagedPath) no longer holds the bytes read from the card: the server found "
+            + (number.map { "part \($0)" } ?? "the object") + " does not match the CRC32C computed when the card was read"
     }
 
     private static func digest(

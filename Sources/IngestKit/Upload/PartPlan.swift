@@ -21,6 +21,18 @@ public enum S3UploadLimits {
     static let tebibyte: Int64 = 1 << 40
 }
 
+/// How files are cut for upload: what ``PartPlan/plan(fileSize:preferredPartSize:singlePutThreshold:)``
+/// takes besides the file's size, from the `[upload]` configuration.
+public struct UploadCut: Sendable, Hashable {
+    public var partSize: Int64
+    public var singlePutThreshold: Int64
+
+    public init(partSize: Int64, singlePutThreshold: Int64) {
+        self.partSize = partSize
+        self.singlePutThreshold = singlePutThreshold
+    }
+}
+
 /// How one staged file goes to the server.
 public enum UploadShape: Sendable, Hashable {
     /// One `PutObject`: the file is small (or empty), and a multipart upload would only add
