@@ -33,8 +33,8 @@ extension CommonOptions {
         let staging = try StagingArea(root: state.stagingPath)
         return UploadRunner(
             journal: journal, state: state, staging: staging, settings: config.upload,
-            credentials: CredentialsProvider(environment: environment), transport: CurlTransport(settings: config.s3.transport),
-            sink: sink, logger: logger)
+            credentials: CredentialsProvider(environment: environment) { sink.emit(.upload(.refreshingCredentials)) },
+            transport: CurlTransport(settings: config.s3.transport), sink: sink, logger: logger)
     }
 
     /// An S3 client for one destination, for the commands that send single requests.

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 @testable import IngestKit
@@ -408,6 +409,24 @@ private func utc(_ text: String) throws -> Date {
         let renewed = try await provider.credentials(now: expiry.addingTimeInterval(-300))
         #expect(fixture.runs == 2)
         #expect(renewed.accessKeyID == "ASIARUN2")
+    }
+
+    @Test func eachRenewalIsAnnouncedButNotTheFirstResolution() async throws {
+        let fixture = Fixture()
+        try fixture.config("[default]\ncredential_process = \(try fixture.countingHelper(expiration: "2030-01-01T00:00:00Z"))\n")
+        let renewals = Mutex(0)
+        let provider = CredentialsProvider(environment: fixture.environment, refreshMargin: 300) {
+            renewals.withLock { $0 += 1 }
+        }
+        let expiry = try utc("2030-01-01T00:00:00Z")
+        _ = try await provider.credentials(now: expiry.addingTimeInterval(-3600))
+        _ = try await provider.credentials(now: expiry.addingTimeInterval(-1800))
+        #expect(renewals.withLock { $0 } == 0)
+        _ = try await provider.credentials(now: expiry.addingTimeInterval(-300))
+        #expect(renewals.withLock { $0 } == 1)
+        _ = try await provider.refresh(now: expiry.addingTimeInterval(-290))
+        #expect(renewals.withLock { $0 } == 2)
+        #expect(fixture.runs == 3)
     }
 
     @Test func credentialsArrivingInsideTheMarginAreNotFetchedForEveryRequest() async throws {

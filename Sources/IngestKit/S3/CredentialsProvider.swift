@@ -173,20 +173,28 @@ public actor CredentialsProvider {
     /// How long a `credential_process` may run before it is killed.
     public nonisolated let processTimeout: TimeInterval
     private let environment: [String: String]
+    private let onRenewal: (@Sendable () -> Void)?
 
     private var cached: (credentials: ResolvedCredentials, renewAt: Date?)?
     private var running: Task<Result<ResolvedCredentials, CredentialsError>, Never>?
+    private var obtained = false
 
-    /// - Parameter environment: the variables to read (and to give a `credential_process`);
-    ///   the process's own by default, a dictionary in tests.
+    /// - Parameters:
+    ///   - environment: the variables to read (and to give a `credential_process`); the
+    ///     process's own by default, a dictionary in tests.
+    ///   - onRenewal: told each time credentials already obtained are renewed (ahead of
+    ///     their expiry, or after the server rejected them), before the renewal runs: the
+    ///     `credentials_refreshing` event.
     public init(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         refreshMargin: TimeInterval = 300,
-        processTimeout: TimeInterval = 60
+        processTimeout: TimeInterval = 60,
+        onRenewal: (@Sendable () -> Void)? = nil
     ) {
         self.environment = environment
         self.refreshMargin = refreshMargin
         self.processTimeout = processTimeout
+        self.onRenewal = onRenewal
     }
 
     /// Credentials valid at `now` for at least the refresh margin (when they expire at all).
@@ -206,11 +214,15 @@ public actor CredentialsProvider {
                 }
             }
             running = task
+            if obtained { onRenewal?() }
         }
         let result = await task.value
         if running == task {  // the first waiter to resume files the result
             running = nil
-            if case let .success(fresh) = result { cached = (fresh, renewalTime(of: fresh, obtainedAt: now)) }
+            if case let .success(fresh) = result {
+                cached = (fresh, renewalTime(of: fresh, obtainedAt: now))
+                obtained = true
+            }
         }
         return try result.get()
     }
