@@ -9,6 +9,8 @@ struct Ingest: AsyncParsableCommand {
         usage: """
             ingest <path> --endpoint <url> --bucket <name> [--scene <name>] [--tag <k=v>] [--json] [...]
             ingest <path> --no-upload [--verify]
+            ingest --device <node> [--endpoint <url>] [--bucket <name>] [...]
+            ingest watch [--max-cards <n>] [--endpoint <url>] [--bucket <name>] [--json]
             ingest scan <path> [--list] [--json]
             ingest status [--json]
             ingest resume [<id> ...]
@@ -45,7 +47,7 @@ struct Ingest: AsyncParsableCommand {
         version: BuildInfo.versionLine,
         subcommands: [
             RunCommand.self, ScanCommand.self, StatusCommand.self, ResumeCommand.self, AbortCommand.self,
-            ForgetCommand.self, ListCommand.self,
+            ForgetCommand.self, ListCommand.self, WatchCommand.self,
         ],
         defaultSubcommand: RunCommand.self
     )

@@ -7,7 +7,19 @@ struct RunCommand: AsyncParsableCommand {
         commandName: "run",
         abstract: "Ingest a card or directory: copy new files into staging and upload them (the default command).",
         discussion: """
-            PATH is a card's mount point or any directory. Files already ingested (same path, \
+            PATH is a card's mount point or any directory. Or give the card's block device with \
+            --device (what the udev rule's ingest@.service runs): ingest reads the device's udev \
+            identity (file system UUID and label, serial, vendor, model, bus) for the objects' \
+            labels; if the file system is not mounted, mounts it read-only (ro,nosuid,nodev,noexec; \
+            a clean ext3/ext4 journal is not even loaded) under $RUNTIME_DIRECTORY or \
+            /run/ingest/cards, ingests it and unmounts it, also on errors and on SIGTERM; a mount \
+            that was there (under /media, /run/media or /mnt) is used and left alone. A device \
+            mounted at a system place (/, /boot, /home…) or holding no file system is refused. A \
+            card another ingest is already ingesting is left to it: a notice, and exit status 0. \
+            A card pulled out mid-copy ends its staging cleanly (exit 74): files not yet copied \
+            stay pending, and the staged ones still upload before ingest exits.
+
+            Files already ingested (same path, \
             size and modification time) are not read again. Each file is copied into staging \
             and fingerprinted (XXH3-128) in one read, journalled, and uploaded while the rest \
             of the card is still being copied. An upload is verified (size, fingerprint, and \
@@ -30,8 +42,14 @@ struct RunCommand: AsyncParsableCommand {
             AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, the shared credentials and \
             config files, credential_process.
 
+            SIGTERM or SIGINT stops the run cleanly: copying stops, the upload parts on the \
+            wire end and are journalled, a card mounted here is unmounted, and ingest then dies \
+            by that signal; a second one ends it at once. Everything left is pending.
+
             Examples:
               ingest /media/sd --endpoint http://127.0.0.1:8333 --bucket cards
+              ingest --device /dev/sdb1 --endpoint http://127.0.0.1:8333 --bucket cards
+              ingest --device /dev/mmcblk0p1 --no-upload
               ingest /media/sd --scene flood-survey --tag site=km12 --json
               ingest /media/sd --no-upload --verify
               ingest /media/sd --exclude '*.THM' --exclude MISC
@@ -42,7 +60,15 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var destination: DestinationOptions
 
     @Argument(help: ArgumentHelp("The card's mount point, or any directory.", valueName: "path"), completion: .directory)
-    var path: String
+    var path: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The card's block device, like /dev/sdb1, instead of a path: mounted read-only if it is not mounted.",
+            valueName: "node"),
+        completion: .file())
+    var device: String?
 
     @Flag(name: .long, help: "Stage only; do not upload (the staged files upload on a later run).")
     var noUpload = false
@@ -68,8 +94,18 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Free space to keep on the staging disk, like 2GiB (default 1GiB).", valueName: "size"))
     var reserve: String?
 
+    func validate() throws {
+        switch (path, device) {
+        case (nil, nil): throw ValidationError("Give the card's mount point (PATH) or its block device (--device /dev/sdb1).")
+        case (.some, .some): throw ValidationError("Give either PATH or --device, not both.")
+        default: break
+        }
+    }
+
     func run() async throws {
         let logger = common.bootstrapLogging()
+        let stop = IngestStop()
+        let signals = ShutdownSignals { _ in stop.shutdown() }
         let summary: RunSummary
         do throws(IngestError) {
             var config = try common.loadConfig()
@@ -87,15 +123,47 @@ struct RunCommand: AsyncParsableCommand {
             let ingestor = Ingestor(config: config, state: state, journal: journal, logger: logger, upload: upload)
             let display = Task { await console?.runProgressDisplay() }
             defer { display.cancel() }
-            summary = try await ingestor.ingest(path: path, sink: sink)
+            if let device {
+                let policy = MountPolicy(environment: common.environment)
+                do {
+                    summary = try await DeviceIngest(state: state, policy: policy, logger: logger)
+                        .run(device: device, ingestor: ingestor, sink: sink, stop: stop)
+                } catch {
+                    switch error {
+                    case .deviceBusy, .volumeBusy: return notice(error, code: "busy")
+                    default: throw error
+                    }
+                }
+            } else {
+                summary = try await ingestor.ingest(path: path ?? ".", sink: sink, stop: stop)
+            }
         } catch {
+            if let signal = signals.signal { stopped(by: signal) }
             throw fail(error, json: common.json)
         }
+        if let signal = signals.signal { stopped(by: signal) }
         if let problem = summary.uploadError {
             // Files that failed are listed as they fail; the upload problem decides the status.
             ReportOutput.standardError.write("ingest: error: \(problem)\n")
         }
         if summary.exitStatus != .success { throw ExitCode(summary.exitStatus.rawValue) }
+    }
+
+    /// A second trigger for a card another process is ingesting: said, and a success.
+    private func notice(_ error: IngestError, code: String) {
+        if common.json {
+            ReportOutput.standardOutput.write(
+                JSONValue.line(["event": "notice", "code": .string(code), "message": .string(error.description)]) + "\n")
+        }
+        ReportOutput.standardError.write("ingest: \(error)\n")
+    }
+
+    /// After a clean stop on SIGTERM or SIGINT: said, then the death the signal asked for.
+    private func stopped(by signal: Int32) -> Never {
+        ReportOutput.standardError.write(
+            "ingest: stopped by signal \(signal); what was not copied is found again on the next run, "
+                + "pending uploads resume with `ingest resume`\n")
+        ShutdownSignals.dieBy(signal)
     }
 
     /// Flags override the configuration file and environment.

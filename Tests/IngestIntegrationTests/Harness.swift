@@ -126,11 +126,23 @@ final class LoopCard {
     /// Flushes what was written and remounts read-only, as a card is ingested.
     func seal() throws { try sh("sync; mount -o remount,ro \(mountPoint)") }
 
-    /// Unmounts and detaches (pulling the card out after the fact).
+    /// Unmounts (if mounted here) and detaches (pulling the card out after the fact).
     func detach() throws {
-        try sh("umount \(mountPoint) || umount -l \(mountPoint); losetup -d \(device) || true")
+        try sh("""
+            if mountpoint -q \(mountPoint); then umount \(mountPoint) || umount -l \(mountPoint); fi
+            losetup -d \(device) || true
+            """)
         device = ""
     }
+
+    /// Attaches the image without mounting it: a card inserted, for udev and ingest to find.
+    func insert() throws {
+        device = try sh("losetup -f --show \(image)").trimmingCharacters(in: .whitespacesAndNewlines)
+        try sh("udevadm settle -t 10 || true")
+    }
+
+    /// The device's kernel name, e.g. `loop3`.
+    var kernelName: String { String(device.split(separator: "/").last ?? "") }
 
     deinit {
         if !device.isEmpty { _ = try? detach() }

@@ -331,6 +331,15 @@ private let fullConfig = """
         }.key == "s3.endpoint")
     }
 
+    @Test func watchTakesTwoCardsAtOnceUnlessConfiguredAndTheBoundIsChecked() throws {
+        #expect(try Config.parse("").watch.maxCards == 2)
+        #expect(try Config.parse("[watch]\nmax_cards = 4\n").watch.maxCards == 4)
+        let zero = try configFailure { try Config.parse("[watch]\nmax_cards = 0\n") }
+        #expect(zero.key == "watch.max_cards")
+        #expect(zero.problem.contains("outside 1…16"))
+        #expect(try configFailure { try Config.parse("[watch]\ncards = 2\n") }.key == "watch.cards")
+    }
+
     // MARK: loading
 
     @Test func missingExplicitFileFails() throws {

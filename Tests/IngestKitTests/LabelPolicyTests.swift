@@ -92,6 +92,21 @@ import Testing
         #expect(CardLabels(device: nil) == CardLabels())
     }
 
+    @Test func aUSBReadersVendorModelAndBusBecomeCardLabelsButNotTagsByDefault() throws {
+        let device = BlockDevice(
+            node: "/dev/sdb1",
+            udevProperties: ["ID_FS_UUID": "1B6E-2F0A", "ID_VENDOR": "Generic", "ID_MODEL": "STORAGE_DEVICE", "ID_BUS": "usb"])
+        let policy = try LabelPolicy(deviceID: "station-7")
+        let labels = try policy.objectLabels(
+            base: try policy.cardLabels(card: CardLabels(device: device), sceneFile: nil), path: CardPath("DCIM/a.jpg"),
+            fingerprint: Fingerprint.of(Array("a".utf8)))
+        let metadata = Dictionary(uniqueKeysWithValues: labels.metadata.map { ($0.name, $0.value) })
+        #expect(metadata["x-amz-meta-card-vendor"] == "Generic")
+        #expect(metadata["x-amz-meta-card-model"] == "STORAGE_DEVICE")
+        #expect(metadata["x-amz-meta-card-bus"] == "usb")
+        #expect(labels.tags == ["device": "station-7", "fs-uuid": "1B6E-2F0A"])
+    }
+
     @Test func theRunsOwnConflictsFailWhenThePolicyIsMade() throws {
         let error = try #require(throws: LabelError.self) {
             try LabelPolicy(deviceID: "station-3", commandLine: Scene(tags: ["device": "station-4"]))

@@ -32,6 +32,9 @@ import TOMLKit
 ///
 /// [scene]
 /// name = "daily-survey"           # default scene when neither --scene nor the card names one
+///
+/// [watch]
+/// max_cards = 2                   # cards `ingest watch` ingests at once
 /// ```
 public struct Config: Sendable, Equatable {
     public static let defaultPath = "/etc/ingest/ingest.toml"
@@ -53,6 +56,7 @@ public struct Config: Sendable, Equatable {
     public var upload = UploadSettings()
     public var device = DeviceSettings()
     public var scene = SceneSettings()
+    public var watch = WatchSettings()
     /// The file the settings came from, if any.
     public var source: String?
 
@@ -89,7 +93,7 @@ public struct Config: Sendable, Equatable {
         var config = Config()
         config.source = file
         let root = TableReader(table: table, prefix: "", file: file)
-        try root.allowOnly(["state_dir", "scan", "staging", "s3", "upload", "device", "scene"])
+        try root.allowOnly(["state_dir", "scan", "staging", "s3", "upload", "device", "scene", "watch"])
         config.stateDirectory = try root.string("state_dir")
         if let scan = try root.table("scan") {
             try scan.allowOnly(["include", "exclude"])
@@ -153,6 +157,10 @@ public struct Config: Sendable, Equatable {
             try scene.allowOnly(["name", "tags"])
             config.scene.name = try scene.string("name")
             config.scene.tags = try scene.stringTable("tags") ?? [:]
+        }
+        if let watch = try root.table("watch") {
+            try watch.allowOnly(["max_cards"])
+            if let count = try watch.integer("max_cards", in: WatchSettings.maxCardsRange) { config.watch.maxCards = count }
         }
         try config.upload.check(file: file)
         return config
@@ -328,6 +336,14 @@ public struct S3Settings: Sendable, Equatable {
 public struct DeviceSettings: Sendable, Equatable {
     public var id: String?
     public var tags: [String: String] = [:]
+    public init() {}
+}
+
+/// `ingest watch`, from `[watch]`.
+public struct WatchSettings: Sendable, Equatable {
+    /// Cards ingested at once; more wait their turn (`--max-cards`).
+    public var maxCards = 2
+    public static let maxCardsRange = 1...16
     public init() {}
 }
 

@@ -86,9 +86,13 @@ public struct Ingestor: Sendable {
     }
 
     /// Ingests the volume at `path`: everything new is staged and journalled. Per-file
-    /// failures are reported and counted; only what stops the whole run throws.
-    public func ingest(path: String, sink: some EventSink) async throws(IngestError) -> RunSummary {
+    /// failures are reported and counted; only what stops the whole run throws. A `stop`
+    /// request ends the run early without an error: ``RunSummary/stoppedBy`` says why.
+    public func ingest(path: String, sink: some EventSink, stop: IngestStop = IngestStop()) async throws(IngestError)
+        -> RunSummary
+    {
         let started = Date()
+        if let upload { stop.attach(upload.runner) }
         let volume = try VolumeIdentity.identify(path: path)
         sink.emit(.volume(volume))
         let lock = try state.lockVolume(volume)
@@ -123,7 +127,7 @@ public struct Ingestor: Sendable {
         var stopped: IngestError?
         do {
             if let uploads { try await queueLeftovers(of: volume, planner: uploads.1, runner: uploads.0.runner) }
-            try await stage(plan, summary: &summary, uploads: uploads, sink: sink)
+            try await stage(plan, summary: &summary, uploads: uploads, sink: sink, stop: stop)
         } catch {
             stopped = error
             summary.stoppedBy = error.description
@@ -133,6 +137,7 @@ public struct Ingestor: Sendable {
             summary.uploads = totals
             summary.uploadError = uploadError
         }
+        if stopped == nil, let reason = stop.reason { summary.stoppedBy = reason.rawValue }
         summary.seconds = Date().timeIntervalSince(started)
         sink.emit(.finished(summary))
         if let stopped { throw stopped }
@@ -186,9 +191,10 @@ public struct Ingestor: Sendable {
     /// Copies the plan's files and journals their outcomes as they arrive, in batches of
     /// whatever piled up during the last commit.
     private func stage(
-        _ plan: ScanPlan, summary: inout RunSummary, uploads: (UploadRequest, UploadPlanner)?, sink: some EventSink
+        _ plan: ScanPlan, summary: inout RunSummary, uploads: (UploadRequest, UploadPlanner)?, sink: some EventSink,
+        stop: IngestStop
     ) async throws(IngestError) {
-        guard !plan.toStage.isEmpty else { return }
+        guard !plan.toStage.isEmpty, stop.reason == nil else { return }
         let area = try StagingArea(root: state.stagingPath)
         let abandoned = area.removeAbandonedPartials()
         if abandoned > 0 { logger.info("removed partial copies left by an interrupted run", metadata: ["count": "\(abandoned)"]) }
@@ -199,6 +205,7 @@ public struct Ingestor: Sendable {
             settings.partChecksums = config.upload.cut
         }
         let stager = Stager(area: area, settings: settings)
+        stop.attach(stager)
         sink.emit(.stagingStarted(stager))
 
         let outcomes = Batches<StageOutcome>()

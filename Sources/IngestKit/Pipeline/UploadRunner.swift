@@ -12,6 +12,9 @@ public struct UploadTotals: Sendable, Equatable, Codable {
     public var failed = 0
     /// Uploads not attempted because their destination failed first; they stay pending.
     public var notAttempted = 0
+    /// Uploads left for later because the process was asked to stop (``UploadRunner/stop()``);
+    /// their acknowledged parts are journalled and they stay pending.
+    public var interrupted = 0
     /// Staged copies deleted after their objects verified.
     public var stagedCopiesRemoved = 0
     public init() {}
@@ -52,13 +55,17 @@ public final class UploadRunner: Sendable {
     private let hooks = TestHooks()
     private let partsJournalled = PartCounter()
     private let state = Mutex(State())
+    /// Raised by ``stop()``.
+    private let stopping = StopFlag()
     private let queue: AsyncStream<Job>.Continuation
     /// Takes jobs off the queue as file slots free up; ends when the queue is finished.
     private let worker = Mutex<Task<Void, Never>?>(nil)
 
+    /// - Parameter limiter: the bound on bodies and bytes on the wire, to share it between
+    ///   runners of one process (`ingest watch` runs one per card); by default, its own.
     public init(
         journal: Journal, state: StateDirectory, staging: StagingArea, settings: UploadSettings, credentials: CredentialsProvider,
-        transport: CurlTransport, sink: any EventSink, logger: Logger
+        transport: CurlTransport, sink: any EventSink, logger: Logger, limiter: TransferLimiter? = nil
     ) {
         self.journal = journal
         self.stateDirectory = state
@@ -67,7 +74,7 @@ public final class UploadRunner: Sendable {
         self.sink = sink
         self.logger = logger
         destinations = Destinations(credentials: credentials, transport: transport, logger: logger)
-        limiter = TransferLimiter(maxRequests: settings.partsInFlight, maxBytes: settings.bytesInFlight)
+        self.limiter = limiter ?? TransferLimiter(maxRequests: settings.partsInFlight, maxBytes: settings.bytesInFlight)
         files = TransferLimiter(maxRequests: settings.filesInFlight, maxBytes: .max)
         let jobs: AsyncStream<Job>
         (jobs, queue) = AsyncStream.makeStream(of: Job.self)
@@ -102,6 +109,11 @@ public final class UploadRunner: Sendable {
         sink.emit(.upload(.completed(record, alreadyThere: true)))
     }
 
+    /// Asks the uploads to stop for now (a shutdown): none starts any more, and each running
+    /// one sends no new part; the parts on the wire end and are journalled. Everything left
+    /// stays pending in the journal, counted as ``UploadTotals/interrupted``. Any thread.
+    public func stop() { stopping.raise() }
+
     /// Waits for every queued upload, then deletes the staged copies retention allows.
     public func finish() async -> (UploadTotals, UploadError?) {
         queue.finish()
@@ -115,6 +127,10 @@ public final class UploadRunner: Sendable {
 
     private func run(_ job: Job) async {
         let record = job.record
+        if stopping.isRaised {
+            state.withLock { $0.totals.interrupted += 1 }
+            return
+        }
         let client: S3Client
         switch await destinations.client(for: record.target) {
         case .success(let ready): client = ready
@@ -143,7 +159,7 @@ public final class UploadRunner: Sendable {
         guard let (fresh, parts) = current, fresh.isPending else { return }
         let uploader = ObjectUploader(
             record: fresh, client: client, journal: journal, stagedPath: stagedPath(fresh), limiter: limiter,
-            settings: settings, sink: sink, hooks: hooks, partsJournalled: partsJournalled)
+            settings: settings, sink: sink, hooks: hooks, partsJournalled: partsJournalled, stop: stopping)
         switch await uploader.run(parts: parts, resumed: job.resumed, checksums: job.checksums) {
         case .uploaded(let alreadyThere):
             state.withLock {
@@ -160,6 +176,8 @@ public final class UploadRunner: Sendable {
             note(error, notAttempted: false)
         case .aborted:
             break
+        case .interrupted:
+            state.withLock { $0.totals.interrupted += 1 }
         }
     }
 

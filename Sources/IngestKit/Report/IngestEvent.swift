@@ -116,6 +116,7 @@ extension IngestEvent {
                 object["already_in_bucket"] = .int(uploads.alreadyThere)
                 object["upload_failed"] = .int(uploads.failed)
                 object["upload_not_attempted"] = .int(uploads.notAttempted)
+                object["upload_interrupted"] = .int(uploads.interrupted)
                 object["staged_copies_removed"] = .int(uploads.stagedCopiesRemoved)
             }
             object["upload_error"] = summary.uploadError.map { .string($0.message) }

@@ -35,6 +35,22 @@ public struct JSONLinesReporter: EventSink {
     public func emit(_ event: IngestEvent) { output.write(JSONValue.line(event.json) + "\n") }
 }
 
+/// `ingest watch --json`: one NDJSON object per event, each with the kernel name of its
+/// card (`card`), so that the events of cards ingested at once can be told apart.
+public struct CardJSONReporter: EventSink {
+    let card: String
+    let output: ReportOutput
+    public init(card: String, output: ReportOutput = .standardOutput) {
+        self.card = card
+        self.output = output
+    }
+    public func emit(_ event: IngestEvent) {
+        var object = event.json
+        object["card"] = .string(card)
+        output.write(JSONValue.line(object) + "\n")
+    }
+}
+
 /// The human view: notable findings and failures as lines, a live progress line while
 /// copying (only on a terminal), and a summary at the end.
 public final class ConsoleReporter: EventSink, Sendable {
@@ -104,6 +120,7 @@ public final class ConsoleReporter: EventSink, Sendable {
                 if uploads.alreadyThere > 0 { line += "; \(uploads.alreadyThere) already in the bucket" }
                 if uploads.failed > 0 { line += "; \(uploads.failed) failed" }
                 if uploads.notAttempted > 0 { line += "; \(uploads.notAttempted) not attempted" }
+                if uploads.interrupted > 0 { line += "; \(uploads.interrupted) left for later (ingest resume)" }
                 print(line)
             }
             if summary.failed > 0 { print("Files that failed stay pending: run ingest again to retry them.") }

@@ -550,7 +550,9 @@ struct ShellCommand: Sendable {
         posix_spawnattr_setsigmask(&attributes, &noSignals)
         var defaults = sigset_t()
         sigemptyset(&defaults)
-        sigaddset(&defaults, SIGPIPE)  // the runtime ignores it; the helper should not
+        // The runtime ignores SIGPIPE, and a run that stops cleanly ignores SIGTERM and
+        // SIGINT (``ShutdownSignals``); the helper must not inherit that.
+        for signal in [SIGPIPE, SIGTERM, SIGINT] { sigaddset(&defaults, signal) }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         posix_spawnattr_setpgroup(&attributes, 0)
         posix_spawnattr_setflags(

@@ -151,8 +151,9 @@ public final class Stager: Sendable {
         self.settings = settings
     }
 
-    /// Stops a running ``run(root:files:volumeName:report:)`` before its next file; what
-    /// was not copied stays pending. Any thread.
+    /// Stops a running ``run(root:files:volumeName:report:)`` at its next chunk: the file
+    /// being read is dropped (its partial copy removed, nothing reported) and no other is
+    /// opened; what was not copied is found again by the next scan. Any thread.
     public func cancel() { isCancelled.store(true, ordering: .relaxed) }
 
     /// Stages `files` from the tree at `root`, calling `report` (on the writer thread) once
@@ -210,6 +211,9 @@ private final class Pipeline: @unchecked Sendable {
 
     var isStopped: Bool { fatal.withLock { $0 != nil } }
 
+    /// The run stopped on an error, or was cancelled: the reader reads no further.
+    var readerShouldStop: Bool { stager.isCancelled.load(ordering: .relaxed) || isStopped }
+
     func stop(_ error: IngestError) {
         fatal.withLock { if $0 == nil { $0 = error } }
     }
@@ -227,7 +231,7 @@ private final class Pipeline: @unchecked Sendable {
         let hasher = FingerprintHasher()
         var deviceFailures = 0
         for file in files {
-            if isStopped || stager.isCancelled.load(ordering: .relaxed) { break }
+            if readerShouldStop { break }
             switch readOne(file, hasher: hasher) {
             case .copied(let copied, let digest, let checksums):
                 deviceFailures = 0
@@ -303,9 +307,9 @@ private final class Pipeline: @unchecked Sendable {
                 stager.bytesRead.add(Int64(chunk.count), ordering: .relaxed)
                 let full = chunk.count == chunk.storage.count
                 queue.put(.chunk(chunk))
-                if !full || isStopped { break }
+                if !full || readerShouldStop { break }
             }
-            if isStopped { return .abandoned }
+            if readerShouldStop { return .abandoned }
             let after = try source.stat()
             guard total == file.size, Int64(after.st_size) == file.size, after.mtimeNanoseconds == file.mtime else {
                 return .failed(StageFailure(kind: .changedWhileCopying))

@@ -10,10 +10,12 @@ public enum ExitStatus: Int32, Sendable, CaseIterable, Codable {
     /// Tags or metadata are invalid: a key given two values, a reserved key, or beyond
     /// S3's limits. Checked before anything is uploaded.
     case dataError = 65
-    /// The path to ingest does not exist, is not a directory, or cannot be read.
+    /// The path to ingest does not exist, is not a directory, or cannot be read; or the
+    /// device is not a card ingest may take (no file system, mounted at a system place) or
+    /// cannot be mounted.
     case noInput = 66
-    /// The S3 endpoint could not be reached, or kept failing; staged files wait for the
-    /// next run.
+    /// The S3 endpoint (or, for `watch`, udev) could not be reached, or kept failing; staged
+    /// files wait for the next run.
     case unavailable = 69
     /// A bug: something that should not happen did.
     case software = 70
@@ -38,12 +40,12 @@ public enum ExitStatus: Int32, Sendable, CaseIterable, Codable {
         case .partial: "some files could not be read; they stay pending for the next run"
         case .usage: "the command line is wrong"
         case .dataError: "tags or metadata are invalid (a key with two values, a reserved key, S3's limits)"
-        case .unavailable: "the S3 endpoint cannot be reached or keeps failing; staged files wait for the next run"
-        case .noInput: "the path does not exist, is not a directory or cannot be read"
+        case .unavailable: "the S3 endpoint (or udev, for watch) cannot be reached or keeps failing; staged files wait for the next run"
+        case .noInput: "the path does not exist or cannot be read; or the device is not a card, is mounted at a system place, or cannot be mounted"
         case .software: "internal error (a bug: please report it)"
         case .cantCreate: "the state directory or staging area cannot be written, or is full"
         case .ioError: "the card failed or was removed while it was read"
-        case .busy: "another ingest process holds this card or the journal"
+        case .busy: "another ingest process holds this card or the journal (with --device: exit 0 and a notice instead)"
         case .integrity: "an uploaded object did not verify (size, fingerprint or digest)"
         case .noPermission: "the credentials are missing or the server refused them"
         case .config: "the configuration is invalid, or the bucket does not exist"
@@ -61,6 +63,17 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     case stateUnusable(path: String, reason: String)
     case volumeBusy(volume: String, lockPath: String)
     case volumeLost(volume: String, cause: SystemError)
+    /// `--device` names something that is not a card: not a block device, no file system,
+    /// unknown to udev.
+    case notACard(device: String, reason: String)
+    /// The device's file system is mounted somewhere no card belongs (`/`, `/boot`, `/home`…).
+    case systemDevice(device: String, mountPoint: String)
+    /// The card's file system could not be mounted (or its mount point made).
+    case mountFailed(device: String, mountPoint: String, reason: String)
+    /// Another ingest process holds the card's device (it is mounting or ingesting it).
+    case deviceBusy(device: String, lockPath: String)
+    /// udev's event monitor cannot be used (`ingest watch`).
+    case udevUnavailable(SystemError)
     /// Uploading failed in a way that stops the run (the destination is unusable), or
     /// a command on one upload failed; the status says which.
     case upload(UploadError)
@@ -78,8 +91,10 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case .sourceUnavailable: .noInput
         case .config: .config
         case .stagingFull, .stagingUnwritable, .stateUnusable: .cantCreate
-        case .volumeBusy: .busy
+        case .volumeBusy, .deviceBusy: .busy
         case .volumeLost: .ioError
+        case .notACard, .systemDevice, .mountFailed: .noInput
+        case .udevUnavailable: .unavailable
         case .upload(let error): error.exitStatus
         case .labels: .dataError
         case .unknownUpload, .ambiguousUpload, .uploadRefused: .usage
@@ -118,6 +133,20 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .volumeLost(volume, cause):
             return "\(volume) failed while it was being read (\(cause)). "
                 + "Files not yet staged stay pending; reinsert the card and run again."
+        case let .notACard(device, reason):
+            return "cannot ingest \(device): \(reason)."
+        case let .systemDevice(device, mountPoint):
+            return "refusing to ingest \(device): its file system is mounted at \(mountPoint), outside the places "
+                + "for removable media (/media, /run/media, /mnt), so it may be a system's own (a Raspberry Pi's root "
+                + "is on an SD card too). If it really is a card, ingest it by path: ingest \(mountPoint)"
+        case let .mountFailed(device, mountPoint, reason):
+            return "cannot mount \(device) read-only at \(mountPoint): \(reason)."
+        case let .deviceBusy(device, lockPath):
+            return "\(device) is being ingested by another ingest process (lock \(lockPath)); "
+                + "nothing to do now, it will finish there."
+        case .udevUnavailable(let error):
+            return "cannot listen to udev's events (\(error)). `ingest watch` needs a running udevd "
+                + "(systemd-udevd) and root; without one, ingest cards with `ingest --device` or by path."
         }
     }
 }

@@ -6,7 +6,7 @@ import Glibc
 /// ```
 /// journal.sqlite   (+ -wal, -shm)   the journal
 /// staging/                          staged copies, named by fingerprint
-/// locks/                            one lock file per volume being ingested
+/// locks/                            one lock file per volume, device and upload in use
 /// ```
 public struct StateDirectory: Sendable {
     public let path: String
@@ -41,6 +41,17 @@ public struct StateDirectory: Sendable {
         let lockPath = "\(locksPath)/\(name).lock"
         guard let lock = try lock(at: lockPath, note: identity.key) else {
             throw .volumeBusy(volume: identity.displayName, lockPath: lockPath)
+        }
+        return lock
+    }
+
+    /// Takes the lock of one card device (`device-<kernel name>.lock`) before it is
+    /// mounted, so that two `--device` runs (or `watch` and a `--device` run) never both
+    /// mount and ingest it. Fails at once, with `.deviceBusy`, if another process holds it.
+    public func lockDevice(kernelName: String, node: String) throws(IngestError) -> VolumeLock {
+        let lockPath = "\(locksPath)/device-\(kernelName).lock"
+        guard let lock = try lock(at: lockPath, note: node) else {
+            throw .deviceBusy(device: node, lockPath: lockPath)
         }
         return lock
     }

@@ -9,7 +9,8 @@ public enum LabelSource: Sendable, Hashable, CustomStringConvertible {
     case reserved
     /// The config's `[device]` section: `id` (the key `device`) and the `[device.tags]` table.
     case deviceConfig
-    /// What udev knows of the card: `fs-uuid`, `fs-label` and `card-serial`.
+    /// What udev knows of the card: `fs-uuid`, `fs-label`, `card-serial`, `card-vendor`,
+    /// `card-model`, `card-bus`.
     case cardIdentity
     /// A scene file at the card's root (``SceneFile``), written by someone in the field.
     case sceneFile(path: String)

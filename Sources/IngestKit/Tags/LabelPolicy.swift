@@ -1,4 +1,7 @@
-/// What udev says of a card that becomes a label: `fs-uuid`, `fs-label` and `card-serial`.
+/// What udev says of a card that becomes a label: `fs-uuid`, `fs-label`, `card-serial`,
+/// `card-vendor`, `card-model` and `card-bus` (from `ID_FS_UUID`, `ID_FS_LABEL`,
+/// `ID_SERIAL_SHORT`, `ID_VENDOR`, `ID_MODEL`, `ID_BUS`; for a card in a USB reader the last
+/// four describe the reader, for an SD slot the card).
 ///
 /// These make a card's objects findable by the card they came from, long after the card has
 /// been wiped; absent or empty values are simply not labels.
@@ -6,16 +9,33 @@ public struct CardLabels: Sendable, Equatable {
     public var fsUUID: String?
     public var fsLabel: String?
     public var serial: String?
+    public var vendor: String?
+    public var model: String?
+    public var bus: String?
 
-    public init(fsUUID: String? = nil, fsLabel: String? = nil, serial: String? = nil) {
+    public init(
+        fsUUID: String? = nil, fsLabel: String? = nil, serial: String? = nil, vendor: String? = nil, model: String? = nil,
+        bus: String? = nil
+    ) {
         self.fsUUID = fsUUID
         self.fsLabel = fsLabel
         self.serial = serial
+        self.vendor = vendor
+        self.model = model
+        self.bus = bus
     }
 
     /// The labels of a block device; none for a plain directory.
     public init(device: BlockDevice?) {
-        self.init(fsUUID: device?.fsUUID, fsLabel: device?.fsLabel, serial: device?.serial)
+        self.init(
+            fsUUID: device?.fsUUID, fsLabel: device?.fsLabel, serial: device?.serial, vendor: device?.vendor,
+            model: device?.model, bus: device?.bus)
+    }
+
+    /// The labels by key, in a fixed order.
+    var entries: [(key: String, value: String?)] {
+        [("fs-uuid", fsUUID), ("fs-label", fsLabel), ("card-serial", serial), ("card-vendor", vendor),
+         ("card-model", model), ("card-bus", bus)]
     }
 }
 
@@ -85,7 +105,7 @@ public struct LabelPolicy: Sendable, Equatable {
     /// The labels every file of a card shares, checked before any of them is uploaded.
     public func cardLabels(card: CardLabels, sceneFile: SceneFile?) throws(LabelError) -> LabelSet {
         var labels = runLabels
-        for (key, value) in [("fs-uuid", card.fsUUID), ("fs-label", card.fsLabel), ("card-serial", card.serial)] {
+        for (key, value) in card.entries {
             if let value, !value.isEmpty { try labels.add(key, value, from: .cardIdentity) }
         }
         if let sceneFile {

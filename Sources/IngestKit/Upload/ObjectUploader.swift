@@ -8,6 +8,9 @@ public enum UploadResult: Sendable, Equatable {
     case uploaded(alreadyThere: Bool)
     case failed(UploadError)
     case aborted
+    /// Left for later on a stop request: every acknowledged part is journalled, the upload
+    /// stays pending and resumes from there.
+    case interrupted
 }
 
 /// Limits of one process's uploads, from the `[upload]` configuration.
@@ -91,6 +94,8 @@ struct ObjectUploader: Sendable {
     let sink: any EventSink
     let hooks: TestHooks
     let partsJournalled: PartCounter
+    /// Raised when the process is asked to stop: no new part is sent.
+    let stop: StopFlag
 
     /// Uploads, or resumes from `parts` (the journal's acknowledged parts). `resumed`: the
     /// upload was started by an earlier process, so the staged copy is checked against its
@@ -166,6 +171,7 @@ struct ObjectUploader: Sendable {
         if record.phase != .created, await verifySinglePut(expected: nil) == nil {
             return .uploaded(alreadyThere: true)
         }
+        if stop.isRaised { return .interrupted }
         do { try await journal.setPhase(.completing, lastError: nil, ofUpload: record.id) } catch {
             return .failed(.journal(error, path: journal.path))
         }
@@ -224,6 +230,8 @@ struct ObjectUploader: Sendable {
         case unreadable(SystemError)
         /// The server found the part's bytes do not match the CRC32C the card's bytes made.
         case damaged(number: Int)
+        /// The process was asked to stop before the part left.
+        case notSent
     }
 
     private func runMultipart(partSize: Int64, parts: [UploadPartRecord], sender: PartSender) async -> UploadResult {
@@ -294,6 +302,7 @@ struct ObjectUploader: Sendable {
                             actions += machine.requestFailed(Self.decision(error))
                         }
                     case let .sendParts(uploadID, numbers):
+                        if stop.isRaised { continue }
                         for number in numbers {
                             let range = plan.range(ofPart: number)
                             group.addTask { await sendPart(uploadID: uploadID, number: number, range: range, sender: sender) }
@@ -354,6 +363,9 @@ struct ObjectUploader: Sendable {
                         }
                     }
                 }
+                // Asked to stop: once the parts on the wire have ended (and been journalled
+                // above), the upload is left for later.
+                if stop.isRaised, group.isEmpty { return .interrupted }
                 guard let answer = await group.next() else {
                     return .failed(UploadError(
                         exitStatus: .software, scope: .object,
@@ -374,6 +386,8 @@ struct ObjectUploader: Sendable {
                 case .damaged(let number):
                     group.cancelAll()
                     return await giveUpStagedCopy(damaged(part: number))
+                case .notSent:
+                    actions = []
                 }
             }
         }
@@ -440,6 +454,7 @@ struct ObjectUploader: Sendable {
         uploadID: String, number: Int, range: (offset: Int64, length: Int64), sender: PartSender
     ) async -> PartAnswer {
         await limiter.withPermit(range.length) { () async -> PartAnswer in
+            if stop.isRaised { return .notSent }
             let (digest, fromCard): (PartDigest, Bool)
             switch await sender.digest(ofPart: number, range: range) {
             case .success(let value): (digest, fromCard) = value
@@ -510,6 +525,8 @@ struct ObjectUploader: Sendable {
             sink.emit(.upload(.failed(record, error)))
         case .aborted:
             sink.emit(.upload(.aborted(record)))
+        case .interrupted:
+            break
         }
         return result
     }

@@ -12,16 +12,20 @@ public struct BlockDevice: Equatable, Sendable, Codable {
     public var model: String?
     public var bus: String?
 
-    /// Builds the record from udev properties (`ID_FS_UUID`, `ID_FS_LABEL`, …).
+    /// Builds the record from udev properties (`ID_FS_UUID`, `ID_FS_LABEL`, …). An SD card in
+    /// a slot (`mmcblk*`) has no `ID_SERIAL_SHORT` or `ID_MODEL`: udev names it by the card's
+    /// own `ID_SERIAL` (product name and serial) and `ID_NAME`.
     public init(node: String, udevProperties p: [String: String]) {
         func value(_ key: String) -> String? { p[key].flatMap { $0.isEmpty ? nil : $0 } }
         self.node = value("DEVNAME") ?? node
         fsUUID = value("ID_FS_UUID")
         fsLabel = value("ID_FS_LABEL")
         fsType = value("ID_FS_TYPE")
-        serial = value("ID_SERIAL_SHORT")
+        // Only an SD card's ID_SERIAL (it has an ID_NAME) is its own; a USB reader's without
+        // a short serial is just its make, shared by every reader of that make.
+        serial = value("ID_SERIAL_SHORT") ?? value("ID_NAME").flatMap { _ in value("ID_SERIAL") }
         vendor = value("ID_VENDOR")
-        model = value("ID_MODEL")
+        model = value("ID_MODEL") ?? value("ID_NAME")
         bus = value("ID_BUS")
     }
 }

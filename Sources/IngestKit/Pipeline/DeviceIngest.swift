@@ -1,0 +1,89 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// One card given by its block device, from the device node to the unmount: what
+/// `ingest --device` and `ingest watch` share.
+///
+/// 1. The node must be a block device udev knows, holding a file system.
+/// 2. A device mounted at a system place (`/`, `/boot`, `/home`…) is refused before anything
+///    else happens: a Raspberry Pi's root is on an SD card too.
+/// 3. The device's lock (`locks/device-<kernel name>.lock`) is taken before mounting, so two
+///    triggers for one card never both mount it; the volume's lock then covers the ingest.
+/// 4. A mount at a place for removable media is used as it is; otherwise the file system is
+///    mounted read-only (`ro,nosuid,nodev,noexec`) under the runtime directory.
+/// 5. After the ingest, on every path (errors and stop requests included), what was mounted
+///    here is unmounted and its directory removed. Another's mount is never touched.
+public struct DeviceIngest: Sendable {
+    public let state: StateDirectory
+    public let policy: MountPolicy
+    public let logger: Logger
+
+    public init(state: StateDirectory, policy: MountPolicy, logger: Logger) {
+        self.state = state
+        self.policy = policy
+        self.logger = logger
+    }
+
+    /// Ingests the card at `node` with `ingestor`. Throws `.deviceBusy` or `.volumeBusy` when
+    /// another process has the card: a second trigger, which the caller reports as a notice.
+    public func run(
+        device node: String, ingestor: Ingestor, sink: some EventSink, stop: IngestStop = IngestStop()
+    ) async throws(IngestError) -> RunSummary {
+        let mount: CardMount
+        let lock: VolumeLock
+        do throws(IngestError) {
+            let card = try CardDevice.inspect(node: node)
+            let table: MountTable
+            do { table = try MountTable.current() } catch {
+                throw .notACard(device: node, reason: "cannot read /proc/self/mountinfo: \(error)")
+            }
+            try policy.checkNotSystem(card.mounts(in: table), device: node)
+            lock = try state.lockDevice(kernelName: card.kernelName, node: node)
+            mount = try CardMount.prepare(card, policy: policy, logger: logger)
+        } catch {
+            // Nothing was queued: the runner ends at once.
+            if let upload = ingestor.upload { _ = await upload.runner.finish() }
+            throw error
+        }
+        defer { lock.release() }
+        if mount.isOurs {
+            logger.info("mounted the card read-only", metadata: ["device": "\(node)", "mount_point": "\(mount.path)"])
+        }
+        let result: Result<RunSummary, IngestError>
+        do { result = .success(try await ingestor.ingest(path: mount.path, sink: sink, stop: stop)) } catch {
+            // A run that ended before it awaited its uploads (a card busy elsewhere, an
+            // unreadable root) leaves its runner to be ended here; ending it twice is harmless.
+            if let upload = ingestor.upload { _ = await upload.runner.finish() }
+            result = .failure(error)
+        }
+        if let problem = mount.release() {
+            logger.warning(
+                "could not unmount the card; unmount it by hand", metadata: ["mount_point": "\(mount.path)", "error": "\(problem)"])
+        }
+        return try result.get()
+    }
+}
+
+/// An event sink that passes events on and keeps the run's summary, which a run that ends
+/// with an error reports only as an event.
+public final class SummaryKeeper: EventSink {
+    private let base: any EventSink
+    private let kept = Mutex<RunSummary?>(nil)
+
+    public init(_ base: any EventSink) { self.base = base }
+
+    public var summary: RunSummary? { kept.withLock { $0 } }
+
+    public func emit(_ event: IngestEvent) {
+        if case .finished(let summary) = event { kept.withLock { $0 = summary } }
+        base.emit(event)
+    }
+}
+
+/// A sink that drops every event (a daemon's per-file events when not `--json`; problems
+/// still reach the log).
+public struct DiscardingSink: EventSink {
+    public init() {}
+    public func emit(_ event: IngestEvent) {}
+}

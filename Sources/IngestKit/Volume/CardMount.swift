@@ -1,0 +1,185 @@
+import Glibc
+import Logging
+
+/// The fields of an ext2/3/4 superblock the mount options depend on.
+struct ExtSuperblock: Equatable {
+    /// Where the superblock starts on the device, and how much of it is read.
+    static let offset: Int64 = 1024
+    static let length = 1024
+
+    /// The file system has a journal (ext3, ext4).
+    var hasJournal: Bool
+    /// The journal holds changes not yet written to their place: the file system was not
+    /// unmounted cleanly (a camera or robot switched off while writing).
+    var needsRecovery: Bool
+
+    /// Nil when `bytes` (read at ``offset``) are no ext superblock.
+    init?(bytes: [UInt8]) {
+        func le16(_ at: Int) -> UInt32 { UInt32(bytes[at]) | UInt32(bytes[at + 1]) << 8 }
+        func le32(_ at: Int) -> UInt32 { le16(at) | le16(at + 2) << 16 }
+        guard bytes.count >= 0x64, le16(0x38) == 0xEF53 else { return nil }
+        hasJournal = le32(0x5C) & 0x4 != 0  // COMPAT_HAS_JOURNAL
+        needsRecovery = le32(0x60) & 0x4 != 0  // INCOMPAT_RECOVER
+    }
+
+    init(hasJournal: Bool, needsRecovery: Bool) {
+        self.hasJournal = hasJournal
+        self.needsRecovery = needsRecovery
+    }
+
+    /// Reads the superblock of the device at `node`; nil when it has none or cannot be read.
+    static func read(node: String) -> ExtSuperblock? {
+        guard let fd = try? FileDescriptor(path: node, flags: O_RDONLY | O_CLOEXEC) else { return nil }
+        var bytes = [UInt8](repeating: 0, count: length)
+        let count = bytes.withUnsafeMutableBytes { try? fd.read(into: $0, at: offset) }
+        guard let count, count == length else { return nil }
+        return ExtSuperblock(bytes: bytes)
+    }
+}
+
+/// How ingest mounts a card: read-only, and never able to run or open anything on it.
+///
+/// ext3/ext4 get `noload` when their journal is clean, so the mount writes nothing to the
+/// card. A journal that needs recovery (a device switched off while writing) is replayed
+/// instead, by mounting without `noload`: it is the one write a read-only ext mount makes,
+/// the same any Linux host makes when the card is mounted, and without it the newest files
+/// would be missing, and could be wiped from the card believing them ingested. A card that
+/// cannot be written at all (a locked SD card) is mounted with `noload` after all, and the
+/// log says that its newest changes may not be visible.
+enum MountOptions {
+    static let flags = UInt(MS_RDONLY) | UInt(MS_NOSUID) | UInt(MS_NODEV) | UInt(MS_NOEXEC)
+
+    /// The `data` argument of mount(2) for a file system of udev's type `fsType`.
+    static func data(fsType: String, superblock: ExtSuperblock?) -> String? {
+        guard ["ext3", "ext4", "ext2"].contains(fsType), let superblock, superblock.hasJournal else { return nil }
+        return superblock.needsRecovery ? nil : "noload"
+    }
+
+    /// The kernel's names for udev's type, to try in order.
+    static func kernelTypes(_ fsType: String) -> [String] {
+        switch fsType {
+        case "ntfs": ["ntfs3", "ntfs"]
+        default: [fsType]
+        }
+    }
+}
+
+/// A card's file system where ingest reads it: a mount that was there (left alone), or one
+/// ingest made, which ``release()`` unmounts and whose directory it removes.
+public final class CardMount: Sendable {
+    public let path: String
+    public let device: String
+    /// Made by ingest (now or by a run that died before unmounting): unmounted on release.
+    public let isOurs: Bool
+
+    init(path: String, device: String, isOurs: Bool) {
+        self.path = path
+        self.device = device
+        self.isOurs = isOurs
+    }
+
+    /// Finds the card's file system mounted at a place for removable media, or mounts it
+    /// read-only under the policy's runtime directory. Call with the device's lock held.
+    public static func prepare(_ card: CardDevice, policy: MountPolicy, logger: Logger) throws(IngestError) -> CardMount {
+        let ours = policy.mountPoint(forKernelName: card.kernelName)
+        let table: MountTable
+        do { table = try MountTable.current() } catch {
+            throw .mountFailed(device: card.node, mountPoint: ours, reason: "cannot read /proc/self/mountinfo: \(error)")
+        }
+        let mounts = card.mounts(in: table)
+        try policy.checkNotSystem(mounts, device: card.node)
+        if let leftover = mounts.first(where: { $0.root == "/" && $0.mountPoint == ours }) {
+            // Mounted by an ingest that died before unmounting: ours to use and to unmount.
+            return CardMount(path: leftover.mountPoint, device: card.node, isOurs: true)
+        }
+        if let existing = mounts.first(where: { $0.root == "/" }) {
+            return CardMount(path: existing.mountPoint, device: card.node, isOurs: false)
+        }
+        // Whatever is still mounted on our directory belongs to a card that has gone.
+        for stale in table.entries where stale.mountPoint == ours {
+            logger.notice("removing a stale mount", metadata: ["mount_point": "\(ours)", "source": "\(stale.source)"])
+            _ = umount2(ours, Int32(MNT_DETACH))
+        }
+        try mount(card, at: ours, logger: logger)
+        return CardMount(path: ours, device: card.node, isOurs: true)
+    }
+
+    private static func mount(_ card: CardDevice, at path: String, logger: Logger) throws(IngestError) {
+        func failure(_ reason: String) -> IngestError { .mountFailed(device: card.node, mountPoint: path, reason: reason) }
+        guard geteuid() == 0 else {
+            throw failure("mounting needs root; mount the card yourself (under /media or /mnt) and run ingest on its mount point")
+        }
+        do { try makePrivateDirectories(path) } catch { throw failure("cannot create the directory: \(error.reason)") }
+        let superblock = ExtSuperblock.read(node: card.node)
+        var data = MountOptions.data(fsType: card.fsType, superblock: superblock)
+        if superblock?.needsRecovery == true, card.fsType.hasPrefix("ext") {
+            logger.notice(
+                "the card's journal needs recovery (it was not unmounted cleanly); the kernel replays it while mounting",
+                metadata: ["device": "\(card.node)"])
+        }
+        var lastError: SystemError?
+        for type in MountOptions.kernelTypes(card.fsType) {
+            var result = mountCall(card.node, path, type, data)
+            if result == EROFS, data == nil, superblock?.needsRecovery == true {
+                logger.warning(
+                    "the card cannot be written, so its journal cannot be replayed: mounting without it; changes the card's journal still holds (the newest files) may be missing",
+                    metadata: ["device": "\(card.node)"])
+                data = "noload"
+                result = mountCall(card.node, path, type, data)
+            }
+            if result == 0 { return }
+            lastError = SystemError(call: "mount", errno: result, path: path)
+            if result != ENODEV { break }
+        }
+        rmdir(path)
+        let error = lastError ?? SystemError(call: "mount", errno: EINVAL, path: path)
+        switch error.errno {
+        case ENODEV: throw failure("this kernel cannot mount \(card.fsType) file systems (load its module: modprobe \(card.fsType))")
+        case EPERM, EACCES: throw failure("not permitted (\(error.reason)); mounting needs root")
+        case EBUSY: throw failure("the device is busy (\(error.reason)); is it in use elsewhere?")
+        default: throw failure("\(error.reason); the file system may be damaged or not \(card.fsType)")
+        }
+    }
+
+    /// mount(2); 0 or the errno.
+    private static func mountCall(_ source: String, _ target: String, _ type: String, _ data: String?) -> Int32 {
+        let result: Int32
+        if let data {
+            result = data.withCString { Glibc.mount(source, target, type, MountOptions.flags, $0) }
+        } else {
+            result = Glibc.mount(source, target, type, MountOptions.flags, nil)
+        }
+        return result == 0 ? 0 : errno
+    }
+
+    /// Unmounts what ingest mounted (lazily when something still holds it: a card pulled
+    /// mid-read can leave it busy) and removes its directory; leaves any other mount alone.
+    /// Returns what went wrong, for the log; nothing is lost either way.
+    @discardableResult
+    public func release() -> SystemError? {
+        guard isOurs else { return nil }
+        if umount2(path, 0) != 0 {
+            let error = SystemError.last("umount", path: path)
+            switch error.errno {
+            case EINVAL, ENOENT: break  // not mounted (any more)
+            case EBUSY:
+                if umount2(path, Int32(MNT_DETACH)) != 0 { return SystemError.last("umount2 (detach)", path: path) }
+            default: return error
+            }
+        }
+        if rmdir(path) != 0, errno != ENOENT { return SystemError.last("rmdir", path: path) }
+        return nil
+    }
+}
+
+/// Creates `path` and its missing parents, each new one with mode 0700: a card's mount is
+/// reachable by root alone.
+func makePrivateDirectories(_ path: String) throws(SystemError) {
+    var prefix = ""
+    for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+        prefix += "/" + component
+        if mkdir(prefix, 0o700) != 0, errno != EEXIST { throw .last("mkdir", path: prefix) }
+    }
+    var st = Glibc.stat()
+    guard stat(path, &st) == 0, st.isDirectory else { throw SystemError(call: "mkdir", errno: ENOTDIR, path: path) }
+}

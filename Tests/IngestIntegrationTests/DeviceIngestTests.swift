@@ -1,0 +1,285 @@
+import Foundation
+import Glibc
+import IngestKit
+import IngestTestSupport
+import Testing
+
+/// A SeaweedFS bucket for card tests, and a configuration with small parts.
+final class CardDestination {
+    let server: SeaweedFS
+    let bucket: String
+    let directory = TemporaryDirectory()
+    let config: String
+
+    init(bucket: String = "cards") throws {
+        server = try SeaweedFS()
+        self.bucket = bucket
+        let made = try server.aws(["s3api", "create-bucket", "--bucket", bucket])
+        guard made.status == 0 else { throw CommandFailed(command: "create-bucket", result: made) }
+        config = try directory.write("ingest.toml", Array("""
+            [upload]
+            part_size = "5MiB"
+            single_put_threshold = "5MiB"
+            [s3]
+            stall_timeout = "10s"
+            [device]
+            id = "station-9"
+            """.utf8))
+    }
+
+    deinit { server.stop() }
+
+    var arguments: [String] { ["--endpoint", server.endpoint, "--bucket", bucket] }
+
+    /// The server's credentials and the test configuration; no systemd runtime directory.
+    var environment: [String: String] {
+        var environment = server.awsEnvironment
+        environment["INGEST_CONFIG"] = config
+        environment["RUNTIME_DIRECTORY"] = ""
+        return environment
+    }
+
+    func keys() throws -> [String] {
+        let listed = try server.aws(["s3api", "list-objects-v2", "--bucket", bucket, "--output", "json"])
+        guard listed.status == 0 else { throw CommandFailed(command: "list-objects-v2", result: listed) }
+        guard !listed.stdout.isEmpty,
+            let json = try JSONSerialization.jsonObject(with: listed.stdout) as? [String: Any],
+            let contents = json["Contents"] as? [[String: Any]]
+        else { return [] }
+        return contents.compactMap { $0["Key"] as? String }
+    }
+
+    func tags(_ key: String) throws -> [String: String] {
+        let result = try server.aws(["s3api", "get-object-tagging", "--bucket", bucket, "--key", key, "--output", "json"])
+        guard result.status == 0 else { throw CommandFailed(command: "get-object-tagging \(key)", result: result) }
+        let json = try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any]
+        return (json?["TagSet"] as? [[String: String]] ?? []).reduce(into: [:]) { $0[$1["Key"]!] = $1["Value"] }
+    }
+
+    /// The xxh128 of the object's content, downloaded.
+    func digest(_ key: String) throws -> String {
+        let path = directory.path + "/download-\(UUID().uuidString)"
+        defer { unlink(path) }
+        let result = try server.aws(["s3api", "get-object", "--bucket", bucket, "--key", key, path])
+        guard result.status == 0 else { throw CommandFailed(command: "get-object \(key)", result: result) }
+        return try xxh128sum(path)
+    }
+}
+
+/// The mount points the kernel shows now.
+func mountPoints() throws -> [String] { try MountTable.current().entries.map(\.mountPoint) }
+
+/// The events a running process has printed so far.
+func eventsSoFar(_ child: ChildProcess) -> IngestRun {
+    IngestRun(result: ProcessResult(status: 0, stdout: Data(child.standardOutputSoFar.utf8), stderr: child.standardErrorSoFar))
+}
+
+/// Waits for what a running ingest prints to satisfy `condition`. Not a timed assertion: the
+/// limit only keeps a broken build from hanging the suite, and failing it is an error.
+@discardableResult
+func waitFor(
+    _ what: String, in child: ChildProcess, limit: TimeInterval = 300, _ condition: (IngestRun) -> Bool
+) throws -> IngestRun {
+    let deadline = Date().addingTimeInterval(limit)
+    while Date() < deadline {
+        let now = eventsSoFar(child)
+        if condition(now) { return now }
+        guard child.process.isRunning else { break }
+        usleep(1000)
+    }
+    let now = eventsSoFar(child)
+    if condition(now) { return now }
+    throw CommandFailed(
+        command: "ingest (never printed \(what))",
+        result: ProcessResult(status: child.process.isRunning ? -1 : child.process.terminationStatus, stdout: Data(), stderr: now.stderr))
+}
+
+/// Stops `child` (SIGSTOP) once it has read `bytes`; fails if it ends first.
+func stop(_ child: ChildProcess, whenItHasRead bytes: Int64, limit: TimeInterval = 120) throws {
+    let deadline = Date().addingTimeInterval(limit)
+    while Date() < deadline, child.process.isRunning {
+        if let read = child.bytesRead, read >= bytes {
+            kill(child.pid, SIGSTOP)
+            return
+        }
+        usleep(500)
+    }
+    throw CommandFailed(command: "ingest (did not read \(bytes) bytes)", result: try child.wait(timeout: 5))
+}
+
+/// Writes a card's files: `small` photos in DCIM/100MEDIA, `big` videos of `bigMiB` in
+/// DCIM/101MEDIA, and `after` more photos in DCIM/102MEDIA (read after the videos).
+func populateCard(_ root: String, small: Int, big: Int = 0, bigMiB: Int = 0, after: Int = 0) throws {
+    try sh("""
+        cd \(shellQuoted(root))
+        mkdir -p DCIM/100MEDIA DCIM/101MEDIA DCIM/102MEDIA
+        for i in $(seq -w 1 \(small)); do head -c $((RANDOM * 4 + 1)) /dev/urandom > DCIM/100MEDIA/IMG_$i.JPG; done
+        for i in $(seq -w 1 \(big)); do head -c \(bigMiB)M /dev/urandom > DCIM/101MEDIA/VID_$i.MP4; done
+        for i in $(seq -w 1 \(after)); do head -c $((RANDOM * 4 + 1)) /dev/urandom > DCIM/102MEDIA/IMG_$i.JPG; done
+        """)
+}
+
+/// `ingest --device`: a real loop device holding an ext4 card, udev, mount(2), SeaweedFS.
+@Suite(.serialized, needsRoot)
+final class DeviceIngestTests {
+    let destination: CardDestination
+
+    init() throws { destination = try CardDestination() }
+
+    func ingest(_ arguments: [String], state: TemporaryDirectory) throws -> IngestRun {
+        try IngestRun.ingest(
+            arguments + ["--state-dir", state.path, "--json"] + destination.arguments, environment: destination.environment)
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func anUnmountedCardIsMountedReadOnlyIngestedWithItsIdentityAsTagsAndUnmounted() throws {
+        let udev = try Udevd()
+        defer { udev.stop() }
+        let card = try LoopCard(sizeMiB: 64, label: "DEV_CARD")
+        try populateCard(card.mountPoint, small: 12)
+        let oracle = try xxh128sums(under: card.mountPoint)
+        try card.detach()
+        let imageBefore = try xxh128sum(card.image)
+        try card.insert()
+        let state = TemporaryDirectory()
+        let expectedMount = "/run/ingest/cards/\(card.kernelName)"
+
+        let run = try ingest(["--device", card.device], state: state)
+
+        #expect(run.status == 0, "\(run.stderr)")
+        let volume = try #require(run.events("volume").first)
+        #expect(volume.string("mount_point") == expectedMount, "mounted under the runtime directory")
+        #expect(volume.string("fs_uuid") == card.uuid)
+        #expect(volume.string("key") == "uuid:\(card.uuid)")
+        #expect(run.events("uploaded").count == oracle.count)
+        let keys = try destination.keys()
+        #expect(keys.count == oracle.count)
+        for key in keys {
+            let tags = try destination.tags(key)
+            #expect(tags["fs-uuid"] == card.uuid, "\(key): \(tags)")
+            #expect(tags["fs-label"] == "DEV_CARD", "\(key): \(tags)")
+            #expect(tags["device"] == "station-9")
+            let relative = try #require(oracle.keys.first { key.hasSuffix("/" + String(decoding: $0, as: UTF8.self)) })
+            #expect(try destination.digest(key) == oracle[relative])
+        }
+        #expect(try !mountPoints().contains(expectedMount), "what ingest mounted, it unmounted")
+        #expect(!FileManager.default.fileExists(atPath: expectedMount), "and removed its directory")
+        try card.detach()
+        #expect(try xxh128sum(card.image) == imageBefore, "the read-only mount wrote nothing to the card")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aDeviceMountedAtASystemPlaceANonBlockPathAndAnEmptyDeviceAreRefusedClearly() throws {
+        let udev = try Udevd()
+        defer { udev.stop() }
+        let state = TemporaryDirectory()
+        // Mounted where no card belongs (a temporary directory, like / or /home would be).
+        let mounted = try LoopCard(sizeMiB: 16, label: "SYSTEM")
+        let refused = try IngestRun.ingest(
+            ["--device", mounted.device, "--no-upload", "--state-dir", state.path], environment: destination.environment)
+        #expect(refused.status == 66, "\(refused.stderr)")
+        #expect(refused.stderr.contains("refusing to ingest \(mounted.device)"))
+        #expect(refused.stderr.contains("mounted at \(mounted.mountPoint)"))
+        #expect(try mountPoints().contains(mounted.mountPoint), "another's mount is left alone")
+
+        let notBlock = try IngestRun.ingest(
+            ["--device", mounted.image, "--no-upload", "--state-dir", state.path], environment: destination.environment)
+        #expect(notBlock.status == 66)
+        #expect(notBlock.stderr.contains("not a block device"))
+
+        let blank = TemporaryDirectory()
+        let device = try sh("truncate -s 8M \(blank.path)/blank.img && losetup -f --show \(blank.path)/blank.img && udevadm settle -t 10")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        defer { _ = try? sh("losetup -d \(device)") }
+        let empty = try IngestRun.ingest(
+            ["--device", device, "--no-upload", "--state-dir", state.path], environment: destination.environment)
+        #expect(empty.status == 66)
+        #expect(empty.stderr.contains("holds no file system"))
+
+        let both = try IngestRun.ingest(["/tmp", "--device", device, "--no-upload"])
+        #expect(both.status == 64)
+        #expect(both.stderr.contains("either PATH or --device"))
+        let neither = try IngestRun.ingest(["run", "--no-upload"])
+        #expect(neither.status == 64)
+        #expect(neither.stderr.contains("--device"))
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func aSecondDeviceRunOnACardBeingIngestedEndsAtOnceAndTheCardIsIngestedOnce() throws {
+        let udev = try Udevd()
+        defer { udev.stop() }
+        let card = try LoopCard(sizeMiB: 400, label: "TWICE")
+        try populateCard(card.mountPoint, small: 5, big: 1, bigMiB: 300)
+        try card.detach()
+        try sh("sync; echo 3 > /proc/sys/vm/drop_caches")
+        try card.insert()
+        let state = TemporaryDirectory()
+        let arguments = ["--device", card.device, "--no-upload", "--state-dir", state.path, "--json"]
+
+        let first = try IngestRun.start(arguments, environment: destination.environment)
+        try stop(first, whenItHasRead: 32 << 20)
+        let second = try IngestRun.ingest(arguments, environment: destination.environment)
+        kill(first.pid, SIGCONT)
+        let firstRun = IngestRun(result: try first.wait())
+
+        #expect(second.status == 0, "a second trigger is not a failure: \(second.stderr)")
+        #expect(second.stderr.contains("is being ingested by another ingest process"))
+        #expect(second.events("notice").first?.string("code") == "busy")
+        #expect(second.events("staged").isEmpty)
+        #expect(firstRun.status == 0, "\(firstRun.stderr)")
+        #expect(firstRun.summary?.int("staged") == 6)
+        #expect(try !mountPoints().contains("/run/ingest/cards/\(card.kernelName)"))
+    }
+
+    @Test(.timeLimit(.minutes(8)))
+    func aCardPulledMidRunEndsStagingCleanlyUploadsWhatWasStagedAndFinishesWhenReinserted() throws {
+        let udev = try Udevd()
+        defer { udev.stop() }
+        let card = try LoopCard(sizeMiB: 900, label: "PULLED")
+        try populateCard(card.mountPoint, small: 80, big: 4, bigMiB: 150, after: 40)
+        let oracle = try xxh128sums(under: card.mountPoint)
+        try card.detach()
+        let pristine = card.directory.path + "/pristine.img"
+        try sh("cp --sparse=always \(card.image) \(pristine); sync; echo 3 > /proc/sys/vm/drop_caches")
+        try card.insert()
+        let state = TemporaryDirectory()
+        let mountPoint = "/run/ingest/cards/\(card.kernelName)"
+
+        let running = try IngestRun.start(
+            ["--device", card.device, "--state-dir", state.path, "--json"] + destination.arguments,
+            environment: destination.environment)
+        let before = try waitFor("its first staged files", in: running) { !$0.events("staged").isEmpty }
+        kill(running.pid, SIGSTOP)
+        try #require(before.events("staged").count < oracle.count, "the card is pulled while it is still being read")
+        // The card goes: the device shrinks to nothing, so every read fails as a pulled card's do.
+        try sh("truncate -s 0 \(card.image) && losetup -c \(card.device) && sync && echo 3 > /proc/sys/vm/drop_caches")
+        kill(running.pid, SIGCONT)
+        let pulled = IngestRun(result: try running.wait())
+
+        #expect(pulled.status == 74, "the card failed: exit 74: \(pulled.stderr)")
+        #expect(pulled.stderr.contains("reinsert the card"))
+        let staged = Set(pulled.events("staged").compactMap { $0.string("path") })
+        let uploaded = Set(pulled.events("uploaded").compactMap { $0.string("path") })
+        #expect(!staged.isEmpty)
+        #expect(uploaded == staged, "every file staged before the pull was uploaded before ingest exited")
+        #expect(pulled.events("failed").allSatisfy { $0.string("reason") == "io-error" })
+        #expect(try FileManager.default.contentsOfDirectory(atPath: state.path + "/staging/.partial").isEmpty)
+        let status = try #require(
+            try IngestRun.ingest(["status", "--state-dir", state.path, "--json"]).events("status").first)
+        #expect(status.int("uploads_pending") == 0)
+        #expect(status.int("files_uploaded") == staged.count, "the journal agrees with what was reported")
+        #expect(try !mountPoints().contains(mountPoint), "a pulled card is unmounted too")
+
+        // Inserted again, whole: the rest is read and uploaded, nothing twice.
+        try card.detach()
+        try sh("cp --sparse=always \(pristine) \(card.image)")
+        try card.insert()
+        let again = try ingest(["--device", card.device], state: state)
+        #expect(again.status == 0, "\(again.stderr)")
+        let rest = Set(again.events("uploaded").compactMap { $0.string("path") })
+        #expect(rest.isDisjoint(with: uploaded), "nothing uploaded twice")
+        #expect(rest.count + uploaded.count == oracle.count)
+        #expect(again.summary?.int("known") == staged.count, "what was staged is not read again")
+        #expect(try destination.keys().count == oracle.count)
+    }
+}
