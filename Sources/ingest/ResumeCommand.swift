@@ -24,17 +24,14 @@ struct ResumeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = common.bootstrapLogging()
-        let totals: UploadTotals
-        let problem: UploadError?
+        let outcome: ResumeOutcome
         do throws(IngestError) {
             let config = try common.loadConfig()
             let (state, journal) = try common.openState(config)
             let (sink, console) = common.makeReporter()
             var records: [UploadRecord] = []
             if ids.isEmpty {
-                do { records = try await journal.pendingUploads() } catch {
-                    throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
-                }
+                records = try await PendingUploads.all(in: journal)
             } else {
                 for id in ids {
                     let record = try await common.findUpload(id, in: journal)
@@ -47,31 +44,18 @@ struct ResumeCommand: AsyncParsableCommand {
             let runner = try common.makeUploadRunner(config: config, state: state, journal: journal, sink: sink, logger: logger)
             let display = Task { await console?.runProgressDisplay() }
             defer { display.cancel() }
-            for record in records { runner.submit(record, resumed: true) }
-            (totals, problem) = await runner.finish()
-            report(totals, pending: records.count)
+            outcome = await PendingUploads.resume(records, runner: runner)
+            if common.json {
+                ReportOutput.standardOutput.write(JSONValue.line(outcome.json) + "\n")
+            } else {
+                ReportOutput.standardError.write(outcome.text + "\n")
+            }
         } catch {
             throw fail(error, json: common.json)
         }
-        if let problem {
+        if let problem = outcome.problem {
             ReportOutput.standardError.write("ingest: error: \(problem)\n")
             throw ExitCode(problem.exitStatus.rawValue)
-        }
-    }
-
-    private func report(_ totals: UploadTotals, pending: Int) {
-        if common.json {
-            ReportOutput.standardOutput.write(JSONValue.line([
-                "event": "resume_summary", "pending": .int(Int64(pending)), "uploaded": .int(Int64(totals.uploaded)),
-                "uploaded_bytes": .int(totals.uploadedBytes), "already_in_bucket": .int(Int64(totals.alreadyThere)),
-                "failed": .int(Int64(totals.failed)), "not_attempted": .int(Int64(totals.notAttempted)),
-                "staged_copies_removed": .int(Int64(totals.stagedCopiesRemoved)),
-            ]) + "\n")
-        } else {
-            ReportOutput.standardError.write(
-                "Resumed \(pending) uploads: \(totals.uploaded) uploaded (\(ByteCount(totals.uploadedBytes))), "
-                    + "\(totals.alreadyThere) already in the bucket, \(totals.failed) failed, "
-                    + "\(totals.notAttempted) not attempted\n")
         }
     }
 }

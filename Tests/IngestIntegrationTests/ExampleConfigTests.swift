@@ -65,6 +65,7 @@ import Testing
         parsed.s3.bucket = nil
         parsed.device = DeviceSettings()
         parsed.scene = SceneSettings()
+        parsed.rescan = RescanSettings()
         #expect(parsed == Config())
     }
 

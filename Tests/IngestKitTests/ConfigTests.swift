@@ -377,4 +377,41 @@ private let fullConfig = """
         let failure = try configFailure { try Config.load(explicitPath: file.directory.path, environment: [:]) }
         #expect(failure.file == file.directory.path)
     }
+
+    // MARK: [rescan]
+
+    @Test func rescanRootsAndMetricsFileAreRead() throws {
+        let config = try Config.parse("""
+            [rescan]
+            roots = ["/srv/incoming", "/media/usb/DCIM"]
+            metrics_file = "/var/lib/prometheus/node-exporter/ingest.prom"
+            """)
+        #expect(config.rescan.roots == ["/srv/incoming", "/media/usb/DCIM"])
+        #expect(config.rescan.metricsFile == "/var/lib/prometheus/node-exporter/ingest.prom")
+    }
+
+    @Test func rescanDefaultsToNoRootsAndNoMetrics() throws {
+        #expect(try Config.parse("").rescan == RescanSettings())
+        #expect(RescanSettings().roots.isEmpty)
+        #expect(RescanSettings().metricsFile == nil)
+    }
+
+    @Test(arguments: ["roots = [\"incoming\"]", "metrics_file = \"ingest.prom\""])
+    func rescanPathsMustBeAbsolute(line: String) throws {
+        let failure = try configFailure { try Config.parse("[rescan]\n\(line)\n") }
+        #expect(failure.key?.hasPrefix("rescan.") == true)
+        #expect(failure.problem.contains("absolute"))
+    }
+
+    @Test func rescanRootsMustBeAnArrayOfStrings() throws {
+        #expect(try configFailure { try Config.parse("[rescan]\nroots = \"/srv/incoming\"\n") }.key == "rescan.roots")
+        #expect(try configFailure { try Config.parse("[rescan]\nroots = [1]\n") }.key == "rescan.roots")
+    }
+
+    @Test func unknownKeyInRescanIsNamedWithTheKnownOnes() throws {
+        let failure = try configFailure { try Config.parse("[rescan]\nroot = [\"/srv\"]\n") }
+        #expect(failure.key == "rescan.root")
+        #expect(failure.problem.contains("rescan.roots"))
+        #expect(failure.problem.contains("rescan.metrics_file"))
+    }
 }

@@ -35,6 +35,9 @@ import TOMLKit
 ///
 /// [watch]
 /// max_cards = 2                   # cards `ingest watch` ingests at once
+/// [rescan]
+/// roots = ["/srv/incoming"]       # directories `ingest rescan` ingests besides known cards
+/// metrics_file = "/var/lib/prometheus/node-exporter/ingest.prom"
 /// ```
 public struct Config: Sendable, Equatable {
     public static let defaultPath = "/etc/ingest/ingest.toml"
@@ -57,6 +60,7 @@ public struct Config: Sendable, Equatable {
     public var device = DeviceSettings()
     public var scene = SceneSettings()
     public var watch = WatchSettings()
+    public var rescan = RescanSettings()
     /// The file the settings came from, if any.
     public var source: String?
 
@@ -93,7 +97,7 @@ public struct Config: Sendable, Equatable {
         var config = Config()
         config.source = file
         let root = TableReader(table: table, prefix: "", file: file)
-        try root.allowOnly(["state_dir", "scan", "staging", "s3", "upload", "device", "scene", "watch"])
+        try root.allowOnly(["state_dir", "scan", "staging", "s3", "upload", "device", "scene", "watch", "rescan"])
         config.stateDirectory = try root.string("state_dir")
         if let scan = try root.table("scan") {
             try scan.allowOnly(["include", "exclude"])
@@ -161,6 +165,11 @@ public struct Config: Sendable, Equatable {
         if let watch = try root.table("watch") {
             try watch.allowOnly(["max_cards"])
             if let count = try watch.integer("max_cards", in: WatchSettings.maxCardsRange) { config.watch.maxCards = count }
+        }
+        if let rescan = try root.table("rescan") {
+            try rescan.allowOnly(["roots", "metrics_file"])
+            config.rescan.roots = try rescan.absolutePaths("roots") ?? []
+            config.rescan.metricsFile = try rescan.absolutePath("metrics_file")
         }
         try config.upload.check(file: file)
         return config
@@ -277,6 +286,21 @@ private struct TableReader {
         return result
     }
 
+    /// An absolute path: a relative one would depend on where a timer or cron starts the job.
+    func absolutePath(_ name: String) throws(IngestError) -> String? {
+        guard let path = try string(name) else { return nil }
+        guard path.hasPrefix("/") else { throw fail(name, "'\(path)' is not an absolute path; write it from /, like \"/srv/incoming\"") }
+        return path
+    }
+
+    func absolutePaths(_ name: String) throws(IngestError) -> [String]? {
+        guard let paths = try strings(name) else { return nil }
+        for path in paths where !path.hasPrefix("/") {
+            throw fail(name, "'\(path)' is not an absolute path; write it from /, like \"/srv/incoming\"")
+        }
+        return paths
+    }
+
     func globs(_ name: String) throws(IngestError) -> [Glob]? {
         guard let value = table[name] else { return nil }
         guard let array = value.array else { throw fail(name, "must be an array of patterns, like [\"*.tmp\"]") }
@@ -351,6 +375,17 @@ public struct WatchSettings: Sendable, Equatable {
 public struct SceneSettings: Sendable, Equatable {
     public var name: String?
     public var tags: [String: String] = [:]
+    public init() {}
+}
+
+/// What `ingest rescan` does besides resuming uploads and re-scanning the known cards that
+/// are mounted, from `[rescan]`.
+public struct RescanSettings: Sendable, Equatable {
+    /// Directories ingested on every rescan, like `ingest PATH` (absolute paths).
+    public var roots: [String] = []
+    /// Where to write Prometheus text-format metrics (node_exporter's textfile collector);
+    /// nil: none are written.
+    public var metricsFile: String?
     public init() {}
 }
 

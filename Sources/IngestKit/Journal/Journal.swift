@@ -213,6 +213,14 @@ public final class Journal: Sendable {
                 t.add(column: "removedAt", .datetime)
             }
         }
+        migrator.registerMigration("v3: the last rescan") { db in
+            try db.create(table: "rescan") { t in
+                t.primaryKey("id", .integer)
+                t.column("lastRunAt", .datetime).notNull()
+                t.column("lastExitStatus", .integer).notNull()
+                t.column("lastSuccessAt", .datetime)
+            }
+        }
         return migrator
     }
 

@@ -113,20 +113,26 @@ public struct Ingestor: Sendable {
 
         var summary = RunSummary(volume: volume.displayName)
         summary.scan = plan.totals
-        // Labels are checked before anything is uploaded; a problem with them still lets the
-        // card be staged, so it is safe while the operator fixes the tags.
         var uploads: (UploadRequest, UploadPlanner)?
         var labelProblem: IngestError?
-        if let upload {
-            do {
-                uploads = (upload, try UploadPlanner(config: config, request: upload, volume: volume))
-            } catch {
-                labelProblem = error
-            }
-        }
         var stopped: IngestError?
         do {
-            if let uploads { try await queueLeftovers(of: volume, planner: uploads.1, runner: uploads.0.runner) }
+            var unplanned: [FileRecord] = []
+            if let upload { unplanned = try await queuePendingUploads(of: volume, target: upload.target, runner: upload.runner) }
+            // Labels are checked before anything is uploaded, and only when a file of the card
+            // needs an upload planned: a rescan of an ingested card reads nothing on it, not
+            // even its scene file. A problem with them still lets the card be staged, so it is
+            // safe while the operator fixes the tags.
+            if let upload, !plan.toStage.isEmpty || !unplanned.isEmpty {
+                do {
+                    uploads = (upload, try UploadPlanner(config: config, request: upload, volume: volume))
+                } catch {
+                    labelProblem = error
+                }
+            }
+            if let (request, planner) = uploads {
+                try await queueUnplanned(unplanned, of: volume, planner: planner, runner: request.runner)
+            }
             try await stage(plan, summary: &summary, uploads: uploads, sink: sink, stop: stop)
         } catch {
             stopped = error
@@ -145,34 +151,41 @@ public struct Ingestor: Sendable {
         return summary
     }
 
-    /// Uploads of this card an earlier run left unfinished, and files it staged without
-    /// planning their upload (`--no-upload`, or a kill in between): queued first.
-    private func queueLeftovers(of volume: VolumeIdentity, planner: UploadPlanner, runner: UploadRunner) async throws(IngestError) {
+    /// Uploads of this card an earlier run left unfinished: queued first. Returns the card's
+    /// files staged without an upload planned (`--no-upload`, a kill in between, or an upload
+    /// planned for another destination and never started, which follows the run to its own).
+    private func queuePendingUploads(
+        of volume: VolumeIdentity, target: UploadTarget, runner: UploadRunner
+    ) async throws(IngestError) -> [FileRecord] {
         do {
             for record in try await journal.pendingUploads(ofVolume: volume.key) {
-                if record.target != planner.target, record.phase == .created {
+                if record.target != target, record.phase == .created {
                     // Planned for another destination (a mistyped bucket, a changed endpoint)
                     // and never started there: it follows the run to its destination.
-                    try await journal.removeUpload(id: record.id, note: "re-planned for \(planner.target.displayName)")
+                    try await journal.removeUpload(id: record.id, note: "re-planned for \(target.displayName)")
                 } else {
                     runner.submit(record, resumed: true)
                 }
             }
-            let unplanned = try await journal.stagedFilesWithoutUpload(ofVolume: volume.key)
-            var claims: [UploadClaim] = []
-            for file in unplanned {
-                guard let fingerprint = file.fingerprint.flatMap(Fingerprint.init(hex:)) else { continue }
-                let scanned = ScannedFile(path: file.cardPath, size: file.size, mtime: file.mtime)
-                do { claims.append(try planner.claim(for: scanned, fingerprint: fingerprint)) } catch {
-                    logger.warning("file not uploaded", metadata: ["path": "\(file.cardPath.display)", "reason": "\(error)"])
-                }
-            }
-            try await submit(claims, volume: volume, runner: runner, resumed: true)
-        } catch let error as IngestError {
-            throw error
+            return try await journal.stagedFilesWithoutUpload(ofVolume: volume.key)
         } catch {
             throw journalError(error)
         }
+    }
+
+    /// Plans and queues the uploads of files staged without one.
+    private func queueUnplanned(
+        _ unplanned: [FileRecord], of volume: VolumeIdentity, planner: UploadPlanner, runner: UploadRunner
+    ) async throws(IngestError) {
+        var claims: [UploadClaim] = []
+        for file in unplanned {
+            guard let fingerprint = file.fingerprint.flatMap(Fingerprint.init(hex:)) else { continue }
+            let scanned = ScannedFile(path: file.cardPath, size: file.size, mtime: file.mtime)
+            do { claims.append(try planner.claim(for: scanned, fingerprint: fingerprint)) } catch {
+                logger.warning("file not uploaded", metadata: ["path": "\(file.cardPath.display)", "reason": "\(error)"])
+            }
+        }
+        do { try await submit(claims, volume: volume, runner: runner, resumed: true) } catch { throw journalError(error) }
     }
 
     private func submit(

@@ -198,17 +198,7 @@ public final class UploadRunner: Sendable {
 
     /// Deletes staged copies whose objects verified longer ago than the retention.
     private func removeStagedCopies() async -> Int {
-        let cutoff = Date().addingTimeInterval(-settings.stagingRetention.inSeconds)
-        do {
-            let fingerprints = try await journal.stagedCopiesToRemove(completedBefore: cutoff)
-            var removed: [Fingerprint] = []
-            for fingerprint in fingerprints {
-                let path = staging.path(for: fingerprint)
-                if unlink(path) == 0 || errno == ENOENT { removed.append(fingerprint) }
-            }
-            try await journal.noteStagedCopiesRemoved(removed)
-            return removed.count
-        } catch {
+        do { return try await staging.removeVerifiedCopies(journal: journal, retention: settings.stagingRetention) } catch {
             logger.warning("could not clean the staging area", metadata: ["error": "\(error)"])
             return 0
         }

@@ -85,12 +85,14 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     case ambiguousUpload(String, matches: [String])
     /// A command on one upload cannot be done in its phase.
     case uploadRefused(id: String, reason: String)
+    /// The metrics file (`ingest rescan`) cannot be written; the work it reports is done.
+    case metricsUnwritable(path: String, reason: String)
 
     public var exitStatus: ExitStatus {
         switch self {
         case .sourceUnavailable: .noInput
         case .config: .config
-        case .stagingFull, .stagingUnwritable, .stateUnusable: .cantCreate
+        case .stagingFull, .stagingUnwritable, .stateUnusable, .metricsUnwritable: .cantCreate
         case .volumeBusy, .deviceBusy: .busy
         case .volumeLost: .ioError
         case .notACard, .systemDevice, .mountFailed: .noInput
@@ -130,6 +132,9 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
             return "upload \(id): \(reason)"
         case .labels(let problem):
             return "\(problem) Nothing was uploaded; the files are staged and upload once this is fixed."
+        case let .metricsUnwritable(path, reason):
+            return "cannot write the metrics file \(path): \(reason). The rescan's work is done and recorded; "
+                + "make the directory exist and writable, or change [rescan] metrics_file or --metrics-file."
         case let .volumeLost(volume, cause):
             return "\(volume) failed while it was being read (\(cause)). "
                 + "Files not yet staged stay pending; reinsert the card and run again."

@@ -1,0 +1,113 @@
+import Foundation
+import GRDB
+
+/// Lifetime totals of the journal, for `ingest rescan`'s summary and its metrics.
+public struct JournalTotals: Sendable, Equatable {
+    public typealias Tally = JournalSummary.Tally
+    /// Files by state (pending: not yet staged; staged: waiting for its upload; uploaded).
+    public var files: [FileState: Tally] = [:]
+    /// Files not in the bucket yet whose last attempt failed (retried on the next run).
+    public var failedFiles = Tally.zero
+    /// Uploads not verified in the bucket yet.
+    public var pendingUploads = Tally.zero
+    /// Pending uploads whose last attempt failed.
+    public var failedUploads = Tally.zero
+    /// Staged copies still held in the staging area.
+    public var stagedCopies = Tally.zero
+    /// When the most recent object verified in the bucket.
+    public var lastUploadAt: Date?
+    /// The last `ingest rescan` recorded: when it ended, and how.
+    public var lastRescanAt: Date?
+    public var lastRescanExitStatus: Int32?
+    /// When the last `ingest rescan` that finished everything ended.
+    public var lastRescanSuccessAt: Date?
+
+    public init() {}
+
+    /// Files ever staged (staged or, since, uploaded), with their bytes.
+    public var stagedEver: Tally { files[.staged, default: .zero] + files[.uploaded, default: .zero] }
+    /// Files not in the bucket yet (to be staged, or staged and waiting for their upload).
+    public var notUploaded: Tally { files[.pending, default: .zero] + files[.staged, default: .zero] }
+}
+
+extension JournalSummary.Tally {
+    public static func + (a: Self, b: Self) -> Self { Self(count: a.count + b.count, bytes: a.bytes + b.bytes) }
+}
+
+extension Journal {
+    /// The journal's lifetime totals, read in one transaction.
+    public func totals() async throws -> JournalTotals {
+        try await database.read { db in
+            var totals = JournalTotals()
+            func tally(_ sql: String) throws -> JournalSummary.Tally {
+                let row = try Row.fetchOne(db, sql: sql)!
+                return .init(count: row[0], bytes: row[1])
+            }
+            for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*), COALESCE(SUM(size), 0) FROM file GROUP BY state") {
+                if let state = FileState(rawValue: row[0]) { totals.files[state] = .init(count: row[1], bytes: row[2]) }
+            }
+            totals.failedFiles = try tally(
+                "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM file WHERE lastError IS NOT NULL AND state != 'uploaded'")
+            let pending = "phase NOT IN ('completed', 'aborted')"
+            totals.pendingUploads = try tally("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM upload WHERE \(pending)")
+            totals.failedUploads = try tally(
+                "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM upload WHERE \(pending) AND lastError IS NOT NULL")
+            totals.stagedCopies = try tally("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM stagedObject WHERE removedAt IS NULL")
+            totals.lastUploadAt = try Date.fetchOne(db, sql: "SELECT MAX(completedAt) FROM upload WHERE phase = 'completed'")
+            if let row = try Row.fetchOne(db, sql: "SELECT lastRunAt, lastExitStatus, lastSuccessAt FROM rescan WHERE id = 1") {
+                totals.lastRescanAt = row[0]
+                totals.lastRescanExitStatus = row[1]
+                totals.lastRescanSuccessAt = row[2]
+            }
+            return totals
+        }
+    }
+
+    /// A volume's files by state: what is left of a card after a run.
+    public func files(byStateOfVolume key: String) async throws -> [FileState: JournalSummary.Tally] {
+        try await database.read { db in
+            var byState: [FileState: JournalSummary.Tally] = [:]
+            for row in try Row.fetchAll(
+                db, sql: "SELECT state, COUNT(*), COALESCE(SUM(size), 0) FROM file WHERE volumeKey = ? GROUP BY state",
+                arguments: [key])
+            {
+                if let state = FileState(rawValue: row[0]) { byState[state] = .init(count: row[1], bytes: row[2]) }
+            }
+            return byState
+        }
+    }
+
+    /// Pending uploads, oldest first, but for those carrying a file of one of `volumeKeys`
+    /// (the cards a rescan is about to ingest, which finish their own).
+    public func pendingUploads(exceptOfVolumes volumeKeys: Set<String>) async throws -> [UploadRecord] {
+        try await database.read { db in
+            let keys = Array(volumeKeys)
+            let placeholders = keys.isEmpty ? "NULL" : Array(repeating: "?", count: keys.count).joined(separator: ", ")
+            return try UploadRecord.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM upload WHERE phase NOT IN ('completed', 'aborted')
+                    AND NOT EXISTS (SELECT 1 FROM file WHERE file.uploadID = upload.id AND file.volumeKey IN (\(placeholders)))
+                    ORDER BY createdAt, id
+                    """, arguments: StatementArguments(keys))
+        }
+    }
+
+    /// The keys of every volume the journal has seen.
+    public func volumeKeys() async throws -> Set<String> {
+        try await database.read { db in Set(try String.fetchAll(db, sql: "SELECT key FROM volume")) }
+    }
+
+    /// Records how a rescan ended: its time, its exit status, and (when it finished
+    /// everything) its time as the last success.
+    public func noteRescan(endedAt date: Date, exitStatus: ExitStatus) async throws {
+        try await database.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO rescan (id, lastRunAt, lastExitStatus, lastSuccessAt) VALUES (1, ?, ?, ?)
+                    ON CONFLICT(id) DO UPDATE SET lastRunAt = excluded.lastRunAt, lastExitStatus = excluded.lastExitStatus,
+                      lastSuccessAt = COALESCE(excluded.lastSuccessAt, rescan.lastSuccessAt)
+                    """, arguments: [date, exitStatus.rawValue, exitStatus == .success ? date : nil])
+        }
+    }
+}

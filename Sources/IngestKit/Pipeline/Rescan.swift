@@ -1,0 +1,249 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// A card or directory `ingest rescan` ingests.
+public struct RescanSource: Sendable, Equatable {
+    public enum Origin: String, Sendable {
+        /// A mounted file system whose identity the journal knows.
+        case knownCard = "known-card"
+        /// A directory of `[rescan] roots` (or `--root`).
+        case root
+    }
+
+    public var path: String
+    public var origin: Origin
+    /// The journal's key of its volume; nil for a root that cannot be identified (missing).
+    public var volumeKey: String?
+
+    public init(path: String, origin: Origin, volumeKey: String?) {
+        self.path = path
+        self.origin = origin
+        self.volumeKey = volumeKey
+    }
+
+    /// The mounted file systems the journal knows, one per identity: every mount of a block
+    /// device whose identity (``VolumeIdentity/identify(path:mounts:udevProperties:)`` on its
+    /// mount point) is among `known`. Mounts of anything but a `/dev/` node (tmpfs, network
+    /// file systems, overlays) are not looked at, so a dead network mount cannot hang the job.
+    public static func mountedKnownCards(
+        known: Set<String>, mounts: MountTable,
+        identify: (String) throws(IngestError) -> VolumeIdentity
+    ) -> [VolumeIdentity] {
+        var found: [VolumeIdentity] = []
+        var seenMountPoints: Set<String> = []
+        for entry in mounts.entries where entry.source.hasPrefix("/dev/") {
+            guard seenMountPoints.insert(entry.mountPoint).inserted,
+                let identity = try? identify(entry.mountPoint),
+                !identity.key.hasPrefix("path:"), known.contains(identity.key),
+                !found.contains(where: { $0.key == identity.key })
+            else { continue }
+            found.append(identity)
+        }
+        return found
+    }
+}
+
+/// What became of one card or root in a rescan.
+public struct CardOutcome: Sendable, Equatable {
+    public enum Status: Sendable, Equatable {
+        /// Ingested; the summary tells how it went.
+        case ingested
+        /// Another ingest process holds it: left to that process, not an error.
+        case busy(String)
+        /// Not there, or not readable: a root that is missing (an error), or a card removed
+        /// since it was found (not one: its files wait for its next insertion).
+        case unavailable(IngestError)
+        /// The ingest stopped (staging full, card failed, journal unusable, bad labels…).
+        case failed(IngestError)
+    }
+
+    public var source: RescanSource
+    /// The journal's key of the volume, once identified.
+    public var volumeKey: String?
+    /// How people know it: a card's label, a directory's path.
+    public var name: String
+    public var status: Status
+    /// What the ingest did (also when it stopped part-way).
+    public var summary: RunSummary?
+    /// Its files not in the bucket yet, after the run (from the journal).
+    public var pending = JournalSummary.Tally.zero
+
+    public var exitStatus: ExitStatus {
+        switch status {
+        case .ingested: summary?.exitStatus ?? .success
+        case .busy: .success
+        case .unavailable(let error): source.origin == .root ? error.exitStatus : .success
+        case .failed(let error): error.exitStatus
+        }
+    }
+}
+
+/// What a whole rescan came to.
+public struct RescanReport: Sendable, Equatable {
+    public var resume: ResumeOutcome
+    public var cards: [CardOutcome] = []
+    public var sweep = StagingSweep()
+    /// The journal's totals once everything ran.
+    public var totals = JournalTotals()
+    public var seconds: Double = 0
+
+    /// Success when everything pending finished. Otherwise the first failure that concerns
+    /// more than single files (a destination, the staging area, a missing root…), in the
+    /// order the work ran; else `partial` when files failed. A busy card is not a failure.
+    public var exitStatus: ExitStatus {
+        let statuses = [resume.problem?.exitStatus ?? .success] + cards.map(\.exitStatus)
+        if let serious = statuses.first(where: { $0 != .success && $0 != .partial }) { return serious }
+        return statuses.contains(.partial) ? .partial : .success
+    }
+
+    /// Files staged now, over every card.
+    public var staged: JournalSummary.Tally {
+        cards.compactMap(\.summary).reduce(.zero) { $0 + .init(count: $1.staged, bytes: $1.stagedBytes) }
+    }
+
+    /// Objects uploaded and verified now: resumed uploads and the cards' own.
+    public var uploaded: JournalSummary.Tally {
+        cards.compactMap(\.summary?.uploads).reduce(.init(count: resume.totals.uploaded, bytes: resume.totals.uploadedBytes)) {
+            $0 + .init(count: $1.uploaded, bytes: $1.uploadedBytes)
+        }
+    }
+
+    /// Files that could not be staged now.
+    public var failed: Int { cards.compactMap(\.summary).reduce(0) { $0 + $1.failed } }
+
+    /// Uploads that failed now.
+    public var uploadsFailed: Int {
+        cards.compactMap(\.summary?.uploads).reduce(resume.totals.failed) { $0 + $1.failed }
+    }
+}
+
+/// `ingest rescan`: the nightly job. Finds the mounted cards the journal knows and the
+/// configured roots, resumes every pending upload none of them carries, ingests each of
+/// them in turn like `ingest PATH` (which finishes its own pending uploads), then sweeps
+/// the staging area.
+public struct Rescanner: Sendable {
+    public let config: Config
+    public let state: StateDirectory
+    public let journal: Journal
+    public let logger: Logger
+    /// Where the cards' uploads go.
+    public let target: UploadTarget
+    /// A new upload runner that reports to the sink; each one is finished after one use.
+    public let makeRunner: @Sendable (any EventSink) throws(IngestError) -> UploadRunner
+
+    public init(
+        config: Config, state: StateDirectory, journal: Journal, logger: Logger, target: UploadTarget,
+        makeRunner: @escaping @Sendable (any EventSink) throws(IngestError) -> UploadRunner
+    ) {
+        self.config = config
+        self.state = state
+        self.journal = journal
+        self.logger = logger
+        self.target = target
+        self.makeRunner = makeRunner
+    }
+
+    /// Runs the rescan; `progress` hears each step's outcome as it ends. Throws only what
+    /// stops everything (an unusable journal or staging area); a card's failure is its outcome.
+    ///
+    /// Every pending upload is taken up once: those of the cards found are queued by their
+    /// card's ingest, as `ingest PATH` does (which also re-plans, for the configured
+    /// destination, uploads never started elsewhere); the step before it resumes the rest.
+    public func run(sink: some EventSink, progress: (RescanEvent) -> Void) async throws(IngestError) -> RescanReport {
+        let started = Date()
+        let sources = try await sources()
+        let others = try await PendingUploads.all(in: journal, exceptOfVolumes: Set(sources.compactMap(\.volumeKey)))
+        let resumed = await PendingUploads.resume(others, runner: try makeRunner(sink))
+        progress(.resumed(resumed))
+        var report = RescanReport(resume: resumed)
+
+        for source in sources {
+            let outcome = await ingest(source, sink: sink)
+            progress(.card(outcome))
+            report.cards.append(outcome)
+        }
+
+        report.sweep = try await StagingArea(root: state.stagingPath)
+            .sweep(journal: journal, retention: config.upload.stagingRetention)
+        progress(.swept(report.sweep))
+        do { report.totals = try await journal.totals() } catch { throw journalError(error) }
+        report.seconds = Date().timeIntervalSince(started)
+        return report
+    }
+
+    /// The known cards that are mounted, then the roots; a root that is also a known card
+    /// is ingested once.
+    func sources() async throws(IngestError) -> [RescanSource] {
+        let known: Set<String>
+        do { known = try await journal.volumeKeys() } catch { throw journalError(error) }
+        let mounts: MountTable
+        do { mounts = try MountTable.current() } catch {
+            throw .sourceUnavailable(path: "/proc/self/mountinfo", reason: "\(error)")
+        }
+        let cards = RescanSource.mountedKnownCards(known: known, mounts: mounts) { path throws(IngestError) in
+            try VolumeIdentity.identify(path: path, mounts: mounts)
+        }
+        var sources = cards.map { RescanSource(path: $0.rootPath, origin: .knownCard, volumeKey: $0.key) }
+        var keys = Set(cards.map(\.key))
+        for root in config.rescan.roots {
+            let key = (try? VolumeIdentity.identify(path: root, mounts: mounts))?.key
+            if let key, !keys.insert(key).inserted { continue }
+            sources.append(RescanSource(path: root, origin: .root, volumeKey: key))
+        }
+        return sources
+    }
+
+    private func ingest(_ source: RescanSource, sink: some EventSink) async -> CardOutcome {
+        let recorder = CardRecorder(sink)
+        var outcome = CardOutcome(source: source, name: source.path, status: .ingested)
+        do throws(IngestError) {
+            let upload = UploadRequest(target: target, runner: try makeRunner(sink), scene: nil, tags: [:])
+            let ingestor = Ingestor(config: config, state: state, journal: journal, logger: logger, upload: upload)
+            outcome.summary = try await ingestor.ingest(path: source.path, sink: recorder)
+        } catch {
+            switch error {
+            case .volumeBusy: outcome.status = .busy(error.description)
+            case .sourceUnavailable where recorder.volume == nil: outcome.status = .unavailable(error)
+            default: outcome.status = .failed(error)
+            }
+            outcome.summary = recorder.summary
+        }
+        if let volume = recorder.volume {
+            outcome.volumeKey = volume.key
+            outcome.name = volume.displayName
+            if let left = try? await journal.files(byStateOfVolume: volume.key) {
+                outcome.pending = left[.pending, default: .zero] + left[.staged, default: .zero]
+            }
+        }
+        logger.info(
+            "rescanned",
+            metadata: ["path": "\(source.path)", "origin": "\(source.origin.rawValue)", "status": "\(outcome.exitStatus)"])
+        return outcome
+    }
+
+    private func journalError(_ error: any Error) -> IngestError {
+        .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
+    }
+}
+
+/// Passes a card's events on, keeping its identity and its summary: the ingest throws
+/// without returning the summary it reported when it stops part-way.
+private final class CardRecorder: EventSink {
+    private let inner: any EventSink
+    private let seen = Mutex<(volume: VolumeIdentity?, summary: RunSummary?)>((nil, nil))
+
+    init(_ inner: any EventSink) { self.inner = inner }
+
+    var volume: VolumeIdentity? { seen.withLock { $0.volume } }
+    var summary: RunSummary? { seen.withLock { $0.summary } }
+
+    func emit(_ event: IngestEvent) {
+        switch event {
+        case .volume(let volume): seen.withLock { $0.volume = volume }
+        case .finished(let summary): seen.withLock { $0.summary = summary }
+        default: break
+        }
+        inner.emit(event)
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+
+/// What resuming pending uploads came to: `ingest resume`, and the first step of `ingest rescan`.
+public struct ResumeOutcome: Sendable, Equatable {
+    /// Uploads that were pending and handed to the runner.
+    public var pending: Int
+    public var totals: UploadTotals
+    /// The failure that decides the exit status (a destination problem, else the worst
+    /// failure of one object); nil when every upload finished or was left to another process.
+    public var problem: UploadError?
+
+    public init(pending: Int, totals: UploadTotals, problem: UploadError?) {
+        self.pending = pending
+        self.totals = totals
+        self.problem = problem
+    }
+
+    /// The `resume_summary` NDJSON event.
+    public var json: [String: JSONValue] {
+        var object: [String: JSONValue] = [
+            "event": "resume_summary", "pending": .int(pending), "uploaded": .int(totals.uploaded),
+            "uploaded_bytes": .int(totals.uploadedBytes), "already_in_bucket": .int(totals.alreadyThere),
+            "failed": .int(totals.failed), "not_attempted": .int(totals.notAttempted),
+            "staged_copies_removed": .int(totals.stagedCopiesRemoved),
+        ]
+        object["upload_error"] = problem.map { .string($0.message) }
+        return object
+    }
+
+    /// One line for people.
+    public var text: String {
+        "Resumed \(pending) uploads: \(totals.uploaded) uploaded (\(ByteCount(totals.uploadedBytes))), "
+            + "\(totals.alreadyThere) already in the bucket, \(totals.failed) failed, "
+            + "\(totals.notAttempted) not attempted"
+    }
+}
+
+/// Finishing what earlier runs left unfinished, each upload to the destination the journal
+/// recorded for it.
+public enum PendingUploads {
+    /// Every pending upload in the journal, oldest first, but for those carrying a file of
+    /// one of `volumeKeys` (the cards a rescan is about to ingest, which finish their own).
+    public static func all(
+        in journal: Journal, exceptOfVolumes volumeKeys: Set<String> = []
+    ) async throws(IngestError) -> [UploadRecord] {
+        do { return try await journal.pendingUploads(exceptOfVolumes: volumeKeys) } catch {
+            throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
+        }
+    }
+
+    /// Runs `records` on `runner` (which it finishes) and waits for them all. An upload
+    /// another process is running is left to it.
+    public static func resume(_ records: [UploadRecord], runner: UploadRunner) async -> ResumeOutcome {
+        for record in records { runner.submit(record, resumed: true) }
+        let (totals, problem) = await runner.finish()
+        return ResumeOutcome(pending: records.count, totals: totals, problem: problem)
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+
+/// What `ingest rescan` reports besides the events of the ingests it runs: one event per
+/// step, and a summary at the end.
+public enum RescanEvent: Sendable {
+    /// The pending uploads were resumed (the event `ingest resume` ends with).
+    case resumed(ResumeOutcome)
+    /// One card or root is done, or was skipped.
+    case card(CardOutcome)
+    /// The staging area was swept.
+    case swept(StagingSweep)
+    /// Everything ran; `metricsFile` is where the metrics went, if anywhere.
+    case finished(RescanReport, exitStatus: ExitStatus, metricsFile: String?)
+}
+
+extension RescanEvent {
+    /// The event as one NDJSON object, in the style of the other events.
+    public var json: [String: JSONValue] {
+        switch self {
+        case .resumed(let outcome):
+            return outcome.json
+        case .card(let card):
+            var object: [String: JSONValue] = [
+                "event": "rescan_card", "path": .string(card.source.path), "origin": .string(card.source.origin.rawValue),
+                "name": .string(card.name), "status": .string(card.statusCode),
+                "pending": .int(card.pending.count), "pending_bytes": .int(card.pending.bytes),
+                "exit_status": .int(card.exitStatus.rawValue),
+            ]
+            object["key"] = card.volumeKey.map(JSONValue.string)
+            object["message"] = card.message.map(JSONValue.string)
+            if let summary = card.summary {
+                object["staged"] = .int(summary.staged)
+                object["staged_bytes"] = .int(summary.stagedBytes)
+                object["failed"] = .int(summary.failed)
+                object["uploaded"] = .int(summary.uploads?.uploaded ?? 0)
+                object["uploaded_bytes"] = .int(summary.uploads?.uploadedBytes ?? 0)
+                object["upload_failed"] = .int(summary.uploads?.failed ?? 0)
+                object["upload_error"] = summary.uploadError.map { .string($0.message) }
+            }
+            return object
+        case .swept(let sweep):
+            return [
+                "event": "staging_swept", "staged_copies_removed": .int(sweep.copiesRemoved),
+                "partials_removed": .int(sweep.partialsRemoved),
+            ]
+        case let .finished(report, exitStatus, metricsFile):
+            var object: [String: JSONValue] = [
+                "event": "rescan_summary", "cards": .int(report.cards.count),
+                "skipped": .int(report.cards.filter(\.isSkipped).count),
+                "resumed": .int(report.resume.pending),
+                "staged": .int(report.staged.count), "staged_bytes": .int(report.staged.bytes),
+                "uploaded": .int(report.uploaded.count), "uploaded_bytes": .int(report.uploaded.bytes),
+                "failed": .int(report.failed), "upload_failed": .int(report.uploadsFailed),
+                "pending": .int(report.totals.notUploaded.count), "pending_bytes": .int(report.totals.notUploaded.bytes),
+                "uploads_pending": .int(report.totals.pendingUploads.count),
+                "staged_copies_removed": .int(report.sweep.copiesRemoved), "seconds": .double(report.seconds),
+                "exit_status": .int(exitStatus.rawValue),
+            ]
+            object["metrics_file"] = metricsFile.map(JSONValue.string)
+            return object
+        }
+    }
+
+    /// The event for people: a line or a few.
+    public var text: String {
+        switch self {
+        case .resumed(let outcome):
+            return outcome.text + (outcome.problem.map { "\n  upload error: \($0)" } ?? "")
+        case .card(let card):
+            let head = "\(card.name) (\(card.volumeKey ?? card.source.path), \(card.source.origin.rawValue))"
+            switch card.status {
+            case .busy, .unavailable:
+                return "\(head): skipped: \(card.message ?? "")"
+            case .ingested, .failed:
+                let summary = card.summary
+                var line = "\(head): staged \(summary?.staged ?? 0) (\(ByteCount(summary?.stagedBytes ?? 0)))"
+                line += ", uploaded \(summary?.uploads?.uploaded ?? 0) (\(ByteCount(summary?.uploads?.uploadedBytes ?? 0)))"
+                line += ", failed \(summary?.failed ?? 0)"
+                if let failed = summary?.uploads?.failed, failed > 0 { line += " (+\(failed) uploads)" }
+                line += ", pending \(card.pending.count) (\(ByteCount(card.pending.bytes)))"
+                if let message = card.message { line += "\n  stopped: \(message)" }
+                if let problem = summary?.uploadError { line += "\n  upload error: \(problem)" }
+                return line
+            }
+        case .swept(let sweep):
+            return "Staging: removed \(sweep.copiesRemoved) staged copies past their retention, "
+                + "\(sweep.partialsRemoved) partial copies left by interrupted runs"
+        case let .finished(report, exitStatus, metricsFile):
+            let cards = report.cards.count
+            var lines = [
+                "Rescan: \(cards) \(cards == 1 ? "card" : "cards") (\(report.cards.filter(\.isSkipped).count) skipped), "
+                    + "\(report.resume.pending) uploads resumed",
+                "  staged \(report.staged.count) (\(ByteCount(report.staged.bytes))), "
+                    + "uploaded \(report.uploaded.count) (\(ByteCount(report.uploaded.bytes))), "
+                    + "failed \(report.failed) files and \(report.uploadsFailed) uploads",
+                "  pending: \(report.totals.notUploaded.count) files (\(ByteCount(report.totals.notUploaded.bytes))) "
+                    + "not in the bucket yet, \(report.totals.pendingUploads.count) uploads",
+            ]
+            if let metricsFile { lines.append("  metrics written to \(metricsFile)") }
+            lines.append(String(format: "  done in %.1f s, exit status %d", report.seconds, exitStatus.rawValue))
+            return lines.joined(separator: "\n")
+        }
+    }
+}
+
+extension CardOutcome {
+    /// A short stable word for `--json`.
+    public var statusCode: String {
+        switch status {
+        case .ingested: "ingested"
+        case .busy: "busy"
+        case .unavailable: "unavailable"
+        case .failed: "failed"
+        }
+    }
+
+    /// Why it was skipped or stopped, for people.
+    public var message: String? {
+        switch status {
+        case .ingested: nil
+        case .busy(let message): message
+        case .unavailable(let error), .failed(let error): error.description
+        }
+    }
+
+    public var isSkipped: Bool {
+        switch status {
+        case .busy, .unavailable: true
+        case .ingested, .failed: false
+        }
+    }
+}

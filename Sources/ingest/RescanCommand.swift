@@ -1,0 +1,135 @@
+import ArgumentParser
+import Foundation
+import IngestKit
+
+/// `ingest rescan`: the nightly job.
+struct RescanCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rescan",
+        abstract: "The nightly job: resume pending uploads, re-scan mounted cards and roots, clean staging, write metrics.",
+        discussion: """
+            Meant for a systemd timer or cron, unattended. In order, it:
+              - resumes every pending upload, as `ingest resume` does;
+              - ingests every mounted card the journal knows (by its file system UUID,
+                wherever it is mounted), then each directory of [rescan] roots and --root,
+                one after another, like `ingest PATH`;
+              - deletes staged copies whose objects verified longer ago than
+                [staging] retention, and partial copies left by killed runs;
+              - prints a summary per card and in total (NDJSON with --json), and with
+                [rescan] metrics_file or --metrics-file writes Prometheus metrics.
+
+            A card already ingested is only stat()ed: no file on it is read again, and \
+            with nothing pending nothing is sent. A card another ingest is working on is \
+            skipped with a notice. A root that does not exist is reported and the rest \
+            goes on. Uploads go to [s3] endpoint and bucket (or --endpoint and --bucket), \
+            which must be set.
+
+            Configuration (/etc/ingest/ingest.toml):
+              [rescan]
+              roots = ["/srv/incoming"]
+              metrics_file = "/var/lib/prometheus/node-exporter/ingest.prom"
+
+            The metrics file, for node_exporter's textfile collector, is replaced \
+            atomically (mode 0644) and computed from the journal: files and bytes staged, \
+            uploaded, pending and failed, pending uploads, bytes held in staging, and the \
+            time of the last upload and of the last rescan that finished everything \
+            (ingest_rescan_last_success_timestamp_seconds).
+
+            Exit status: 0 when everything pending finished. Otherwise the status of the \
+            first failure that concerns more than single files, in the order the work \
+            ran: 69 endpoint unreachable, 77 credentials refused, 73 staging area or \
+            metrics file not writable (the work is done all the same), 66 a root missing, \
+            74 a card failed; else 1 when files could not be read (they stay pending).
+
+            Examples:
+              ingest rescan
+              ingest rescan --root /srv/incoming --metrics-file /run/ingest.prom --json
+              systemctl enable --now ingest-rescan.timer
+              echo '30 2 * * * root /usr/local/bin/ingest rescan' > /etc/cron.d/ingest
+            """)
+
+    @OptionGroup var common: CommonOptions
+
+    @OptionGroup var destination: DestinationOptions
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Also ingest this directory, like [rescan] roots (repeatable).", valueName: "path"),
+        completion: .directory)
+    var root: [String] = []
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Write Prometheus metrics to this file (overrides [rescan] metrics_file).", valueName: "file"),
+        completion: .file(extensions: ["prom"]))
+    var metricsFile: String?
+
+    func run() async throws {
+        let logger = common.bootstrapLogging()
+        var status: ExitStatus
+        do throws(IngestError) {
+            var config = try common.loadConfig()
+            destination.apply(to: &config)
+            config.rescan.roots += root.map(absolute)
+            if let metricsFile { config.rescan.metricsFile = absolute(metricsFile) }
+            let target = try uploadTarget(config)
+            let (state, journal) = try common.openState(config)
+            let (sink, console) = common.makeReporter()
+            let rescanner = Rescanner(
+                config: config, state: state, journal: journal, logger: logger, target: target,
+                makeRunner: { [common, config] sink throws(IngestError) in
+                    try common.makeUploadRunner(config: config, state: state, journal: journal, sink: sink, logger: logger)
+                })
+            let display = Task { await console?.runProgressDisplay() }
+            defer { display.cancel() }
+            let report = try await rescanner.run(sink: sink, progress: show)
+            status = report.exitStatus
+            do { try await journal.noteRescan(endedAt: Date(), exitStatus: status) } catch {
+                throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
+            }
+            var written: String?
+            if let path = config.rescan.metricsFile {
+                do throws(IngestError) {
+                    let totals: JournalTotals
+                    do { totals = try await journal.totals() } catch {
+                        throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
+                    }
+                    try PrometheusText.write(PrometheusText.render(IngestMetrics.families(totals)), to: path)
+                    written = path
+                } catch {
+                    _ = fail(error, json: common.json)
+                    if status == .success || status == .partial { status = error.exitStatus }
+                }
+            }
+            show(.finished(report, exitStatus: status, metricsFile: written))
+        } catch {
+            throw fail(error, json: common.json)
+        }
+        if status != .success { throw ExitCode(status.rawValue) }
+    }
+
+    private func show(_ event: RescanEvent) {
+        if common.json {
+            ReportOutput.standardOutput.write(JSONValue.line(event.json) + "\n")
+        } else {
+            ReportOutput.standardError.write(event.text + "\n")
+        }
+    }
+
+    /// Where the cards' uploads go; rescan has no stage-only mode, so the hint is its own.
+    private func uploadTarget(_ config: Config) throws(IngestError) -> UploadTarget {
+        guard let endpoint = config.s3.endpoint, !endpoint.isEmpty, let bucket = config.s3.bucket, !bucket.isEmpty else {
+            throw .config(
+                file: config.source, key: config.s3.endpoint?.isEmpty ?? true ? "s3.endpoint" : "s3.bucket",
+                problem: "ingest rescan uploads what it finds: set [s3] endpoint and bucket in the configuration "
+                    + "(or INGEST_ENDPOINT and INGEST_BUCKET, or --endpoint and --bucket)")
+        }
+        return try config.s3.target()
+    }
+
+    /// A relative path from the command line is taken from the working directory.
+    private func absolute(_ path: String) -> String {
+        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+
+@testable import IngestKit
+
+/// Which mounted file systems `ingest rescan` takes for cards the journal knows.
+@Suite struct RescanSourceTests {
+    /// Two cards (sdb1 with a bind mount of its DCIM, sdc1), a card that is mounted twice
+    /// (sdd1), the root file system and pseudo file systems.
+    static let mounts = MountTable(parsing: """
+        22 1 179:2 / / rw,noatime shared:1 - ext4 /dev/mmcblk0p2 rw
+        23 22 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw
+        31 22 0:27 / /tmp rw,nosuid,nodev - tmpfs tmpfs rw,size=945884k
+        32 22 0:28 / /mnt/nas rw - nfs4 nas:/export rw
+        85 22 8:17 / /media/pi/EOS_DIGITAL rw,nosuid,nodev,relatime shared:45 - exfat /dev/sdb1 rw
+        90 22 8:17 /DCIM /srv/dcim ro,relatime shared:45 - exfat /dev/sdb1 rw
+        95 22 8:33 / /media/pi/DRONE rw,nosuid,nodev,relatime shared:50 - vfat /dev/sdc1 rw
+        96 22 8:49 / /media/a rw - ext4 /dev/sdd1 rw
+        97 22 8:49 / /media/b rw - ext4 /dev/sdd1 rw
+        """)
+
+    static let uuids: [UInt32: String] = [17: "EOS-1", 33: "DRONE-2", 49: "TWICE-3", 2: "ROOT-0"]
+
+    /// Identifies a mount point as the real function does from a mount, with udev's answers faked.
+    final class Identifier: @unchecked Sendable {
+        var asked: [String] = []
+        var failing: Set<String> = []
+
+        func identify(_ path: String) throws(IngestError) -> VolumeIdentity {
+            asked.append(path)
+            if failing.contains(path) { throw .sourceUnavailable(path: path, reason: "gone") }
+            let mount = RescanSourceTests.mounts.entries.last { $0.mountPoint == path }
+            return VolumeIdentity.identify(rootPath: path, mount: mount) { _, minor in
+                RescanSourceTests.uuids[minor].map { ["ID_FS_UUID": $0] } ?? [:]
+            }
+        }
+    }
+
+    @Test func onlyMountedFileSystemsTheJournalKnowsAreTaken() {
+        let identifier = Identifier()
+        let found = RescanSource.mountedKnownCards(
+            known: ["uuid:EOS-1", "uuid:DRONE-2", "uuid:NOT-HERE", "path:/tmp"], mounts: Self.mounts,
+            identify: identifier.identify)
+        #expect(found.map(\.key) == ["uuid:EOS-1", "uuid:DRONE-2"])
+        #expect(found.map(\.rootPath) == ["/media/pi/EOS_DIGITAL", "/media/pi/DRONE"])
+    }
+
+    @Test func onlyMountsOfBlockDevicesAreLookedAt() {
+        let identifier = Identifier()
+        _ = RescanSource.mountedKnownCards(known: ["path:/tmp", "path:/mnt/nas"], mounts: Self.mounts, identify: identifier.identify)
+        #expect(!identifier.asked.contains("/proc"))
+        #expect(!identifier.asked.contains("/tmp"))
+        #expect(!identifier.asked.contains("/mnt/nas"), "a dead network mount could hang a stat")
+        #expect(identifier.asked.contains("/media/pi/DRONE"))
+    }
+
+    @Test func aCardMountedTwiceIsTakenOnce() {
+        let found = RescanSource.mountedKnownCards(known: ["uuid:TWICE-3"], mounts: Self.mounts, identify: Identifier().identify)
+        #expect(found.map(\.rootPath) == ["/media/a"])
+    }
+
+    @Test func aBindMountOfAFolderIsKnownByItsOwnScopedKey() {
+        let found = RescanSource.mountedKnownCards(known: ["uuid:EOS-1/DCIM"], mounts: Self.mounts, identify: Identifier().identify)
+        #expect(found.map(\.rootPath) == ["/srv/dcim"])
+        #expect(found.map(\.key) == ["uuid:EOS-1/DCIM"])
+    }
+
+    @Test func aMountThatCannotBeIdentifiedIsPassedOver() {
+        let identifier = Identifier()
+        identifier.failing = ["/media/pi/EOS_DIGITAL"]
+        let found = RescanSource.mountedKnownCards(
+            known: ["uuid:EOS-1", "uuid:DRONE-2"], mounts: Self.mounts, identify: identifier.identify)
+        #expect(found.map(\.key) == ["uuid:DRONE-2"])
+    }
+
+    @Test func aPlainDirectoryKeyNeverMakesAMountACard() {
+        // A directory ingested by path on a file system udev knows nothing of.
+        let found = RescanSource.mountedKnownCards(known: ["path:/media/a"], mounts: Self.mounts) { path throws(IngestError) in
+            VolumeIdentity(key: "path:\(path)", rootPath: path, mountPoint: path, pathInFileSystem: "/", fsType: nil, device: nil)
+        }
+        #expect(found.isEmpty)
+    }
+}
