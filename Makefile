@@ -55,9 +55,15 @@ build: deps ## Debug build
 release: deps ## Release build (.build/release/ingest)
 	$(SWIFT_BUILD) -c release
 
+# Tests at once: no more than Swift's concurrency pool has threads (one per core). Many
+# integration tests wait for processes synchronously, holding a pool thread; with more of
+# them running than there are threads, async tests starve and miss their time limits.
+TEST_WIDTH ?= $(shell nproc)
+
 test: deps venv ## Build and run all tests (root: loop devices, udevd; SeaweedFS on loopback)
 	$(SWIFT_BUILD) --build-tests
-	$(SWIFT) test --scratch-path $(BUILD_DIR) $(SWIFTFLAGS) --skip-build --disable-xctest
+	$(SWIFT) test --scratch-path $(BUILD_DIR) $(SWIFTFLAGS) --skip-build --disable-xctest \
+		--experimental-maximum-parallelization-width $(TEST_WIDTH)
 
 demo: release venv ## Ingest a sample card (an ext4 loop device when root) into a local SeaweedFS S3 twice, then show what landed
 	INGEST=$(INGEST) bash scripts/demo.sh

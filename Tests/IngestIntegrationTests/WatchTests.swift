@@ -31,6 +31,16 @@ final class WatchTests {
         try #require(try IngestRun.ingest(["status", "--state-dir", state.path, "--json"]).events("status").first)
     }
 
+    /// The journal holds `files` files uploaded and nothing pending.
+    func expectEverythingUploaded(
+        _ state: TemporaryDirectory, files: Int, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let journal = try status(state)
+        #expect(journal.int("files_uploaded") == files, sourceLocation: sourceLocation)
+        #expect(journal.int("files_pending") == 0, sourceLocation: sourceLocation)
+        #expect(journal.int("uploads_pending") == 0, sourceLocation: sourceLocation)
+    }
+
     /// The events printed before and after the `card` event of the `index`-th card to end.
     func split(_ run: IngestRun, atCard index: Int) -> (before: [[String: Any]], after: [[String: Any]]) {
         let events = run.events
@@ -78,10 +88,7 @@ final class WatchTests {
             #expect(stopped.status == 0, "\(stopped.stderr)")
             #expect(stopped.stderr.contains(
                 "card \(name) (\(card.device), label WATCHED, UUID \(card.uuid)): done: \(oracle.count) files staged"))
-            let journal = try status(state)
-            #expect(journal.int("files_uploaded") == oracle.count)
-            #expect(journal.int("files_pending") == 0)
-            #expect(journal.int("uploads_pending") == 0)
+            try expectEverythingUploaded(state, files: oracle.count)
         }
     }
 
@@ -140,10 +147,7 @@ final class WatchTests {
 
             let stopped = try stopWatch(watch)
             #expect(stopped.status == 0, "\(stopped.stderr)")
-            let end = try status(state)
-            #expect(end.int("files_uploaded") == oracle.count)
-            #expect(end.int("files_pending") == 0)
-            #expect(end.int("uploads_pending") == 0)
+            try expectEverythingUploaded(state, files: oracle.count)
         }
     }
 
