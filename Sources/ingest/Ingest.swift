@@ -27,6 +27,14 @@ struct Ingest: AsyncParsableCommand {
             verified (size, fingerprint, and the server's digest of the parts) before its \
             staged copy is deleted. Running it again on the same card reads and sends nothing.
 
+            Three ways to run it:
+              by hand       ingest /media/sd
+              on insertion  udev starts ingest@<name>.service, which runs
+                            `ingest --device /dev/<name>` (`make install` puts
+                            the rule and units in place); or `ingest watch`
+              nightly       `ingest rescan`, from ingest-rescan.timer or cron:
+                            pending uploads, mounted cards, staging clean-up
+
             Options every command takes: --config <file>, --state-dir <dir>, --json, -v. \
             See `ingest run --help` for the options of an ingest.
 
