@@ -119,6 +119,19 @@ func populateCard(_ root: String, small: Int, big: Int = 0, bigMiB: Int = 0, aft
         """)
 }
 
+/// A card of `sizeMiB` written by ``populateCard(_:small:big:bigMiB:after:)``, its files'
+/// `xxh128sum`s taken, then unmounted and detached: pulled out, ready to be inserted.
+func pulledOutCard(
+    sizeMiB: Int, label: String, imageName: String = "card.img", small: Int, big: Int = 0, bigMiB: Int = 0,
+    after: Int = 0
+) throws -> (card: LoopCard, sums: [[UInt8]: String]) {
+    let card = try LoopCard(sizeMiB: sizeMiB, label: label, imageName: imageName)
+    try populateCard(card.mountPoint, small: small, big: big, bigMiB: bigMiB, after: after)
+    let sums = try xxh128sums(under: card.mountPoint)
+    try card.detach()
+    return (card, sums)
+}
+
 /// `ingest --device`: a real loop device holding an ext4 card, udev, mount(2), SeaweedFS.
 @Suite(.serialized, needsRoot)
 final class DeviceIngestTests {
@@ -135,10 +148,7 @@ final class DeviceIngestTests {
     func anUnmountedCardIsMountedReadOnlyIngestedWithItsIdentityAsTagsAndUnmounted() throws {
         let udev = try Udevd()
         defer { udev.stop() }
-        let card = try LoopCard(sizeMiB: 64, label: "DEV_CARD")
-        try populateCard(card.mountPoint, small: 12)
-        let oracle = try xxh128sums(under: card.mountPoint)
-        try card.detach()
+        let (card, oracle) = try pulledOutCard(sizeMiB: 64, label: "DEV_CARD", small: 12)
         let imageBefore = try xxh128sum(card.image)
         try card.insert()
         let state = TemporaryDirectory()
@@ -208,9 +218,7 @@ final class DeviceIngestTests {
     func aSecondDeviceRunOnACardBeingIngestedEndsAtOnceAndTheCardIsIngestedOnce() throws {
         let udev = try Udevd()
         defer { udev.stop() }
-        let card = try LoopCard(sizeMiB: 400, label: "TWICE")
-        try populateCard(card.mountPoint, small: 5, big: 1, bigMiB: 300)
-        try card.detach()
+        let card = try pulledOutCard(sizeMiB: 400, label: "TWICE", small: 5, big: 1, bigMiB: 300).card
         try sh("sync; echo 3 > /proc/sys/vm/drop_caches")
         try card.insert()
         let state = TemporaryDirectory()
@@ -235,10 +243,7 @@ final class DeviceIngestTests {
     func aCardPulledMidRunEndsStagingCleanlyUploadsWhatWasStagedAndFinishesWhenReinserted() throws {
         let udev = try Udevd()
         defer { udev.stop() }
-        let card = try LoopCard(sizeMiB: 900, label: "PULLED")
-        try populateCard(card.mountPoint, small: 80, big: 4, bigMiB: 150, after: 40)
-        let oracle = try xxh128sums(under: card.mountPoint)
-        try card.detach()
+        let (card, oracle) = try pulledOutCard(sizeMiB: 900, label: "PULLED", small: 80, big: 4, bigMiB: 150, after: 40)
         let pristine = card.directory.path + "/pristine.img"
         try sh("cp --sparse=always \(card.image) \(pristine); sync; echo 3 > /proc/sys/vm/drop_caches")
         try card.insert()

@@ -57,10 +57,8 @@ final class WatchTests {
         let udev = try Udevd()
         defer { udev.stop() }
         try TestCardRule.whileInstalled {
-            let card = try LoopCard(sizeMiB: 64, label: "WATCHED", imageName: TestCardRule.imageName("watched"))
-            try populateCard(card.mountPoint, small: 12)
-            let oracle = try xxh128sums(under: card.mountPoint)
-            try card.detach()
+            let (card, oracle) = try pulledOutCard(
+                sizeMiB: 64, label: "WATCHED", imageName: TestCardRule.imageName("watched"), small: 12)
             let state = TemporaryDirectory()
             let watch = try startWatch(state: state)
 
@@ -97,10 +95,8 @@ final class WatchTests {
         let udev = try Udevd()
         defer { udev.stop() }
         try TestCardRule.whileInstalled {
-            let card = try LoopCard(sizeMiB: 900, label: "PULLED", imageName: TestCardRule.imageName("pulled"))
-            try populateCard(card.mountPoint, small: 200, big: 4, bigMiB: 150, after: 100)
-            let oracle = try xxh128sums(under: card.mountPoint)
-            try card.detach()
+            let (card, oracle) = try pulledOutCard(
+                sizeMiB: 900, label: "PULLED", imageName: TestCardRule.imageName("pulled"), small: 200, big: 4, bigMiB: 150, after: 100)
             let pristine = card.directory.path + "/pristine.copy"
             try sh("cp --sparse=always \(card.image) \(pristine); sync; echo 3 > /proc/sys/vm/drop_caches")
             let state = TemporaryDirectory()
@@ -156,10 +152,8 @@ final class WatchTests {
         let udev = try Udevd()
         defer { udev.stop() }
         try TestCardRule.whileInstalled {
-            let card = try LoopCard(sizeMiB: 300, label: "STOPPED", imageName: TestCardRule.imageName("stopped"))
-            try populateCard(card.mountPoint, small: 2, big: 3, bigMiB: 60)
-            let oracle = try xxh128sums(under: card.mountPoint)
-            try card.detach()
+            let (card, oracle) = try pulledOutCard(
+                sizeMiB: 300, label: "STOPPED", imageName: TestCardRule.imageName("stopped"), small: 2, big: 3, bigMiB: 60)
             let state = TemporaryDirectory()
             let watch = try startWatch(state: state)
 

@@ -178,7 +178,7 @@ struct ObjectUploader: Sendable {
         sink.emit(.upload(.initiating(record)))
         let path = stagedPath
         let size = record.size
-        let (digest, fromCard) : (PartDigest, Bool)
+        let (digest, fromCard): (PartDigest, Bool)
         switch await sender.digest(ofPart: 1, range: (0, size)) {
         case .success(let value): (digest, fromCard) = value
         case .failure(let error): return await giveUpStagedCopy(unreadable(error))
