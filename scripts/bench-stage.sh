@@ -17,11 +17,10 @@ big=${BIG:-1G} files=${FILES:-200} repeat=${REPEAT:-3} max_mib=8
 work=${WORK:-$repo/out/bench-stage}
 [[ -x $ingest ]] || { echo "bench: no $ingest; run 'make release' first" >&2; exit 1; }
 
-mnt="" loopdev=""
+source "$repo/scripts/loop-card.sh"   # card_mount, card_release
 cleanup() {
   set +e
-  [[ -n $mnt ]] && mountpoint -q "$mnt" && { umount "$mnt" || umount -l "$mnt"; }
-  [[ -n $loopdev ]] && losetup -d "$loopdev"
+  card_release
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -32,18 +31,12 @@ echo "== Making the data set: $files photos of 1–$max_mib MiB and one $big fil
 if ((EUID == 0)); then
   b=${big%B}
   data=$(($(numfmt --from=iec "${b%i}") + (files + 1) * max_mib * 1048576))
-  truncate -s $((data * 12 / 10 / 1048576 + 64))M "$work/card.img"
-  if loopdev=$(losetup -f --show --direct-io=on "$work/card.img"); then
-    mkfs.ext4 -q -F -m 0 -L BENCH_CARD "$loopdev"
-    mount "$loopdev" "$card" && mnt=$card
-  else
-    loopdev="" && echo "bench: no loop device; the card is a plain directory" >&2
-  fi
+  card_mount "$work/card.img" "$card" "$data" BENCH_CARD --direct-io=on || true
 fi
 bash "$repo/scripts/make-card.sh" "$card" --big "$big" --photos "$files" --max-mib "$max_mib" >/dev/null
-[[ -n $mnt ]] && mount -o remount,ro "$card"
+[[ -n $card_mnt ]] && mount -o remount,ro "$card"
 bytes=$(find "$card" -type f -printf '%s\n' | awk '{s += $1} END {printf "%.0f\n", s}')
-echo "card: ${loopdev:-plain directory} on $card, $(numfmt --to=iec "$bytes") in regular files"
+echo "card: ${card_loopdev:-plain directory} on $card, $(numfmt --to=iec "$bytes") in regular files"
 echo "destination: $dst ($(findmnt -no SOURCE,FSTYPE -T "$dst")); $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 ((EUID == 0)) || echo "bench: WARNING: not root, cannot drop page caches: reads may come from memory" >&2
 

@@ -49,12 +49,11 @@ if [[ " ${names[*]} " == *" ingest "* ]]; then
 fi
 ((${#names[@]} > 0)) || die "no contender left to run"
 
-mnt="" loopdev=""
+source "$repo/scripts/loop-card.sh"   # card_mount, card_release
 cleanup() {
   set +e
   weed_stop   # only the weed this bench started
-  [[ -n $mnt ]] && mountpoint -q "$mnt" && { umount "$mnt" || umount -l "$mnt"; }
-  [[ -n $loopdev ]] && losetup -d "$loopdev"
+  card_release
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -75,13 +74,7 @@ avail=$(($(df -B1 --output=avail "$work" | tail -1)))
 
 echo "== Making the data set: $files files of $file_mib MiB and one $big file of random data"
 if ((EUID == 0)); then
-  truncate -s $((data * 12 / 10 / 1048576 + 64))M "$work/card.img"
-  if loopdev=$(losetup -f --show --direct-io=on "$work/card.img"); then
-    mkfs.ext4 -q -F -m 0 -L BENCH_CARD "$loopdev"
-    mount "$loopdev" "$card" && mnt=$card
-  else
-    loopdev="" && echo "bench: no loop device; the card is a plain directory" >&2
-  fi
+  card_mount "$work/card.img" "$card" "$data" BENCH_CARD --direct-io=on || true
 fi
 # random FILE BYTES: incompressible, file-specific data (openssl AES-CTR is fast), no duplicates.
 random() { head -c "$2" /dev/zero | openssl enc -aes-128-ctr -nosalt -pbkdf2 -iter 1 -pass "pass:$1.$$.$SRANDOM" >"$1"; }
@@ -90,12 +83,12 @@ mkdir -p "$card/DCIM/100MEDIA"
 for ((i = 1; i <= files; i++)); do random "$(printf '%s/DCIM/100MEDIA/DJI_%04d.JPG' "$card" "$i")" $((file_mib * 1048576)); done
 random "$(printf '%s/DCIM/100MEDIA/DJI_%04d.MP4' "$card" $((files + 1)))" "$big_bytes"
 sync -f "$card"
-[[ -n $mnt ]] && mount -o remount,ro "$card"
+[[ -n $card_mnt ]] && mount -o remount,ro "$card"
 objects=$((files + 1))
 bytes=$(find "$card" -type f -printf '%s\n' | awk '{s += $1} END {printf "%.0f\n", s}')
 ((bytes == data)) || die "the data set holds $bytes bytes, not $data"
 (cd "$card" && find . -type f -printf 'card/%P\n' | LC_ALL=C sort) >"$work/expected-keys"
-echo "card: ${loopdev:-plain directory} on $card, $objects files, $(numfmt --to=iec "$bytes")"
+echo "card: ${card_loopdev:-plain directory} on $card, $objects files, $(numfmt --to=iec "$bytes")"
 
 echo "== Starting SeaweedFS on 127.0.0.1"
 export AWS_ACCESS_KEY_ID=bench-upload-access AWS_SECRET_ACCESS_KEY=bench-upload-secret-$SRANDOM$SRANDOM
@@ -216,7 +209,7 @@ echo "Settings: all defaults. aws: no config file (AWS_CONFIG_FILE=/dev/null), s
 echo "Versions: $("$aws" --version 2>&1); $(rclone version 2>/dev/null | head -1);" \
   "weed $("$weed" version 2>/dev/null | grep -o 'version.*' | head -1 | sed 's/^version //'); $("$ingest" --version 2>&1)"
 echo "Server: one SeaweedFS (weed server -s3) on 127.0.0.1, data on $(findmnt -no SOURCE,FSTYPE -T "$work" | tr -s ' ');" \
-  "card: $([[ -n $mnt ]] && echo "ext4 on a loop device (direct I/O)" || echo "a plain directory"); $(nproc) cores."
+  "card: $([[ -n $card_mnt ]] && echo "ext4 on a loop device (direct I/O)" || echo "a plain directory"); $(nproc) cores."
 if [[ -n ${ingest_skipped:-} ]]; then
   echo
   echo "bench: NOTE: ingest was not measured ($ingest has no --endpoint/--bucket yet): no ratios" >&2

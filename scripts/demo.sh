@@ -28,13 +28,13 @@ die() { echo "demo: $*" >&2; exit 1; }
 while read -r var; do unset "$var"; done < <(compgen -e | grep -E '^(AWS_|INGEST_)' || true)
 
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/ingest-demo.XXXXXX")
-mnt="" loopdev="" udevd_pid=""
+source "$repo/scripts/loop-card.sh"   # card_mount, card_release
+udevd_pid=""
 cleanup() {
   set +e
   weed_stop                                  # only the SeaweedFS this demo started
   [[ -n $udevd_pid ]] && kill "$udevd_pid"   # only the udevd this demo started
-  [[ -n $mnt ]] && mountpoint -q "$mnt" && { umount "$mnt" || umount -l "$mnt"; }
-  [[ -n $loopdev ]] && losetup -d "$loopdev"
+  card_release
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -47,13 +47,10 @@ mkdir -p "$card"
 if ((EUID == 0)); then
   b=${big%B}
   data=$(($(numfmt --from=iec "${b%i}") + (photos + 1) * max_mib * 1048576))
-  truncate -s $((data * 12 / 10 / 1048576 + 64))M "$work/card.img"   # data + 20% + ext4's own
-  loopdev=$(losetup -f --show "$work/card.img") || { loopdev=""; echo "demo: no loop device; using a directory" >&2; }
+  card_mount "$work/card.img" "$card" "$data" DEMO_CARD || true
 fi
-if [[ -n $loopdev ]]; then
-  mkfs.ext4 -q -F -m 0 -L DEMO_CARD "$loopdev"
-  mount "$loopdev" "$card" && mnt=$card
-  echo "$loopdev ($(numfmt --to=iec "$(blockdev --getsize64 "$loopdev")"), ext4, label DEMO_CARD) mounted at $card"
+if [[ -n $card_mnt ]]; then
+  echo "$card_loopdev ($(numfmt --to=iec "$(blockdev --getsize64 "$card_loopdev")"), ext4, label DEMO_CARD) mounted at $card"
   bash "$repo/scripts/make-card.sh" "$card" --big "$big"
   mount -o remount,ro "$card"
   echo "remounted read-only"
@@ -66,7 +63,7 @@ if [[ -n $loopdev ]]; then
   fi
   udevadm trigger --action=add --subsystem-match=block >/dev/null 2>&1 || true
   udevadm settle --timeout=10 || true
-  udevadm info --query=property --name="$loopdev" 2>/dev/null | grep -E '^ID_FS_(UUID|LABEL|TYPE)=' || true
+  udevadm info --query=property --name="$card_loopdev" 2>/dev/null | grep -E '^ID_FS_(UUID|LABEL|TYPE)=' || true
 else
   bash "$repo/scripts/make-card.sh" "$card" --big "$big"
 fi

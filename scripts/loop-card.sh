@@ -1,0 +1,30 @@
+# shellcheck shell=bash
+# Sourced, not run: a sample card as a real file system, for the demo and the benchmarks (root
+# only): an ext4 image on a loop device, mounted at a folder; released by what was set up here.
+#
+#   card_mount IMAGE DIR BYTES LABEL [LOSETUP-OPTION...]
+#       makes IMAGE room for BYTES of files (plus 20% and 64 MiB for ext4's own), attaches it
+#       (losetup with the options given, e.g. --direct-io=on), formats it ext4 with LABEL and
+#       mounts it at DIR. Sets card_loopdev and card_mnt. Returns 1, saying so on stderr, when
+#       no loop device can be had: DIR stays a plain directory.
+#   card_release   unmounts and detaches what card_mount set up (call it from an EXIT trap)
+
+card_loopdev="" card_mnt=""
+
+card_mount() {
+  local image=$1 dir=$2 bytes=$3 label=$4
+  shift 4
+  truncate -s $((bytes * 12 / 10 / 1048576 + 64))M "$image" || return 1
+  card_loopdev=$(losetup -f --show "$@" "$image") || {
+    card_loopdev=""
+    echo "$(basename "$0"): no loop device; the card is a plain directory" >&2
+    return 1
+  }
+  mkfs.ext4 -q -F -m 0 -L "$label" "$card_loopdev" && mount "$card_loopdev" "$dir" && card_mnt=$dir
+}
+
+card_release() {
+  [[ -n $card_mnt ]] && mountpoint -q "$card_mnt" && { umount "$card_mnt" || umount -l "$card_mnt"; }
+  [[ -n $card_loopdev ]] && losetup -d "$card_loopdev"
+  card_mnt="" card_loopdev=""
+}
