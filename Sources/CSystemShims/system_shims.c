@@ -23,3 +23,9 @@ int ingest_syncfs(int fd) {
 int ingest_pipe_cloexec(int fds[2]) {
     return pipe2(fds, O_CLOEXEC);
 }
+
+int ingest_set_direct_io(int fd, int on) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags == -1) return -1;
+    return fcntl(fd, F_SETFL, on ? (flags | O_DIRECT) : (flags & ~O_DIRECT));
+}

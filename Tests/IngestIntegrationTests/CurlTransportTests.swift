@@ -79,8 +79,17 @@ final class EchoServer {
     }
 
     @Test func aFileRangeIsStreamedAsTheBodyByteForByte() async throws {
+        try await streamsAFileRange(from: TemporaryDirectory())
+    }
+
+    /// Read through the page cache, as ramfs refuses direct I/O.
+    @Test(needsRoot) func aFileRangeOnAFileSystemWithoutDirectIOIsStreamedToo() async throws {
+        let ramfs = try RamfsDirectory()
+        try await streamsAFileRange(from: ramfs.directory)
+    }
+
+    func streamsAFileRange(from files: TemporaryDirectory) async throws {
         let server = try EchoServer()
-        let files = TemporaryDirectory()
         let path = try files.write("part.bin", randomBytes(3 << 20))
         let (offset, length) = (1000, (2 << 20) + 7)
         let oracle = try sh("dd if=\(path) iflag=skip_bytes,count_bytes skip=\(offset) count=\(length) bs=64K status=none | sha256sum").prefix(64)
@@ -173,6 +182,23 @@ final class EchoServer {
                 return
             }
             #expect(cause.errno == ENOENT)
+        }
+    }
+
+    @Test func aBodyFileShorterThanItsRangeIsUnreadable() async throws {
+        let server = try EchoServer()
+        let files = TemporaryDirectory()
+        let path = try files.write("part.bin", randomBytes(100_000))
+        do {
+            _ = try await CurlTransport().send(HTTPRequest(
+                method: "PUT", url: server.url("/b/k"), body: .file(path: path, offset: 4096, length: 100_000)))
+            Issue.record("a body cut short was sent")
+        } catch {
+            guard case .bodyUnreadable(let cause) = error.kind else {
+                Issue.record("expected bodyUnreadable, got \(error)")
+                return
+            }
+            #expect(cause.errno == EIO)
         }
     }
 

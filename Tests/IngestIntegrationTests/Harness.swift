@@ -4,12 +4,6 @@ import Synchronization
 import IngestTestSupport
 import Testing
 
-/// Loop devices, mounts and udev need root. CI runs as root, so there these tests always
-/// run (and fail loudly if root is missing); elsewhere they are skipped without it.
-let needsRoot = Testing.ConditionTrait.enabled(
-    if: geteuid() == 0 || ProcessInfo.processInfo.environment["CI"] != nil,
-    "needs root: loop devices, mounts and udev (CI runs as root)")
-
 /// The `ingest` binary built next to this test bundle.
 enum IngestBinary {
     static var path: String {

@@ -1,5 +1,12 @@
 import Foundation
 import Glibc
+import Testing
+
+/// Loop devices, mounts and udev need root. CI runs as root, so there these tests always
+/// run (and fail loudly if root is missing); elsewhere they are skipped without it.
+public let needsRoot = Testing.ConditionTrait.enabled(
+    if: geteuid() == 0 || ProcessInfo.processInfo.environment["CI"] != nil,
+    "needs root: loop devices, mounts and udev (CI runs as root)")
 
 /// A fresh directory under the system's temporary directory, removed when dropped.
 public final class TemporaryDirectory: @unchecked Sendable {
@@ -63,4 +70,22 @@ public func runTool(_ path: String, _ arguments: [String]) throws -> String {
 /// The digest `xxh128sum` (the external oracle) prints for a file.
 public func xxh128sum(_ path: String) throws -> String {
     String(try runTool("/usr/bin/xxh128sum", [path]).prefix(32))
+}
+
+/// A ramfs mounted on a fresh temporary directory (needs root, see ``needsRoot``), unmounted
+/// and removed when dropped: a file system that refuses direct I/O (O_DIRECT), so code that
+/// prefers it must fall back to the page cache. (tmpfs takes O_DIRECT since Linux 6.6.)
+public final class RamfsDirectory: @unchecked Sendable {
+    /// The mount point; valid while this object lives.
+    public let directory: TemporaryDirectory
+    public var path: String { directory.path }
+
+    public init() throws {
+        directory = TemporaryDirectory()
+        guard mount("ramfs", directory.path, "ramfs", 0, nil) == 0 else {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+    }
+
+    deinit { umount2(directory.path, 2 /* MNT_DETACH */) }
 }

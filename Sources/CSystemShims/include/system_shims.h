@@ -25,4 +25,11 @@ int ingest_syncfs(int fd);
 /// child another thread spawns at the same moment cannot inherit them.
 int ingest_pipe_cloexec(int fds[2]);
 
+/// Turns direct I/O (O_DIRECT) on or off for an open file (fcntl F_SETFL), keeping its other
+/// flags: reads and writes then go between the device and the caller's buffer, past the page
+/// cache, and buffer addresses, file offsets and lengths must be aligned to what the file
+/// system asks (statx STATX_DIOALIGN; 4096 satisfies every local one). Turning it on fails
+/// (EINVAL) on file systems without direct I/O.
+int ingest_set_direct_io(int fd, int on);
+
 #endif

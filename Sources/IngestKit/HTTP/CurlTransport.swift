@@ -47,7 +47,8 @@ public final class CurlTransport: Sendable {
     /// when no answer came.
     public func send(_ request: HTTPRequest) async throws(TransportError) -> HTTPResponse {
         let result: Result<HTTPResponse, TransportError> = await withCheckedContinuation { continuation in
-            loop.submit(Transfer(request: request, settings: settings, continuation: continuation))
+            loop.submit(
+                Transfer(request: request, settings: settings, bodyBuffers: loop.bodyBuffers, continuation: continuation))
         }
         return try result.get()
     }
@@ -58,6 +59,8 @@ private final class Loop: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private let settings: TransportSettings
     private let pending = Mutex<[Transfer]>([])
+    /// Where file bodies are read into: one buffer per transfer in flight, reused.
+    let bodyBuffers = AlignedBufferPool(bufferSize: 1 << 20)
     private let running = Atomic<Bool>(true)
     private var thread: Thread?
     /// Transfers in flight, by their easy handle; touched only by the loop's thread.
@@ -122,28 +125,29 @@ private func curl_multi_setopt_long(_ multi: UnsafeMutableRawPointer, _ option: 
 private final class Transfer: @unchecked Sendable {
     let request: HTTPRequest
     let settings: TransportSettings
+    let bodyBuffers: AlignedBufferPool
     let continuation: CheckedContinuation<Result<HTTPResponse, TransportError>, Never>
 
     private var easy: UnsafeMutableRawPointer?
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
-    private var bodyFile: FileDescriptor?
-    /// Where the body starts in `bodyFile` (0 for bytes), for rewinding.
-    private var bodyStart: Int64 = 0
-    private var bodyOffset: Int64 = 0
-    private var bodyRemaining: Int64 = 0
+    private var bodyFile: FileRangeReader?
+    private var bodyBuffer: AlignedBuffer?
     private var bodyBytes: [UInt8] = []
+    /// How far into `bodyBytes` the body has been sent.
+    private var bodyOffset = 0
     private var bodyError: SystemError?
     private var responseHeaders: [String: String] = [:]
     private var responseBody: [UInt8] = []
     private var tooLarge = false
 
     init(
-        request: HTTPRequest, settings: TransportSettings,
+        request: HTTPRequest, settings: TransportSettings, bodyBuffers: AlignedBufferPool,
         continuation: CheckedContinuation<Result<HTTPResponse, TransportError>, Never>
     ) {
         self.request = request
         self.settings = settings
+        self.bodyBuffers = bodyBuffers
         self.continuation = continuation
     }
 
@@ -153,15 +157,13 @@ private final class Transfer: @unchecked Sendable {
         case .empty: break
         case .bytes(let bytes): bodyBytes = bytes
         case let .file(path, offset, length):
-            do { bodyFile = try FileDescriptor(path: path, flags: O_RDONLY) } catch {
+            let buffer = bodyBuffers.take()
+            do { bodyFile = try FileRangeReader(path: path, offset: offset, length: length, buffer: buffer) } catch {
+                bodyBuffers.giveBack(buffer)
                 fail(TransportError(kind: .bodyUnreadable(error), code: 0, message: "cannot open \(path)"))
                 return nil
             }
-            bodyStart = offset
-            bodyOffset = offset
-            bodyRemaining = length
-            // The staged copy is read once, front to back: read ahead generously.
-            _ = posix_fadvise(bodyFile!.raw, off_t(offset), off_t(length), POSIX_FADV_SEQUENTIAL)
+            bodyBuffer = buffer
         }
         guard let easy = curl_easy_init() else {
             fail(TransportError(kind: .other, code: 0, message: "curl_easy_init failed"))
@@ -244,23 +246,17 @@ private final class Transfer: @unchecked Sendable {
 
     func send(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         if let file = bodyFile {
-            let want = Int(min(Int64(buffer.count), bodyRemaining))
-            guard want > 0 else { return 0 }
-            let count = pread(file.raw, buffer.baseAddress, want, off_t(bodyOffset))
-            guard count > 0 else {
-                bodyError = count == 0 ? SystemError(call: "pread", errno: EIO) : SystemError.last("pread")
+            do { return try file.read(into: buffer) } catch {
+                bodyError = error
                 return Int(CURL_READFUNC_ABORT)
             }
-            bodyOffset += Int64(count)
-            bodyRemaining -= Int64(count)
-            return count
         }
-        let count = min(buffer.count, bodyBytes.count - Int(bodyOffset))
+        let count = min(buffer.count, bodyBytes.count - bodyOffset)
         guard count > 0 else { return 0 }
         bodyBytes.withUnsafeBytes { source in
-            buffer.baseAddress!.copyMemory(from: source.baseAddress! + Int(bodyOffset), byteCount: count)
+            buffer.baseAddress!.copyMemory(from: source.baseAddress! + bodyOffset, byteCount: count)
         }
-        bodyOffset += Int64(count)
+        bodyOffset += count
         return count
     }
 
@@ -268,8 +264,7 @@ private final class Transfer: @unchecked Sendable {
     /// with offset 0 before sending the request again). Only SEEK_SET within the body.
     func seek(to offset: Int64, origin: Int32) -> Int32 {
         guard origin == SEEK_SET, offset >= 0, offset <= request.body.length else { return CURL_SEEKFUNC_CANTSEEK }
-        bodyOffset = bodyStart + offset
-        bodyRemaining = request.body.length - offset
+        if let file = bodyFile { file.seek(to: offset) } else { bodyOffset = Int(offset) }
         bodyError = nil
         return CURL_SEEKFUNC_OK
     }
@@ -321,6 +316,8 @@ private final class Transfer: @unchecked Sendable {
         curl_slist_free_all(headerList)
         headerList = nil
         bodyFile = nil
+        if let buffer = bodyBuffer { bodyBuffers.giveBack(buffer) }
+        bodyBuffer = nil
     }
 }
 

@@ -106,26 +106,20 @@ final class FingerprintHasher {
 }
 
 extension Fingerprint {
-    /// The fingerprint of a whole file, read in 1 MiB chunks and dropped from the page cache
-    /// behind the reader: how a staged copy is checked before an upload resumes from it. With
-    /// a `checksummer`, the same pass computes the parts' checksums too.
+    /// The fingerprint of a whole file, read in 1 MiB blocks past the page cache: how a
+    /// staged copy is checked before an upload resumes from it. With a `checksummer`, the
+    /// same pass computes the parts' checksums too.
     /// Blocking: call it on a dedicated thread.
     public static func ofFile(
         at path: String, checksummer: PartChecksummer? = nil
     ) throws(SystemError) -> (Fingerprint, PartChecksums?) {
-        let fd = try FileDescriptor(path: path, flags: O_RDONLY | O_CLOEXEC)
+        let reader = try FileRangeReader(wholeFileAt: path, buffer: AlignedBuffer(size: 1 << 20))
         let hasher = FingerprintHasher()
         var checksummer = checksummer
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
-        defer { buffer.deallocate() }
-        while true {
-            let count = try fd.read(into: buffer, path: path)
-            if count == 0 { break }
-            let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+        while case let bytes = try reader.next(), !bytes.isEmpty {
             hasher.update(bytes)
             checksummer?.update(bytes)
         }
-        fd.dropFromCache()
         return (hasher.finalize(), checksummer?.finish())
     }
 }

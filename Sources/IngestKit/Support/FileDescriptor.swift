@@ -84,6 +84,16 @@ final class FileDescriptor: @unchecked Sendable {
             }
         }
     }
+
+    /// Writes all of `bytes` at `offset` (`pwrite`, the file position untouched).
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64, path: String? = nil) throws(SystemError) {
+        var written = 0
+        while written < bytes.count {
+            written += try retryingEINTR("write", path: path) {
+                Glibc.pwrite(raw, bytes.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written))
+            }
+        }
+    }
 }
 
 /// `mkdir -p` with mode 0750 for what it creates; the error names the call and the path.

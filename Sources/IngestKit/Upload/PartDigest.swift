@@ -156,10 +156,8 @@ extension PartDigest {
     /// Blocking: it reads the range from disk. The uploader calls it on a dedicated thread
     /// (``onDedicatedThread(_:_:)``), never on the Swift concurrency pool.
     ///
-    /// The stager drops staged files from the page cache, so this read is the first since
-    /// staging, and curl reads the same range again right after to send it. Once digested,
-    /// the range is advised `POSIX_FADV_WILLNEED`: pages evicted in between (many parts in
-    /// flight on a small machine) are read back ahead of curl, not on its critical path.
+    /// The range is read past the page cache (``FileRangeReader``), like the transport reads
+    /// it to send it: caching it here would save that read nothing.
     ///
     /// - Throws: the failing call's ``SystemError``; a file shorter than the range is `EIO`
     ///   on `pread`, as the transport reports it: the staged copy is damaged.
@@ -167,22 +165,10 @@ extension PartDigest {
         _ algorithm: PartDigestAlgorithm, path: String, offset: Int64, length: Int64
     ) throws(SystemError) -> PartDigest {
         precondition(offset >= 0 && length >= 0, "a byte range needs offset >= 0 and length >= 0, got \(offset), \(length)")
-        let file = try FileDescriptor(path: path, flags: O_RDONLY)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(
-            byteCount: Int(min(Int64(readBufferSize), max(length, 1))), alignment: 4096)
-        defer { buffer.deallocate() }
+        let blockSize = min(readBufferSize, max(Int(length + 4095) / 4096 * 4096, 4096))
+        let reader = try FileRangeReader(path: path, offset: offset, length: length, buffer: AlignedBuffer(size: blockSize))
         var accumulator = Accumulator(algorithm)
-        var position = offset
-        let end = offset + length
-        while position < end {
-            let want = Int(min(Int64(buffer.count), end - position))
-            let chunk = UnsafeMutableRawBufferPointer(rebasing: buffer[..<want])
-            let count = try file.read(into: chunk, at: position, path: path)
-            guard count == want else { throw SystemError(call: "pread", errno: EIO, path: path) }
-            accumulator.update(UnsafeRawBufferPointer(chunk))
-            position += Int64(count)
-        }
-        if length > 0 { file.keepInCache(offset: offset, length: length) }
+        while case let bytes = try reader.next(), !bytes.isEmpty { accumulator.update(bytes) }
         return accumulator.finish()
     }
 

@@ -1,0 +1,96 @@
+import CSystemShims
+import Glibc
+import Synchronization
+
+// Direct I/O (O_DIRECT): reads and writes go between the device and the caller's buffer, past
+// the page cache. ingest reads a card once and a staged copy once, so the cache gains it
+// nothing, and costs it most of its CPU on the virtual machines ingest stations and CI run
+// on: there the host takes back guest memory that sat free, and every fresh page-cache page
+// costs a fault to fill. Measured on our CI machine, per GiB: reading through the cache 1.6
+// CPU s, direct in 1 MiB blocks 0.08; writing through the cache 0.97, direct 0.08; with the
+// same wall time. Every user falls back to the cache where the file system refuses direct I/O
+// (tmpfs; some FUSE file systems at the first read or write).
+
+/// Memory aligned for direct I/O (`O_DIRECT`): 4096 bytes satisfies every local file system.
+final class AlignedBuffer: @unchecked Sendable {
+    static let alignment = 4096
+    let storage: UnsafeMutableRawBufferPointer
+
+    init(size: Int) { storage = .allocate(byteCount: size, alignment: Self.alignment) }
+    deinit { storage.deallocate() }
+}
+
+/// Buffers of one size, handed out and taken back, so that the memory reads land in is
+/// reused rather than freshly allocated for every request. Any thread.
+final class AlignedBufferPool: Sendable {
+    let bufferSize: Int
+    private let idle = Mutex<[AlignedBuffer]>([])
+
+    init(bufferSize: Int) {
+        precondition(bufferSize > 0 && bufferSize % AlignedBuffer.alignment == 0, "buffer size \(bufferSize) is not aligned")
+        self.bufferSize = bufferSize
+    }
+
+    func take() -> AlignedBuffer { idle.withLock { $0.popLast() } ?? AlignedBuffer(size: bufferSize) }
+    func giveBack(_ buffer: AlignedBuffer) { idle.withLock { $0.append(buffer) } }
+}
+
+extension FileDescriptor {
+    /// Turns direct I/O on for this file where its file system allows it; says whether it did.
+    func preferDirectIO() -> Bool { ingest_set_direct_io(raw, 1) == 0 }
+
+    /// Reads at `offset` until `buffer` is full or the file ends; returns the bytes read.
+    /// While `isDirect`, the buffer, offset and size must be aligned (``AlignedBuffer``); a
+    /// read the file system refuses as direct turns direct I/O off for good (`isDirect`
+    /// false) and goes on through the page cache.
+    func read(
+        into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, isDirect: inout Bool, path: String
+    ) throws(SystemError) -> Int {
+        var filled = 0
+        while filled < buffer.count {
+            let count = Glibc.pread(raw, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset) + off_t(filled))
+            if count > 0 {
+                filled += count
+                continue
+            }
+            if count == 0 { break }
+            let error = SystemError.last("read", path: path)
+            switch error.errno {
+            case EINTR: continue
+            // Refused as direct, also after a short direct read left the next one unaligned.
+            case EINVAL where isDirect: try turnOffDirectIO(&isDirect, path: path)
+            default: throw error
+            }
+        }
+        return filled
+    }
+
+    /// Writes all of `bytes` at `offset`. While `isDirect`, the aligned front of `bytes` goes
+    /// straight to the device (its address and `offset` must be aligned); an unaligned rest
+    /// (a file's tail) or a write refused as direct turns direct I/O off for good (`isDirect`
+    /// false) and goes through the page cache.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64, isDirect: inout Bool, path: String) throws(SystemError) {
+        var written = 0
+        if isDirect {
+            let aligned = bytes.count / AlignedBuffer.alignment * AlignedBuffer.alignment
+            while written < aligned {
+                let count = Glibc.pwrite(raw, bytes.baseAddress! + written, aligned - written, off_t(offset) + off_t(written))
+                if count > 0 {
+                    written += count
+                    continue
+                }
+                let error = SystemError.last("write", path: path)
+                if count < 0, error.errno == EINTR { continue }
+                if count < 0, error.errno != EINVAL { throw error }
+                break  // refused as direct: the rest goes through the cache
+            }
+            if written < bytes.count { try turnOffDirectIO(&isDirect, path: path) }
+        }
+        try write(UnsafeRawBufferPointer(rebasing: bytes[written...]), at: offset + Int64(written), path: path)
+    }
+
+    private func turnOffDirectIO(_ isDirect: inout Bool, path: String) throws(SystemError) {
+        guard ingest_set_direct_io(raw, 0) == 0 else { throw .last("fcntl", path: path) }
+        isDirect = false
+    }
+}
