@@ -368,14 +368,14 @@ final class RescanTests {
 
     /// Runs `ingest` under `strace -f -y` and lists, from the kernel's side, the card files
     /// opened other than as directories (the scan opens directories only), and counts the
-    /// reads of descriptors that point into the card. `-y` prints each descriptor's path, so
+    /// reads (of every read call) of descriptors that point into the card. `-y` prints each descriptor's path, so
     /// an open relative to a directory and a read are attributed to their file.
     func straced(
         _ arguments: [String], state: TemporaryDirectory, config: String, card: String, trace: String
     ) throws -> (run: IngestRun, cardFilesOpened: Set<String>, cardFileReads: Int) {
         let result = try run(
             "/usr/bin/strace",
-            ["-f", "-y", "-qq", "-e", "trace=open,openat,openat2,read", "-o", trace, IngestBinary.path]
+            ["-f", "-y", "-qq", "-e", "trace=open,openat,openat2,read,pread64,readv,preadv,preadv2", "-o", trace, IngestBinary.path]
                 + arguments + ["--state-dir", state.path, "--json"],
             environment: environment(config: config))
         let lines = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
@@ -390,7 +390,10 @@ final class RescanTests {
             let full = name.hasPrefix("/") ? name : (directory ?? "") + "/" + name
             if full.hasPrefix(card + "/") { opened.insert(String(full.dropFirst(card.count + 1))) }
         }
-        let reads = lines.filter { $0.contains(" read(") && ($0.contains("<\(card)/") || $0.contains("<\(card)>")) }
+        let reads = lines.filter { line in
+            [" read(", " pread64(", " readv(", " preadv(", " preadv2("].contains { line.contains($0) }
+                && (line.contains("<\(card)/") || line.contains("<\(card)>"))
+        }
         return (IngestRun(result: result), opened, reads.count)
     }
 

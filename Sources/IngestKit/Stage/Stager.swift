@@ -176,7 +176,7 @@ private final class Pipeline: @unchecked Sendable {
     final class Chunk: @unchecked Sendable {
         let storage: UnsafeMutableRawBufferPointer
         var count = 0
-        init(size: Int) { storage = .allocate(byteCount: size, alignment: 4096) }
+        init(size: Int) { storage = .allocate(byteCount: size, alignment: AlignedBuffer.alignment) }
         deinit { storage.deallocate() }
         var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: storage[..<count]) }
     }
@@ -271,6 +271,8 @@ private final class Pipeline: @unchecked Sendable {
         } catch {
             return .failed(.opening(error))
         }
+        // Direct reads (see DirectIO.swift) where the card's file system takes them.
+        var isDirect = source.preferDirectIO()
         stager.filesOpened.add(1, ordering: .relaxed)
         var file = scanned
         do throws(SystemError) {
@@ -278,7 +280,7 @@ private final class Pipeline: @unchecked Sendable {
             guard before.isRegularFile else { return .failed(StageFailure(kind: .vanished)) }
             file.size = Int64(before.st_size)
             file.mtime = before.mtimeNanoseconds
-            _ = posix_fadvise(source.raw, 0, 0, POSIX_FADV_SEQUENTIAL)
+            if !isDirect { _ = posix_fadvise(source.raw, 0, 0, POSIX_FADV_SEQUENTIAL) }
             queue.put(.begin(file))
             hasher.reset()
             var checksummer = stager.settings.partChecksums.flatMap {
@@ -288,7 +290,9 @@ private final class Pipeline: @unchecked Sendable {
             var dropped: Int64 = 0
             while true {
                 let chunk = pool.take()
-                do throws(SystemError) { chunk.count = try source.read(into: chunk.storage, path: display) } catch {
+                do throws(SystemError) {
+                    chunk.count = try source.read(into: chunk.storage, at: total, isDirect: &isDirect, path: display)
+                } catch {
                     pool.put(chunk)  // the pool is the memory bound: a chunk lost here is never found again
                     throw error
                 }
@@ -299,7 +303,7 @@ private final class Pipeline: @unchecked Sendable {
                 hasher.update(chunk.bytes)
                 checksummer?.update(chunk.bytes)
                 total += Int64(chunk.count)
-                if total - dropped >= Self.sourceDropStride {
+                if !isDirect, total - dropped >= Self.sourceDropStride {
                     // Read and hashed: the card's pages need not crowd the page cache.
                     source.dropFromCache(offset: dropped, length: total - dropped)
                     dropped = total
@@ -327,6 +331,8 @@ private final class Pipeline: @unchecked Sendable {
     private struct Partial {
         var file: FileDescriptor
         var path: String
+        /// Written with direct I/O, past the page cache (see ``append(_:to:)``).
+        var isDirect: Bool
         var written: Int64 = 0
         /// Writeback has been started up to here…
         var writebackStarted: Int64 = 0
@@ -427,7 +433,8 @@ private final class Pipeline: @unchecked Sendable {
         let partial: Partial
         do {
             let (fd, path) = try area.createPartial()
-            partial = Partial(file: fd, path: path)
+            // Direct writes (see DirectIO.swift) where the staging file system takes them.
+            partial = Partial(file: fd, path: path, isDirect: fd.preferDirectIO())
         } catch {
             throw stagingError(error)
         }
@@ -440,12 +447,24 @@ private final class Pipeline: @unchecked Sendable {
         return partial
     }
 
-    /// Writes a chunk, streaming: every stride, writeback of the new stride starts and the
+    /// Writes a chunk. With direct I/O the chunk goes from its (aligned) buffer to the disk:
+    /// no page-cache page is allocated, filled and dropped for it, which on a virtual machine
+    /// whose host takes back idle guest memory is most of what a buffered write costs
+    /// (measured on our CI machine: 0.08 CPU s per GiB direct, 0.97 buffered). The file's
+    /// unaligned tail, and any write the file system refuses direct, go through the cache.
+    private func append(_ chunk: Chunk, to partial: inout Partial) throws(IngestError) {
+        let wasDirect = partial.isDirect
+        do { try partial.file.write(chunk.bytes, at: partial.written, isDirect: &partial.isDirect, path: partial.path) } catch {
+            throw stagingError(error)
+        }
+        partial.written += Int64(chunk.count)
+        if !wasDirect { streamWriteback(&partial) }
+    }
+
+    /// Buffered writes stream: every stride, writeback of the new stride starts and the
     /// stride before it, written back by now, leaves the page cache. A copy of any size
     /// holds at most two strides of dirty pages, and the disk, not memory, sets the pace.
-    private func append(_ chunk: Chunk, to partial: inout Partial) throws(IngestError) {
-        do { try partial.file.write(chunk.bytes, path: partial.path) } catch { throw stagingError(error) }
-        partial.written += Int64(chunk.count)
+    private func streamWriteback(_ partial: inout Partial) {
         guard partial.written - partial.writebackStarted >= Self.writebackStride else { return }
         let file = partial.file
         if partial.writebackStarted > partial.dropped,
@@ -505,9 +524,7 @@ private final class Pipeline: @unchecked Sendable {
         }
         guard stager.settings.verify == .both else { return nil }
         let source = Result { () throws(SystemError) in
-            let fd = try FileDescriptor(at: root, path: file.path, flags: O_RDONLY | O_NOFOLLOW)
-            fd.dropFromCache()
-            return try fingerprintOfFile(fd, path: file.path.display)
+            try fingerprintOfFile(FileDescriptor(at: root, path: file.path, flags: O_RDONLY | O_NOFOLLOW), path: file.path.display)
         }
         switch source {
         case .failure(let error): return StageFailure(kind: .ioError(error))
@@ -517,19 +534,17 @@ private final class Pipeline: @unchecked Sendable {
         }
     }
 
-    /// The writer's own buffer for read-backs (taking one from the pool could deadlock
+    /// The writer's own buffer for read-backs (taking a chunk from the pool could deadlock
     /// against a reader waiting for the pool).
-    private lazy var verifyChunk = Chunk(size: stager.settings.chunkSize)
+    private lazy var verifyBuffer = AlignedBuffer(size: 1 << 20)
 
-    /// Hashes a whole file; writer thread only.
+    /// Hashes a whole file, from the disk (direct reads, or the cache dropped first);
+    /// writer thread only.
     private func fingerprintOfFile(_ fd: FileDescriptor, path: String) throws(SystemError) -> Fingerprint {
+        fd.dropFromCache()
+        let reader = FileRangeReader(file: fd, path: path, offset: 0, length: Int64(try fd.stat().st_size), buffer: verifyBuffer)
         let hasher = FingerprintHasher()
-        let chunk = verifyChunk
-        while true {
-            chunk.count = try fd.read(into: chunk.storage, path: path)
-            if chunk.count == 0 { break }
-            hasher.update(chunk.bytes)
-        }
+        while case let bytes = try reader.next(), !bytes.isEmpty { hasher.update(bytes) }
         return hasher.finalize()
     }
 
