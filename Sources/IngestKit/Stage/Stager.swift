@@ -353,7 +353,7 @@ private final class Pipeline: @unchecked Sendable {
     /// Copies become durable in batches: one `syncfs` for the data of a batch and one for
     /// its new names, instead of two `fsync`s per file (which made a card of small files
     /// four times slower than `cp`). A batch is published when the reader has nothing more
-    /// ready, or when it reaches this many files or bytes.
+    /// ready, or when it reaches its size in files (see `write(report:)`) or `batchBytes`.
     private static let batchFiles = 64
     private static let batchBytes: Int64 = 256 << 20
 
@@ -362,6 +362,10 @@ private final class Pipeline: @unchecked Sendable {
         var failedCurrent = false
         var batch: [Written] = []
         var batchBytes: Int64 = 0
+        // Batches start at one file and double up to `batchFiles`: the uploader gets its
+        // first files at once, not after 64 copies (it sat idle for that long when direct
+        // reads let the reader keep the queue full), and a long card still costs few syncs.
+        var batchLimit = 1
 
         func publishBatch() {
             guard !batch.isEmpty else { return }
@@ -373,10 +377,11 @@ private final class Pipeline: @unchecked Sendable {
             }
             batch.removeAll(keepingCapacity: true)
             batchBytes = 0
+            batchLimit = min(2 * batchLimit, Self.batchFiles)
         }
 
         loop: while true {
-            if !batch.isEmpty, queue.isEmpty || batch.count >= Self.batchFiles || batchBytes >= Self.batchBytes {
+            if !batch.isEmpty, queue.isEmpty || batch.count >= batchLimit || batchBytes >= Self.batchBytes {
                 publishBatch()
             }
             switch queue.take() {
