@@ -154,18 +154,27 @@ final class UploadTests {
         }
     }
 
+    /// Also: a staged copy goes as soon as its object verifies, not when the run ends.
     @Test(.timeLimit(.minutes(5)))
     func aKillDuringPartsCostsOnlyTheMissingPartsOnResume() throws {
         let dir = TemporaryDirectory()
         let card = TemporaryDirectory()
+        let photo = try card.write("DCIM/A_PHOTO.JPG", randomBytes(1 << 20))
         let source = try card.write("DCIM/long-flight.MP4", randomBytes(120 << 20))
         let state = TemporaryDirectory()
         let config = try config(in: dir)
         let partCount = 24
+        let stagedCopy = { (file: String) throws -> String in
+            let hex = try xxh128sum(file)
+            return "\(state.path)/staging/\(hex.prefix(2))/\(hex)"
+        }
 
         let killed = try ingest(
             [card.path] + destination(), state: state, config: config, environment: ["INGEST_TEST_STOP_AT": "after-parts:6"])
         #expect(killed.status == SIGKILL, "the hook kills the process: \(killed.stderr)")
+        #expect(killed.events("uploaded").compactMap { $0.string("path") } == ["DCIM/A_PHOTO.JPG"])
+        #expect(!FileManager.default.fileExists(atPath: try stagedCopy(photo)), "the photo's copy went once its object verified")
+        #expect(FileManager.default.fileExists(atPath: try stagedCopy(source)), "the clip's copy stays for the resume")
         let pending = try pendingUploads(state, config: config)
         #expect(pending.count == 1)
         #expect(pending.first?.string("phase") == "uploading")

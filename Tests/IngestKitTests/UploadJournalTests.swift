@@ -124,6 +124,8 @@ import Testing
                 "retention keeps copies verified after the cutoff")
         let removable = try await journal.stagedCopiesToRemove(completedBefore: Date())
         #expect(removable == [done.fingerprint])
+        #expect(try await journal.stagedCopiesToRemove(completedBefore: Date(), only: done.fingerprint) == [done.fingerprint])
+        #expect(try await journal.stagedCopiesToRemove(completedBefore: Date(), only: waiting.fingerprint).isEmpty)
         try await journal.noteStagedCopiesRemoved(removable)
         #expect(try await journal.stagedCopiesToRemove(completedBefore: Date()).isEmpty)
     }

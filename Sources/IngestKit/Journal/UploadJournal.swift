@@ -316,20 +316,20 @@ extension Journal {
     }
 
     /// Staged copies whose content is verified in the bucket since before `cutoff`, that no
-    /// file still waits for: they may be deleted.
-    public func stagedCopiesToRemove(completedBefore cutoff: Date) async throws -> [Fingerprint] {
+    /// file still waits for: they may be deleted. With `only`, that one copy if it may.
+    public func stagedCopiesToRemove(completedBefore cutoff: Date, only: Fingerprint? = nil) async throws -> [Fingerprint] {
         try await database.read { db in
             try String.fetchAll(
                 db,
                 sql: """
                     SELECT s.fingerprint FROM stagedObject s
-                    WHERE s.removedAt IS NULL
+                    WHERE s.removedAt IS NULL AND (?2 IS NULL OR s.fingerprint = ?2)
                     AND EXISTS (SELECT 1 FROM upload u WHERE u.fingerprint = s.fingerprint AND u.phase = 'completed'
-                                AND u.completedAt <= ?)
+                                AND u.completedAt <= ?1)
                     AND NOT EXISTS (SELECT 1 FROM upload u WHERE u.fingerprint = s.fingerprint
                                     AND u.phase NOT IN ('completed', 'aborted'))
                     AND NOT EXISTS (SELECT 1 FROM file f WHERE f.fingerprint = s.fingerprint AND f.state != 'uploaded')
-                    """, arguments: [cutoff]
+                    """, arguments: [cutoff, only?.hex]
             ).compactMap(Fingerprint.init(hex:))
         }
     }

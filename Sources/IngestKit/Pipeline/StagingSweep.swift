@@ -12,13 +12,17 @@ public struct StagingSweep: Sendable, Equatable {
 
 extension StagingArea {
     /// Deletes the staged copies whose objects verified in the bucket longer than `retention`
-    /// ago and that no file or upload still waits for, and records their removal. Returns
-    /// how many went.
-    public func removeVerifiedCopies(journal: Journal, retention: Duration, now: Date = Date()) async throws -> Int {
+    /// ago and that no file or upload still waits for (with `only`, that one copy if so),
+    /// and records their removal. Returns how many went.
+    public func removeVerifiedCopies(
+        journal: Journal, retention: Duration, only: Fingerprint? = nil, now: Date = Date()
+    ) async throws -> Int {
         let cutoff = now.addingTimeInterval(-retention.inSeconds)
-        var removed: [Fingerprint] = []
-        for fingerprint in try await journal.stagedCopiesToRemove(completedBefore: cutoff) {
-            if unlink(path(for: fingerprint)) == 0 || errno == ENOENT { removed.append(fingerprint) }
+        let candidates = try await journal.stagedCopiesToRemove(completedBefore: cutoff, only: only)
+        guard !candidates.isEmpty else { return 0 }
+        // Unlinking a large copy frees its extents there and then: not on the concurrency pool.
+        let removed = await onDedicatedThread("ingest-unlink") {
+            candidates.filter { unlink(path(for: $0)) == 0 || errno == ENOENT }
         }
         try await journal.noteStagedCopiesRemoved(removed)
         return removed.count

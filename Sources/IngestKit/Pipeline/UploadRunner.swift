@@ -120,7 +120,7 @@ public final class UploadRunner: Sendable {
         await worker.withLock { $0 }?.value
         let removed = await removeStagedCopies()
         return state.withLock { state in
-            state.totals.stagedCopiesRemoved = removed
+            state.totals.stagedCopiesRemoved += removed
             return (state.totals, state.stoppedBy ?? state.worstObjectFailure)
         }
     }
@@ -162,6 +162,13 @@ public final class UploadRunner: Sendable {
             settings: settings, sink: sink, hooks: hooks, partsJournalled: partsJournalled, stop: stopping)
         switch await uploader.run(parts: parts, resumed: job.resumed, checksums: job.checksums) {
         case .uploaded(let alreadyThere):
+            // Kept for no time: the copy goes now, while other uploads run, rather than
+            // in one long sweep after the last (a third of a second for a 1.8 GiB card here),
+            // and a long card's copies never all hold the staging space at once.
+            var removed = 0
+            if settings.stagingRetention == .zero, let fingerprint = fresh.contentFingerprint {
+                removed = await removeStagedCopies(only: fingerprint)
+            }
             state.withLock {
                 if alreadyThere {
                     $0.totals.alreadyThere += 1
@@ -169,6 +176,7 @@ public final class UploadRunner: Sendable {
                     $0.totals.uploaded += 1
                     $0.totals.uploadedBytes += fresh.size
                 }
+                $0.totals.stagedCopiesRemoved += removed
             }
         case .failed(let error):
             logger.warning("upload failed", metadata: ["upload": "\(record.id)", "key": "\(record.key)", "error": "\(error)"])
@@ -196,9 +204,12 @@ public final class UploadRunner: Sendable {
         record.contentFingerprint.map(staging.path(for:)) ?? staging.root + "/" + record.fingerprint
     }
 
-    /// Deletes staged copies whose objects verified longer ago than the retention.
-    private func removeStagedCopies() async -> Int {
-        do { return try await staging.removeVerifiedCopies(journal: journal, retention: settings.stagingRetention) } catch {
+    /// Deletes staged copies whose objects verified longer ago than the retention (with
+    /// `only`, that one copy if so).
+    private func removeStagedCopies(only: Fingerprint? = nil) async -> Int {
+        do {
+            return try await staging.removeVerifiedCopies(journal: journal, retention: settings.stagingRetention, only: only)
+        } catch {
             logger.warning("could not clean the staging area", metadata: ["error": "\(error)"])
             return 0
         }
