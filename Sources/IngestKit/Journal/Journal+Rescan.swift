@@ -53,11 +53,11 @@ extension Journal {
             totals.failedUploads = try tally(
                 "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM upload WHERE \(pending) AND lastError IS NOT NULL")
             totals.stagedCopies = try tally("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM stagedObject WHERE removedAt IS NULL")
-            totals.lastUploadAt = try Date.fetchOne(db, sql: "SELECT MAX(completedAt) FROM upload WHERE phase = 'completed'")
+            totals.lastUploadAt = try JournalDate.fetchOne(db, sql: "SELECT MAX(completedAt) FROM upload WHERE phase = 'completed'")?.date
             if let row = try Row.fetchOne(db, sql: "SELECT lastRunAt, lastExitStatus, lastSuccessAt FROM rescan WHERE id = 1") {
-                totals.lastRescanAt = row[0]
+                totals.lastRescanAt = (row[0] as JournalDate?)?.date
                 totals.lastRescanExitStatus = row[1]
-                totals.lastRescanSuccessAt = row[2]
+                totals.lastRescanSuccessAt = (row[2] as JournalDate?)?.date
             }
             return totals
         }
@@ -107,7 +107,7 @@ extension Journal {
                     INSERT INTO rescan (id, lastRunAt, lastExitStatus, lastSuccessAt) VALUES (1, ?, ?, ?)
                     ON CONFLICT(id) DO UPDATE SET lastRunAt = excluded.lastRunAt, lastExitStatus = excluded.lastExitStatus,
                       lastSuccessAt = COALESCE(excluded.lastSuccessAt, rescan.lastSuccessAt)
-                    """, arguments: [date, exitStatus.rawValue, exitStatus == .success ? date : nil])
+                    """, arguments: [JournalDate(date), exitStatus.rawValue, exitStatus == .success ? JournalDate(date) : nil])
         }
     }
 }

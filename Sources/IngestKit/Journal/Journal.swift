@@ -13,7 +13,7 @@ public enum FileState: String, Sendable, Codable, CaseIterable, DatabaseValueCon
 }
 
 /// A card (or plain directory) the journal has seen.
-public struct VolumeRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+public struct VolumeRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord, JournalRecord {
     public static let databaseTableName = "volume"
     public var key: String
     /// How people know it: a whole card by its label (or device), a directory by its path.
@@ -48,7 +48,7 @@ public struct VolumeRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
 }
 
 /// One file of a volume, keyed by (volume, path); the scan matches on (size, mtime).
-public struct FileRecord: Codable, Sendable, Equatable, FetchableRecord, MutablePersistableRecord {
+public struct FileRecord: Codable, Sendable, Equatable, FetchableRecord, MutablePersistableRecord, JournalRecord {
     public static let databaseTableName = "file"
     public var id: Int64?
     public var volumeKey: String
@@ -70,7 +70,7 @@ public struct FileRecord: Codable, Sendable, Equatable, FetchableRecord, Mutable
 }
 
 /// A staged copy: one per distinct content, however many files share it.
-public struct StagedObjectRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+public struct StagedObjectRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord, JournalRecord {
     public static let databaseTableName = "stagedObject"
     public var fingerprint: String
     public var size: Int64
@@ -254,7 +254,7 @@ public final class Journal: Sendable {
                     try db.cachedStatement(sql: """
                         INSERT INTO stagedObject (fingerprint, size, stagedAt) VALUES (?, ?, ?)
                         ON CONFLICT(fingerprint) DO NOTHING
-                        """).execute(arguments: [staged.fingerprint.hex, staged.file.size, date])
+                        """).execute(arguments: [staged.fingerprint.hex, staged.file.size, JournalDate(date)])
                     try Self.upsertFile(
                         db, volumeKey: volumeKey, file: staged.file, fingerprint: staged.fingerprint.hex, state: .staged,
                         error: nil, at: date)
@@ -277,7 +277,7 @@ public final class Journal: Sendable {
             ON CONFLICT(volumeKey, path) DO UPDATE SET
               size = excluded.size, mtime = excluded.mtime, fingerprint = excluded.fingerprint,
               state = excluded.state, lastError = excluded.lastError, updatedAt = excluded.updatedAt
-            """).execute(arguments: [volumeKey, Data(file.path.bytes), file.size, file.mtime, fingerprint, state, error, date])
+            """).execute(arguments: [volumeKey, Data(file.path.bytes), file.size, file.mtime, fingerprint, state, error, JournalDate(date)])
     }
 
     /// Counts and bytes by state, for `ingest status`.

@@ -33,7 +33,7 @@ extension PartDigestAlgorithm: DatabaseValueConvertible {}
 ///
 /// Its id is derived from the target and the fingerprint, so two runs, or two cards holding
 /// the same photo, arrive at the same upload rather than two objects.
-public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord, JournalRecord {
     public static let databaseTableName = "upload"
     /// The logical upload id people type (`ingest abort ID`): 12 hex digits.
     public var id: String
@@ -99,7 +99,7 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
 }
 
 /// A part the server acknowledged, committed before anything depends on it.
-public struct UploadPartRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+public struct UploadPartRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord, JournalRecord {
     public static let databaseTableName = "uploadPart"
     public var upload: String
     public var number: Int
@@ -167,7 +167,7 @@ extension Journal {
             let done = existing.phase == .completed
             try db.execute(
                 sql: "UPDATE file SET uploadID = ?, state = ?, updatedAt = ? WHERE volumeKey = ? AND path = ?",
-                arguments: [id, done ? FileState.uploaded : FileState.staged, date, volumeKey, pathBytes])
+                arguments: [id, done ? FileState.uploaded : FileState.staged, JournalDate(date), volumeKey, pathBytes])
             return done ? .alreadyInBucket(existing) : .upload(existing)
         }
         let record = UploadRecord(
@@ -179,7 +179,7 @@ extension Journal {
         try record.insert(db)
         try db.execute(
             sql: "UPDATE file SET uploadID = ?, updatedAt = ? WHERE volumeKey = ? AND path = ?",
-            arguments: [id, date, volumeKey, pathBytes])
+            arguments: [id, JournalDate(date), volumeKey, pathBytes])
         return .upload(record)
     }
 
@@ -241,7 +241,7 @@ extension Journal {
             let id = snapshot.logicalUploadID
             try db.cachedStatement(sql: """
                 UPDATE upload SET phase = ?, uploadID = ?, restartCount = ?, lastError = ?, updatedAt = ? WHERE id = ?
-                """).execute(arguments: [snapshot.phase, snapshot.uploadID, snapshot.restartCount, lastError, date, id])
+                """).execute(arguments: [snapshot.phase, snapshot.uploadID, snapshot.restartCount, lastError, JournalDate(date), id])
             for number in removed {
                 try db.cachedStatement(sql: "DELETE FROM uploadPart WHERE upload = ? AND number = ?")
                     .execute(arguments: [id, number])
@@ -262,7 +262,7 @@ extension Journal {
         try await database.write { db in
             try db.execute(
                 sql: "UPDATE upload SET phase = ?, lastError = ?, updatedAt = ? WHERE id = ?",
-                arguments: [phase, lastError, date, id])
+                arguments: [phase, lastError, JournalDate(date), id])
         }
     }
 
@@ -270,7 +270,7 @@ extension Journal {
     public func setLastError(_ message: String, ofUpload id: String, at date: Date = Date()) async throws {
         try await database.write { db in
             try db.execute(
-                sql: "UPDATE upload SET lastError = ?, updatedAt = ? WHERE id = ?", arguments: [message, date, id])
+                sql: "UPDATE upload SET lastError = ?, updatedAt = ? WHERE id = ?", arguments: [message, JournalDate(date), id])
         }
     }
 
@@ -282,11 +282,11 @@ extension Journal {
                 sql: """
                     UPDATE upload SET phase = 'completed', etag = COALESCE(?, etag), lastError = NULL, uploadID = NULL,
                     updatedAt = ?, completedAt = ? WHERE id = ?
-                    """, arguments: [etag, date, date, id])
+                    """, arguments: [etag, JournalDate(date), JournalDate(date), id])
             try db.execute(sql: "DELETE FROM uploadPart WHERE upload = ?", arguments: [id])
             try db.execute(
                 sql: "UPDATE file SET state = 'uploaded', lastError = NULL, updatedAt = ? WHERE uploadID = ?",
-                arguments: [date, id])
+                arguments: [JournalDate(date), id])
         }
     }
 
@@ -299,7 +299,7 @@ extension Journal {
                 sql: """
                     UPDATE file SET state = 'pending', fingerprint = NULL, uploadID = NULL, lastError = ?, updatedAt = ?
                     WHERE uploadID = ?
-                    """, arguments: [reason, date, id])
+                    """, arguments: [reason, JournalDate(date), id])
             try db.execute(sql: "DELETE FROM upload WHERE id = ?", arguments: [id])
         }
     }
@@ -310,7 +310,7 @@ extension Journal {
         try await database.write { db in
             try db.execute(
                 sql: "UPDATE file SET lastError = ?, updatedAt = ? WHERE uploadID = ? AND state != 'uploaded'",
-                arguments: [note, date, id])
+                arguments: [note, JournalDate(date), id])
             try db.execute(sql: "DELETE FROM upload WHERE id = ?", arguments: [id])
         }
     }
@@ -329,7 +329,7 @@ extension Journal {
                     AND NOT EXISTS (SELECT 1 FROM upload u WHERE u.fingerprint = s.fingerprint
                                     AND u.phase NOT IN ('completed', 'aborted'))
                     AND NOT EXISTS (SELECT 1 FROM file f WHERE f.fingerprint = s.fingerprint AND f.state != 'uploaded')
-                    """, arguments: [cutoff, only?.hex]
+                    """, arguments: [JournalDate(cutoff), only?.hex]
             ).compactMap(Fingerprint.init(hex:))
         }
     }
@@ -340,7 +340,7 @@ extension Journal {
         try await database.write { db in
             for fingerprint in fingerprints {
                 try db.cachedStatement(sql: "UPDATE stagedObject SET removedAt = ? WHERE fingerprint = ?")
-                    .execute(arguments: [date, fingerprint.hex])
+                    .execute(arguments: [JournalDate(date), fingerprint.hex])
             }
         }
     }
