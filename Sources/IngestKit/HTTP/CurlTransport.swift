@@ -27,7 +27,9 @@ public struct TransportSettings: Sendable, Equatable {
 ///
 /// `send` suspends the calling task and never blocks a thread of the concurrency pool: the
 /// transport's thread runs every transfer and resumes the caller when it ends. Request
-/// bodies stream from disk through a read callback; connections are kept alive and reused.
+/// bodies stream from disk through a read callback, in 1 MiB direct reads into buffers the
+/// transport pools (``FileRangeReader``), so a body never passes through the page cache and
+/// a transfer holds one buffer whatever its size; connections are kept alive and reused.
 /// The proxy variables (`https_proxy`, `no_proxy`, …) are honoured as libcurl does.
 ///
 /// The only file that talks to libcurl.
@@ -59,7 +61,8 @@ private final class Loop: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private let settings: TransportSettings
     private let pending = Mutex<[Transfer]>([])
-    /// Where file bodies are read into: one buffer per transfer in flight, reused.
+    /// Where file bodies are read into: one buffer per file transfer in flight (as many as
+    /// the uploader's limiter lets run), reused by the next.
     let bodyBuffers = AlignedBufferPool(bufferSize: 1 << 20)
     private let running = Atomic<Bool>(true)
     private var thread: Thread?

@@ -131,6 +131,8 @@ public struct StageSettings: Sendable, Equatable {
 /// writes them to partial files and, in batches, syncs them to disk and links each to its
 /// content address. A fixed pool of chunks between them bounds memory (`chunkSize × chunks`)
 /// whatever the file size, and the reader goes on with the next file while the writer syncs.
+/// Both use direct I/O where the file systems take it (see DirectIO.swift): the card's
+/// pages and the copy's never pass through the page cache.
 ///
 /// A file whose read fails, or that changes while it is copied, leaves no staged copy: its
 /// partial file is removed. The run stops, with the rest left pending, when the staging
@@ -174,10 +176,10 @@ public final class Stager: Sendable {
 private final class Pipeline: @unchecked Sendable {
     /// A buffer that travels reader → writer → back to the pool.
     final class Chunk: @unchecked Sendable {
-        let storage: UnsafeMutableRawBufferPointer
+        private let buffer: AlignedBuffer
         var count = 0
-        init(size: Int) { storage = .allocate(byteCount: size, alignment: AlignedBuffer.alignment) }
-        deinit { storage.deallocate() }
+        init(size: Int) { buffer = AlignedBuffer(size: size) }
+        var storage: UnsafeMutableRawBufferPointer { buffer.storage }
         var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: storage[..<count]) }
     }
 
