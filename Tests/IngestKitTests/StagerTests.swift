@@ -38,16 +38,18 @@ final class OutcomeLog: Sendable {
         try FileManager.default.contentsOfDirectory(atPath: area.partialDirectory)
     }
 
-    /// Chunks of whole blocks, and chunks that are not (the copy's direct writes turned off
-    /// mid-file). Staging onto a file system without direct I/O is DirectIOTests' (ramfs,
-    /// which refuses it, reports no free space to stage into).
-    @Test(arguments: [chunk, chunk + 1000])
-    func stagesEveryFileUnderTheDigestXXH128SumPrints(chunk: Int) throws {
+    /// The card read through the page cache or direct; chunks of whole blocks, and chunks
+    /// that are not (direct reads and writes turned off mid-file). Staging onto a file system
+    /// without direct I/O is DirectIOTests' (ramfs, which refuses it, reports no free space).
+    @Test(arguments: [false, true], [chunk, chunk + 1000])
+    func stagesEveryFileUnderTheDigestXXH128SumPrints(directReads: Bool, chunk: Int) throws {
         let card = TemporaryDirectory(), state = TemporaryDirectory()
         let sizes = [0, 1, chunk - 1, chunk, chunk + 1, 3 * chunk + 5, 4096 - 1, 4096 + 1, 1 << 20]
         for (i, size) in sizes.enumerated() { try card.write("DCIM/file\(i).bin", randomBytes(size)) }
 
-        let (area, log) = try stage(card, into: state, settings: StageSettings(reserve: 0, chunkSize: chunk, chunks: 3))
+        var settings = StageSettings(reserve: 0, chunkSize: chunk, chunks: 3)
+        settings.directReads = directReads
+        let (area, log) = try stage(card, into: state, settings: settings)
 
         #expect(log.failed.isEmpty)
         #expect(log.staged.count == sizes.count)
@@ -60,6 +62,19 @@ final class OutcomeLog: Sendable {
             #expect(staged.file.size == Int64(sizes[Int(staged.file.path.display.dropFirst(9).dropLast(4))!]))
         }
         #expect(try partials(area).isEmpty)
+    }
+
+    /// ramfs refuses direct I/O: a card there is read through the page cache even when the
+    /// run asks for direct reads.
+    @Test(needsRoot) func aCardOnAFileSystemWithoutDirectIOIsReadThroughTheCache() throws {
+        let card = try RamfsDirectory(), state = TemporaryDirectory()
+        let sources = try [100, 3 * Self.chunk, 1 << 20].enumerated().map { try card.directory.write("DCIM/\($0).bin", randomBytes($1)) }
+        var settings = StageSettings(reserve: 0, chunkSize: Self.chunk, chunks: 3)
+        settings.directReads = true
+        let (area, log) = try stage(card.directory, into: state, settings: settings)
+        #expect(log.failed.isEmpty)
+        #expect(Set(log.staged.map(\.fingerprint.hex)) == Set(try sources.map(xxh128sum)))
+        for staged in log.staged { #expect(FileManager.default.fileExists(atPath: area.path(for: staged.fingerprint))) }
     }
 
     @Test func identicalContentIsStagedOnce() throws {

@@ -212,6 +212,8 @@ public struct Ingestor: Sendable {
         let abandoned = area.removeAbandonedPartials()
         if abandoned > 0 { logger.info("removed partial copies left by an interrupted run", metadata: ["count": "\(abandoned)"]) }
         var settings = config.staging
+        // Uploads set the pace of a run that uploads: the card is read direct, for less CPU.
+        settings.directReads = uploads != nil
         if uploads != nil, config.upload.checksum == .crc32c {
             // The parts' checksums come from this read of the card: the upload need not
             // read a copy twice, and the server checks the card's bytes.

@@ -111,6 +111,12 @@ public struct StageSettings: Sendable, Equatable {
     /// When the copies are uploaded next: how they are cut into parts, so that the read that
     /// fingerprints a file also computes its parts' CRC32Cs (nil: none are computed).
     public var partChecksums: UploadCut?
+    /// Read the card with direct I/O (where its file system takes it) rather than through
+    /// the page cache. Direct reads cost a tenth of the CPU on a virtual machine (see
+    /// DirectIO.swift) but have no kernel read-ahead: reading the benchmark's loop card while
+    /// the copies were written, 0.55 GB/s against 0.75. So they are for runs that upload,
+    /// where the uploads, not the card, set the pace and the CPU is shared with them.
+    public var directReads = false
 
     public init(
         reserve: Int64 = 1 << 30, verify: VerifyMode = .off, chunkSize: Int = 1 << 20, chunks: Int = 8,
@@ -133,7 +139,8 @@ public struct StageSettings: Sendable, Equatable {
 /// whatever the file size, and the reader goes on with the next file while the writer syncs.
 /// The writer writes with direct I/O where the file system takes it (see DirectIO.swift), so
 /// the copy's pages never pass through the page cache; the reader reads the card through it,
-/// for the kernel's read-ahead, and drops what it has read.
+/// for the kernel's read-ahead, dropping what it has read, or direct
+/// (``StageSettings/directReads``).
 ///
 /// A file whose read fails, or that changes while it is copied, leaves no staged copy: its
 /// partial file is removed. The run stops, with the rest left pending, when the staging
@@ -274,6 +281,7 @@ private final class Pipeline: @unchecked Sendable {
         } catch {
             return .failed(.opening(error))
         }
+        var isDirect = stager.settings.directReads && source.preferDirectIO()
         stager.filesOpened.add(1, ordering: .relaxed)
         var file = scanned
         do throws(SystemError) {
@@ -281,10 +289,7 @@ private final class Pipeline: @unchecked Sendable {
             guard before.isRegularFile else { return .failed(StageFailure(kind: .vanished)) }
             file.size = Int64(before.st_size)
             file.mtime = before.mtimeNanoseconds
-            // Through the page cache, for the kernel's read-ahead: direct reads, one at a time
-            // (or two, from two threads), read the benchmark's loop card at 0.55 GB/s while
-            // the staged copies were written, against 0.75 GB/s with read-ahead.
-            _ = posix_fadvise(source.raw, 0, 0, POSIX_FADV_SEQUENTIAL)
+            if !isDirect { _ = posix_fadvise(source.raw, 0, 0, POSIX_FADV_SEQUENTIAL) }
             queue.put(.begin(file))
             hasher.reset()
             var checksummer = stager.settings.partChecksums.flatMap {
@@ -294,7 +299,9 @@ private final class Pipeline: @unchecked Sendable {
             var dropped: Int64 = 0
             while true {
                 let chunk = pool.take()
-                do throws(SystemError) { chunk.count = try source.read(into: chunk.storage, path: display) } catch {
+                do throws(SystemError) {
+                    chunk.count = try source.read(into: chunk.storage, at: total, isDirect: &isDirect, path: display)
+                } catch {
                     pool.put(chunk)  // the pool is the memory bound: a chunk lost here is never found again
                     throw error
                 }
@@ -305,7 +312,7 @@ private final class Pipeline: @unchecked Sendable {
                 hasher.update(chunk.bytes)
                 checksummer?.update(chunk.bytes)
                 total += Int64(chunk.count)
-                if total - dropped >= Self.sourceDropStride {
+                if !isDirect, total - dropped >= Self.sourceDropStride {
                     // Read and hashed: the card's pages need not crowd the page cache.
                     source.dropFromCache(offset: dropped, length: total - dropped)
                     dropped = total
