@@ -3,13 +3,14 @@ import Glibc
 import Synchronization
 
 // Direct I/O (O_DIRECT): reads and writes go between the device and the caller's buffer, past
-// the page cache. ingest reads a card once and a staged copy once, so the cache gains it
-// nothing, and costs it most of its CPU on the virtual machines ingest stations and CI run
-// on: there the host takes back guest memory that sat free, and every fresh page-cache page
-// costs a fault to fill. Measured on our CI machine, per GiB: reading through the cache 1.6
-// CPU s, direct in 1 MiB blocks 0.08; writing through the cache 0.97, direct 0.08; with the
-// same wall time. Every user falls back to the cache where the file system refuses direct I/O
-// (tmpfs; some FUSE file systems at the first read or write).
+// the page cache. ingest writes a staged copy once and reads it once (to send it), so the
+// cache gains it nothing, and costs it most of its CPU on virtual machines like our CI's,
+// whose host takes back guest memory that sat free: every fresh page-cache page costs a
+// fault to fill. Measured there, per GiB: reading through the cache 1.6 CPU s, direct in
+// 1 MiB blocks 0.08; writing through the cache 0.97, direct 0.08; at the same wall time.
+// (The card is read direct only by runs that upload: see StageSettings.directReads.) Every
+// user falls back to the cache where the file system refuses direct I/O, at the `fcntl`
+// (ramfs; tmpfs before Linux 6.6) or at a read or write (some FUSE file systems).
 
 /// Memory aligned for direct I/O (`O_DIRECT`): 4096 bytes satisfies every local file system.
 final class AlignedBuffer: @unchecked Sendable {
