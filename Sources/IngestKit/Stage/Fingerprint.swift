@@ -113,7 +113,14 @@ extension Fingerprint {
     public static func ofFile(
         at path: String, checksummer: PartChecksummer? = nil
     ) throws(SystemError) -> (Fingerprint, PartChecksums?) {
-        let reader = try FileRangeReader(wholeFileAt: path, buffer: AlignedBuffer(size: 1 << 20))
+        let file = try FileDescriptor(path: path, flags: O_RDONLY)
+        return try of(FileRangeReader(wholeFile: file, path: path, buffer: AlignedBuffer(size: 1 << 20)), checksummer: checksummer)
+    }
+
+    /// The fingerprint of what `reader` reads and, with a `checksummer`, its parts' checksums.
+    static func of(
+        _ reader: FileRangeReader, checksummer: PartChecksummer? = nil
+    ) throws(SystemError) -> (Fingerprint, PartChecksums?) {
         let hasher = FingerprintHasher()
         var checksummer = checksummer
         while case let bytes = try reader.next(), !bytes.isEmpty {

@@ -556,10 +556,7 @@ private final class Pipeline: @unchecked Sendable {
     /// writer thread only.
     private func fingerprintOfFile(_ fd: FileDescriptor, path: String) throws(SystemError) -> Fingerprint {
         fd.dropFromCache()
-        let reader = FileRangeReader(file: fd, path: path, offset: 0, length: Int64(try fd.stat().st_size), buffer: verifyBuffer)
-        let hasher = FingerprintHasher()
-        while case let bytes = try reader.next(), !bytes.isEmpty { hasher.update(bytes) }
-        return hasher.finalize()
+        return try Fingerprint.of(FileRangeReader(wholeFile: fd, path: path, buffer: verifyBuffer)).0
     }
 
     private func stagingError(_ error: SystemError) -> IngestError {

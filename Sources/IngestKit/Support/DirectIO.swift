@@ -45,7 +45,7 @@ extension FileDescriptor {
     /// read the file system refuses as direct turns direct I/O off for good (`isDirect`
     /// false) and goes on through the page cache.
     func read(
-        into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, isDirect: inout Bool, path: String
+        into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, isDirect: inout Bool, path: String?
     ) throws(SystemError) -> Int {
         var filled = 0
         while filled < buffer.count {
@@ -55,7 +55,7 @@ extension FileDescriptor {
                 continue
             }
             if count == 0 { break }
-            let error = SystemError.last("read", path: path)
+            let error = SystemError.last("pread", path: path)
             switch error.errno {
             case EINTR: continue
             // Refused as direct, also after a short direct read left the next one unaligned.
@@ -90,7 +90,7 @@ extension FileDescriptor {
         try write(UnsafeRawBufferPointer(rebasing: bytes[written...]), at: offset + Int64(written), path: path)
     }
 
-    private func turnOffDirectIO(_ isDirect: inout Bool, path: String) throws(SystemError) {
+    private func turnOffDirectIO(_ isDirect: inout Bool, path: String?) throws(SystemError) {
         guard ingest_set_direct_io(raw, 0) == 0 else { throw .last("fcntl", path: path) }
         isDirect = false
     }

@@ -36,12 +36,6 @@ final class FileDescriptor: @unchecked Sendable {
         _ = posix_fadvise(raw, off_t(offset), off_t(length), POSIX_FADV_DONTNEED)
     }
 
-    /// This byte range will be read again soon (`POSIX_FADV_WILLNEED`): pages not in the page
-    /// cache are read in the background now. Advice only, like ``dropFromCache(offset:length:)``.
-    func keepInCache(offset: Int64, length: Int64) {
-        _ = posix_fadvise(raw, off_t(offset), off_t(length), POSIX_FADV_WILLNEED)
-    }
-
     func stat() throws(SystemError) -> Glibc.stat {
         var st = Glibc.stat()
         try retryingEINTR("fstat") { fstat(raw, &st) }
@@ -64,25 +58,8 @@ final class FileDescriptor: @unchecked Sendable {
     /// Reads at `offset` (`pread`, the file position untouched) until `buffer` is full or the
     /// file ends; returns the bytes read.
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, path: String? = nil) throws(SystemError) -> Int {
-        var filled = 0
-        while filled < buffer.count {
-            let n = try retryingEINTR("pread", path: path) {
-                Glibc.pread(raw, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset) + off_t(filled))
-            }
-            if n == 0 { break }
-            filled += n
-        }
-        return filled
-    }
-
-    /// Writes all of `bytes`, however many calls it takes.
-    func write(_ bytes: UnsafeRawBufferPointer, path: String? = nil) throws(SystemError) {
-        var written = 0
-        while written < bytes.count {
-            written += try retryingEINTR("write", path: path) {
-                Glibc.write(raw, bytes.baseAddress! + written, bytes.count - written)
-            }
-        }
+        var isDirect = false
+        return try read(into: buffer, at: offset, isDirect: &isDirect, path: path)
     }
 
     /// Writes all of `bytes` at `offset` (`pwrite`, the file position untouched).

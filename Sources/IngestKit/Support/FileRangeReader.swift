@@ -25,9 +25,8 @@ final class FileRangeReader {
         try self.init(file: FileDescriptor(path: path, flags: O_RDONLY), path: path, offset: offset, length: length, buffer: buffer)
     }
 
-    /// Reads the whole of the file at `path`, as long as it is when opened.
-    convenience init(wholeFileAt path: String, buffer: AlignedBuffer) throws(SystemError) {
-        let file = try FileDescriptor(path: path, flags: O_RDONLY)
+    /// Reads the whole of `file`, as long as it is now (`path` names it in errors).
+    convenience init(wholeFile file: FileDescriptor, path: String, buffer: AlignedBuffer) throws(SystemError) {
         try self.init(file: file, path: path, offset: 0, length: Int64(file.stat().st_size), buffer: buffer)
     }
 
