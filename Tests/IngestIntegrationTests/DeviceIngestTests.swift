@@ -14,8 +14,7 @@ final class CardDestination {
     init(bucket: String = "cards") throws {
         server = try SeaweedFS()
         self.bucket = bucket
-        let made = try server.aws(["s3api", "create-bucket", "--bucket", bucket])
-        guard made.status == 0 else { throw CommandFailed(command: "create-bucket", result: made) }
+        try server.createBucket(bucket)
         config = try directory.write("ingest.toml", Array("""
             [upload]
             part_size = "5MiB"
@@ -54,6 +53,24 @@ final class CardDestination {
         guard result.status == 0 else { throw CommandFailed(command: "get-object-tagging \(key)", result: result) }
         let json = try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any]
         return (json?["TagSet"] as? [[String: String]] ?? []).reduce(into: [:]) { $0[$1["Key"]!] = $1["Value"] }
+    }
+
+    /// Every object in the bucket is a file of `sums` (its path on the card → its xxh128):
+    /// downloaded, it sums the same, and it carries `tags`.
+    func expectObjects(
+        from sums: [[UInt8]: String], tagged tags: [String: String] = [:],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        for key in try keys() {
+            if !tags.isEmpty {
+                let found = try self.tags(key)
+                for (name, value) in tags { #expect(found[name] == value, "\(key): \(found)", sourceLocation: sourceLocation) }
+            }
+            let relative = try #require(
+                sums.keys.first { key.hasSuffix("/" + String(decoding: $0, as: UTF8.self)) }, "no file for \(key)",
+                sourceLocation: sourceLocation)
+            #expect(try digest(key) == sums[relative], "\(key)", sourceLocation: sourceLocation)
+        }
     }
 
     /// The xxh128 of the object's content, downloaded.
@@ -162,16 +179,8 @@ final class DeviceIngestTests {
         #expect(volume.string("fs_uuid") == card.uuid)
         #expect(volume.string("key") == "uuid:\(card.uuid)")
         #expect(run.events("uploaded").count == oracle.count)
-        let keys = try destination.keys()
-        #expect(keys.count == oracle.count)
-        for key in keys {
-            let tags = try destination.tags(key)
-            #expect(tags["fs-uuid"] == card.uuid, "\(key): \(tags)")
-            #expect(tags["fs-label"] == "DEV_CARD", "\(key): \(tags)")
-            #expect(tags["device"] == "station-9")
-            let relative = try #require(oracle.keys.first { key.hasSuffix("/" + String(decoding: $0, as: UTF8.self)) })
-            #expect(try destination.digest(key) == oracle[relative])
-        }
+        #expect(try destination.keys().count == oracle.count)
+        try destination.expectObjects(from: oracle, tagged: ["fs-uuid": card.uuid, "fs-label": "DEV_CARD", "device": "station-9"])
         #expect(try !mountPoints().contains(expectedMount), "what ingest mounted, it unmounted")
         #expect(!FileManager.default.fileExists(atPath: expectedMount), "and removed its directory")
         try card.detach()

@@ -15,8 +15,7 @@ final class RescanTests {
 
     init() throws {
         server = try SeaweedFS()
-        let made = try server.aws(["s3api", "create-bucket", "--bucket", bucket])
-        guard made.status == 0 else { throw CommandFailed(command: "create-bucket", result: made) }
+        try server.createBucket(bucket)
         proxy = try FaultProxy(upstreamPort: server.s3Port)
     }
 

@@ -93,6 +93,9 @@ final class SeaweedFS {
         return try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any])
     }
 
+    /// Creates `bucket`; throws with aws's output if the server refuses.
+    func createBucket(_ bucket: String) throws { _ = try json(["s3api", "create-bucket", "--bucket", bucket]) }
+
     /// The multipart uploads `list-multipart-uploads` shows open in `bucket`.
     func openMultipartUploads(bucket: String) throws -> [[String: Any]] {
         try json(["s3api", "list-multipart-uploads", "--bucket", bucket])["Uploads"] as? [[String: Any]] ?? []

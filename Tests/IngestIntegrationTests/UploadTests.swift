@@ -13,8 +13,7 @@ final class UploadTests {
 
     init() throws {
         server = try SeaweedFS()
-        let made = try server.aws(["s3api", "create-bucket", "--bucket", bucket])
-        guard made.status == 0 else { throw CommandFailed(command: "create-bucket", result: made) }
+        try server.createBucket(bucket)
     }
 
     deinit { server.stop() }

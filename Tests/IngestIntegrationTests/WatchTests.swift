@@ -71,15 +71,8 @@ final class WatchTests {
             #expect(report.string("fs_uuid") == card.uuid)
             #expect(report.int("uploaded") == oracle.count)
             #expect(ended.events("uploaded").allSatisfy { $0.string("card") == name }, "every event names its card")
-            let keys = try destination.keys()
-            #expect(keys.count == oracle.count)
-            for key in keys {
-                let tags = try destination.tags(key)
-                #expect(tags["fs-uuid"] == card.uuid, "\(key): \(tags)")
-                #expect(tags["fs-label"] == "WATCHED", "\(key): \(tags)")
-                let relative = try #require(oracle.keys.first { key.hasSuffix("/" + String(decoding: $0, as: UTF8.self)) })
-                #expect(try destination.digest(key) == oracle[relative])
-            }
+            #expect(try destination.keys().count == oracle.count)
+            try destination.expectObjects(from: oracle, tagged: ["fs-uuid": card.uuid, "fs-label": "WATCHED"])
             #expect(try !mountPoints().contains("/run/ingest/cards/\(name)"), "unmounted after its ingest")
 
             let stopped = try stopWatch(watch)
@@ -181,10 +174,7 @@ final class WatchTests {
             }
             #expect(Set(parts).count == parts.count, "no part was sent twice: the ones on the wire at the stop were journalled")
             #expect(try IngestRun.ingest(["status", "--state-dir", state.path, "--json"]).events("pending_upload").isEmpty)
-            for key in try destination.keys() {
-                let relative = try #require(oracle.keys.first { key.hasSuffix("/" + String(decoding: $0, as: UTF8.self)) })
-                #expect(try destination.digest(key) == oracle[relative])
-            }
+            try destination.expectObjects(from: oracle)
         }
     }
 }
