@@ -27,20 +27,31 @@ public final class TemporaryDirectory: @unchecked Sendable {
         let full = path + "/" + relative
         try FileManager.default.createDirectory(
             atPath: (full as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try Data(contents).write(to: URL(fileURLWithPath: full))
+        try Self.create(Array(full.utf8), contents)
         return full
+    }
+
+    /// Creates (or truncates) the file at `path` (raw bytes) with `contents`. Close-on-exec
+    /// from the start: a process another test spawns meanwhile must not inherit the open
+    /// file, or a script written here fails to run with ETXTBSY ("Text file busy").
+    private static func create(_ path: [UInt8], _ contents: [UInt8]) throws {
+        let fd = (path + [0]).withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        }
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(fd) }
+        var written = 0
+        while written < contents.count {
+            let n = contents.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
+            guard n > 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            written += n
+        }
     }
 
     /// Writes a file whose name is raw bytes (not necessarily UTF-8) into `directory`.
     public func write(rawName: [UInt8], in directory: String = "", _ contents: [UInt8]) throws {
         let dir = directory.isEmpty ? path : path + "/" + directory
-        let cPath = Array(dir.utf8) + [UInt8(ascii: "/")] + rawName + [0]
-        let fd = cPath.withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
-        }
-        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-        defer { close(fd) }
-        _ = contents.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        try Self.create(Array(dir.utf8) + [UInt8(ascii: "/")] + rawName, contents)
     }
 }
 
