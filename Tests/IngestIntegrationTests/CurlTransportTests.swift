@@ -40,7 +40,10 @@ final class EchoServer {
                     self.wfile.write(payload)
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = answer
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 64  # every connection the transport opens at once, accepted
+
+        server = Server(("127.0.0.1", 0), Echo)
         server.daemon_threads = True
         print(server.server_address[1], flush=True)
         server.serve_forever()
@@ -203,5 +206,37 @@ final class EchoServer {
             return try await group.reduce(into: []) { $0.append($1) }
         }
         #expect(statuses == Array(repeating: 200, count: 32))
+    }
+
+    /// More file bodies at once than the transport's connections, each larger than the
+    /// read-ahead's two blocks: transfers pause for their blocks and resume, and every body
+    /// arrives whole (sha256sum of each file as the oracle).
+    @Test func manyFileBodiesAtOnceEachArriveByteForByte() async throws {
+        let server = try EchoServer()
+        let files = TemporaryDirectory()
+        let sizes = (0..<24).map { (3 << 20) + $0 * 4099 }
+        for (i, size) in sizes.enumerated() { _ = try files.write("part\(i)", randomBytes(size)) }
+        let oracle = try sh("cd \(files.path) && sha256sum part*").split(separator: "\n").reduce(into: [String: String]()) {
+            let fields = $1.split(separator: " ", omittingEmptySubsequences: true)
+            $0[String(fields[1])] = String(fields[0])
+        }
+        let transport = CurlTransport()
+        let base = server.url("")
+        let echoes = try await withThrowingTaskGroup(of: (String, Int, String?).self) { group in
+            for (i, size) in sizes.enumerated() {
+                group.addTask {
+                    let response = try await transport.send(HTTPRequest(
+                        method: "PUT", url: "\(base)/b/part\(i)",
+                        body: .file(path: files.path + "/part\(i)", offset: 0, length: Int64(size))))
+                    return ("part\(i)", response.status, try Self.echo(response)["sha256"] as? String)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(echoes.count == sizes.count)
+        for (name, status, sha256) in echoes {
+            #expect(status == 200, "\(name)")
+            #expect(sha256 == oracle[name], "\(name)")
+        }
     }
 }

@@ -27,9 +27,11 @@ public struct TransportSettings: Sendable, Equatable {
 ///
 /// `send` suspends the calling task and never blocks a thread of the concurrency pool: the
 /// transport's thread runs every transfer and resumes the caller when it ends. Request
-/// bodies stream from disk through a read callback, in 1 MiB direct reads into buffers the
-/// transport pools (``FileRangeReader``), so a body never passes through the page cache and
-/// a transfer holds one buffer whatever its size; connections are kept alive and reused.
+/// bodies stream from disk through a read callback, read ahead on other threads in direct
+/// reads of 512 KiB (``BodyReadAhead``), so the transport's thread never waits for the disk,
+/// a body never passes through the page cache and a transfer holds two blocks whatever its
+/// size; a transfer whose next block is not read yet is paused until it is. Connections are
+/// kept alive and reused.
 /// The proxy variables (`https_proxy`, `no_proxy`, …) are honoured as libcurl does.
 ///
 /// The only file that talks to libcurl.
@@ -50,7 +52,7 @@ public final class CurlTransport: Sendable {
     public func send(_ request: HTTPRequest) async throws(TransportError) -> HTTPResponse {
         let result: Result<HTTPResponse, TransportError> = await withCheckedContinuation { continuation in
             loop.submit(
-                Transfer(request: request, settings: settings, bodyBuffers: loop.bodyBuffers, continuation: continuation))
+                Transfer(request: request, settings: settings, readAhead: loop.readAhead, continuation: continuation))
         }
         return try result.get()
     }
@@ -61,9 +63,9 @@ private final class Loop: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private let settings: TransportSettings
     private let pending = Mutex<[Transfer]>([])
-    /// Where file bodies are read into: one buffer per file transfer in flight (as many as
-    /// the uploader's limiter lets run), reused by the next.
-    let bodyBuffers = AlignedBufferPool(bufferSize: 1 << 20)
+    /// Reads file bodies for the transfers, two blocks per transfer in flight (as many as
+    /// the uploader's limiter lets run).
+    let readAhead: BodyReadAhead
     private let running = Atomic<Bool>(true)
     private var thread: Thread?
     /// Transfers in flight, by their easy handle; touched only by the loop's thread.
@@ -76,6 +78,10 @@ private final class Loop: @unchecked Sendable {
         self.settings = settings
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         self.multi = multi
+        // Two readers: one reads while the other hands its block over, and the disk sees
+        // two reads in flight.
+        nonisolated(unsafe) let wakeable = multi
+        readAhead = BodyReadAhead(threads: 2, wake: { curl_multi_wakeup(wakeable) })
         _ = curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, settings.maxConnections)
         _ = curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxConnections)
     }
@@ -106,6 +112,7 @@ private final class Loop: @unchecked Sendable {
                     curl_multi_add_handle(multi, easy)
                 }
             }
+            for transfer in active.values where transfer.isPaused { transfer.unpauseIfReady() }
             curl_multi_perform(multi, &stillRunning)
             var queued: Int32 = 0
             while let message = curl_multi_info_read(multi, &queued) {
@@ -116,6 +123,7 @@ private final class Loop: @unchecked Sendable {
             }
             curl_multi_poll(multi, nil, 0, 1000, nil)
         }
+        readAhead.stop()  // no wakeup after the multi handle is gone
         curl_multi_cleanup(multi)
     }
 }
@@ -128,14 +136,15 @@ private func curl_multi_setopt_long(_ multi: UnsafeMutableRawPointer, _ option: 
 private final class Transfer: @unchecked Sendable {
     let request: HTTPRequest
     let settings: TransportSettings
-    let bodyBuffers: AlignedBufferPool
+    let readAhead: BodyReadAhead
     let continuation: CheckedContinuation<Result<HTTPResponse, TransportError>, Never>
 
     private var easy: UnsafeMutableRawPointer?
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
-    private var bodyFile: FileRangeReader?
-    private var bodyBuffer: AlignedBuffer?
+    private var bodyFile: FileBody?
+    /// The read callback paused the transfer: its body's next block was not read yet.
+    private(set) var isPaused = false
     private var bodyBytes: [UInt8] = []
     /// How far into `bodyBytes` the body has been sent.
     private var bodyOffset = 0
@@ -145,12 +154,12 @@ private final class Transfer: @unchecked Sendable {
     private var tooLarge = false
 
     init(
-        request: HTTPRequest, settings: TransportSettings, bodyBuffers: AlignedBufferPool,
+        request: HTTPRequest, settings: TransportSettings, readAhead: BodyReadAhead,
         continuation: CheckedContinuation<Result<HTTPResponse, TransportError>, Never>
     ) {
         self.request = request
         self.settings = settings
-        self.bodyBuffers = bodyBuffers
+        self.readAhead = readAhead
         self.continuation = continuation
     }
 
@@ -160,13 +169,10 @@ private final class Transfer: @unchecked Sendable {
         case .empty: break
         case .bytes(let bytes): bodyBytes = bytes
         case let .file(path, offset, length):
-            let buffer = bodyBuffers.take()
-            do { bodyFile = try FileRangeReader(path: path, offset: offset, length: length, buffer: buffer) } catch {
-                bodyBuffers.giveBack(buffer)
+            do { bodyFile = try readAhead.open(path: path, offset: offset, length: length) } catch {
                 fail(TransportError(kind: .bodyUnreadable(error), code: 0, message: "cannot open \(path)"))
                 return nil
             }
-            bodyBuffer = buffer
         }
         guard let easy = curl_easy_init() else {
             fail(TransportError(kind: .other, code: 0, message: "curl_easy_init failed"))
@@ -249,7 +255,13 @@ private final class Transfer: @unchecked Sendable {
 
     func send(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         if let file = bodyFile {
-            do { return try file.read(into: buffer) } catch {
+            switch file.read(into: buffer) {
+            case .bytes(let count): return count
+            case .end: return 0
+            case .notReady:
+                isPaused = true
+                return Int(CURL_READFUNC_PAUSE)
+            case .failed(let error):
                 bodyError = error
                 return Int(CURL_READFUNC_ABORT)
             }
@@ -267,9 +279,16 @@ private final class Transfer: @unchecked Sendable {
     /// with offset 0 before sending the request again). Only SEEK_SET within the body.
     func seek(to offset: Int64, origin: Int32) -> Int32 {
         guard origin == SEEK_SET, offset >= 0, offset <= request.body.length else { return CURL_SEEKFUNC_CANTSEEK }
-        if let file = bodyFile { file.seek(to: offset) } else { bodyOffset = Int(offset) }
+        if let file = bodyFile { file.rewind(to: offset) } else { bodyOffset = Int(offset) }
         bodyError = nil
         return CURL_SEEKFUNC_OK
+    }
+
+    /// Lets a paused transfer send again once its body has a block (or an error) for it.
+    func unpauseIfReady() {
+        guard let easy, bodyFile?.isReady == true else { return }
+        isPaused = false
+        curl_easy_pause(easy, CURLPAUSE_CONT)
     }
 
     func complete(_ code: CURLcode) {
@@ -318,9 +337,8 @@ private final class Transfer: @unchecked Sendable {
         easy = nil
         curl_slist_free_all(headerList)
         headerList = nil
+        bodyFile?.close()
         bodyFile = nil
-        if let buffer = bodyBuffer { bodyBuffers.giveBack(buffer) }
-        bodyBuffer = nil
     }
 }
 

@@ -26,13 +26,23 @@ final class AlignedBuffer: @unchecked Sendable {
 final class AlignedBufferPool: Sendable {
     let bufferSize: Int
     private let idle = Mutex<[AlignedBuffer]>([])
+    private let made = Atomic<Int>(0)
 
     init(bufferSize: Int) {
         precondition(bufferSize > 0 && bufferSize % AlignedBuffer.alignment == 0, "buffer size \(bufferSize) is not aligned")
         self.bufferSize = bufferSize
     }
 
-    func take() -> AlignedBuffer { idle.withLock { $0.popLast() } ?? AlignedBuffer(size: bufferSize) }
+    /// Buffers given back and not taken again, and buffers made: the same once every
+    /// buffer taken has been given back.
+    var idleCount: Int { idle.withLock { $0.count } }
+    var madeCount: Int { made.load(ordering: .relaxed) }
+
+    func take() -> AlignedBuffer {
+        if let buffer = idle.withLock({ $0.popLast() }) { return buffer }
+        made.add(1, ordering: .relaxed)
+        return AlignedBuffer(size: bufferSize)
+    }
     func giveBack(_ buffer: AlignedBuffer) { idle.withLock { $0.append(buffer) } }
 }
 

@@ -1,0 +1,163 @@
+import Dispatch
+import Glibc
+import Synchronization
+import Testing
+
+@testable import IngestKit
+
+/// Request bodies read ahead on threads of their own, in 8 KiB blocks: the same bytes as the
+/// file whatever the range and however they are asked for, a pause that ends with a wake,
+/// rewinds at any moment, and every buffer back in the pool.
+@Suite struct BodyReadAheadTests {
+    /// The wakes a read-ahead gave, to wait for one.
+    final class Wakes: Sendable {
+        private let signal = DispatchSemaphore(value: 0)
+        private let counted = Atomic<Int>(0)
+        var count: Int { counted.load(ordering: .relaxed) }
+
+        func wake() {
+            counted.add(1, ordering: .relaxed)
+            signal.signal()
+        }
+
+        func wait() -> Bool { signal.wait(timeout: .now() + 10) == .success }
+    }
+
+    /// A read-ahead in 8 KiB blocks and the wakes it gives.
+    static func readAhead(threads: Int) -> (BodyReadAhead, Wakes) {
+        let wakes = Wakes()
+        return (BodyReadAhead(threads: threads, blockSize: 8192, wake: { wakes.wake() }), wakes)
+    }
+
+    /// Reads `count` bytes of `body` (to its end when nil), `step` at a time, as the transport
+    /// does: after `notReady`, again once woken.
+    static func read(_ body: FileBody, step: Int, count: Int? = nil, wakes: Wakes) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        var piece = [UInt8](repeating: 0, count: step)
+        while count.map({ bytes.count < $0 }) ?? true {
+            let want = min(step, (count ?? .max) - bytes.count)
+            switch piece.withUnsafeMutableBytes({ body.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<want])) }) {
+            case .bytes(let got): bytes += piece[..<got]
+            case .end: return bytes
+            case .notReady: try #require(wakes.wait(), "no wake within 10 s")
+            case .failed(let error): throw error
+            }
+        }
+        return bytes
+    }
+
+    func readsEveryRangeByteForByte(in directory: TemporaryDirectory) throws {
+        let content = randomBytes(50_000)
+        let path = try directory.write("staged", content)
+        let (readAhead, wakes) = Self.readAhead(threads: 2)
+        for (offset, length) in DirectIOTests.ranges {
+            for step in [1000, 8192, 65_536] {
+                let body = try readAhead.open(path: path, offset: Int64(offset), length: Int64(length))
+                #expect(try Self.read(body, step: step, wakes: wakes) == Array(content[offset..<offset + length]), "\(offset)+\(length) by \(step)")
+                body.close()
+            }
+        }
+        readAhead.stop()
+        #expect(readAhead.blocks.idleCount == readAhead.blocks.madeCount)
+    }
+
+    @Test func aBodyArrivesByteForByteWhereverItsRangeStartsAndEnds() throws {
+        try readsEveryRangeByteForByte(in: TemporaryDirectory())
+    }
+
+    @Test(needsRoot) func aBodyOnAFileSystemWithoutDirectIOArrivesToo() throws {
+        let ramfs = try RamfsDirectory()
+        try readsEveryRangeByteForByte(in: ramfs.directory)
+    }
+
+    /// With no reader thread, the test fills blocks by hand: a read before the first fill
+    /// is not ready, and the fill that ends the wait wakes the transport, once.
+    @Test func aBodyNotReadYetIsNotReadyUntilItsBlockArrivesWhichWakesTheTransport() throws {
+        let directory = TemporaryDirectory()
+        let content = randomBytes(20_000)
+        let path = try directory.write("staged", content)
+        let (readAhead, wakes) = Self.readAhead(threads: 0)
+        let body = try readAhead.open(path: path, offset: 0, length: 20_000)
+        var piece = [UInt8](repeating: 0, count: 20_000)
+        let read = { () -> FileBody.Chunk in piece.withUnsafeMutableBytes { body.read(into: $0) } }
+
+        guard case .notReady = read() else { Issue.record("a read before any fill had bytes"); return }
+        #expect(wakes.count == 0)
+        try #require(readAhead.queue.take() === body)
+        body.fill()  // the first block, and the body queued again for the second
+        #expect(wakes.count == 1)
+        try #require(readAhead.queue.take() === body)
+        body.fill()  // nobody waits: no wake
+        #expect(wakes.count == 1)
+        #expect(readAhead.queue.isEmpty, "no idle buffer left to fill")
+
+        guard case .bytes(16_384) = read() else { Issue.record("two filled blocks were not sent in one read"); return }
+        #expect(piece[..<16_384] == content[..<16_384])
+        // Both blocks were handed back; the last one is read on request.
+        guard case .notReady = read() else { Issue.record("the third block was there before its fill"); return }
+        try #require(readAhead.queue.take() === body)
+        body.fill()
+        #expect(wakes.count == 2)
+        guard case .bytes(3616) = read() else { Issue.record("the last block did not follow its fill"); return }
+        #expect(piece[..<3616] == content[16_384...])
+        guard case .end = read() else { Issue.record("no end after the last byte"); return }
+        body.close()
+        #expect(readAhead.blocks.idleCount == 2)
+    }
+
+    /// Rewinds at random points, with blocks ready, being read or not asked for: what comes
+    /// after each is the file from the point rewound to.
+    @Test func rewindingSendsTheSameBytesAgainWhateverIsInFlight() throws {
+        let directory = TemporaryDirectory()
+        let content = randomBytes(300_000)
+        let path = try directory.write("staged", content)
+        let (readAhead, wakes) = Self.readAhead(threads: 2)
+        let (offset, length) = (1234, 250_000)
+        let body = try readAhead.open(path: path, offset: Int64(offset), length: Int64(length))
+        var position = 0
+        for round in 0..<300 {
+            let count = Int.random(in: 0...min(40_000, length - position))
+            let bytes = try Self.read(body, step: 5000, count: count, wakes: wakes)
+            #expect(bytes == Array(content[offset + position..<offset + position + count]), "round \(round) from \(position)")
+            position = Int.random(in: 0...length)
+            body.rewind(to: Int64(position))
+        }
+        #expect(try Self.read(body, step: 65_536, wakes: wakes) == Array(content[offset + position..<offset + length]))
+        body.close()
+        readAhead.stop()
+        #expect(readAhead.blocks.idleCount == readAhead.blocks.madeCount)
+    }
+
+    @Test func aFileShorterThanItsRangeFailsWithEIOAndARewindRetriesIt() throws {
+        let directory = TemporaryDirectory()
+        let content = randomBytes(30_000)
+        let path = try directory.write("staged", content)
+        let (readAhead, wakes) = Self.readAhead(threads: 2)
+        let body = try readAhead.open(path: path, offset: 0, length: 40_000)
+        #expect {
+            _ = try Self.read(body, step: 8192, wakes: wakes)
+        } throws: { error in
+            (error as? SystemError)?.errno == EIO
+        }
+        body.rewind(to: 25_000)
+        #expect(try Self.read(body, step: 8192, count: 5000, wakes: wakes) == Array(content[25_000...]))
+        body.close()
+        readAhead.stop()
+    }
+
+    /// Bodies closed at random points, most with a block being read: once the reader
+    /// threads stop, every buffer the pool made is back in it.
+    @Test func closingABodyGivesEveryBufferBackEvenWithAFillInFlight() throws {
+        let directory = TemporaryDirectory()
+        let path = try directory.write("staged", randomBytes(200_000))
+        let (readAhead, wakes) = Self.readAhead(threads: 2)
+        for _ in 0..<200 {
+            let body = try readAhead.open(path: path, offset: 0, length: 200_000)
+            _ = try Self.read(body, step: 4096, count: Int.random(in: 0...100_000), wakes: wakes)
+            body.close()
+        }
+        readAhead.stop()
+        #expect(readAhead.blocks.madeCount >= 2)
+        #expect(readAhead.blocks.idleCount == readAhead.blocks.madeCount)
+    }
+}
