@@ -9,8 +9,9 @@ import Synchronization
 /// A body whose next block is not read yet says so (``FileBody/Chunk/notReady``); the
 /// transport pauses that transfer, and `wake` tells it when a block has arrived.
 final class BodyReadAhead: Sendable {
-    /// Two per body in flight: the memory a body held as one 1 MiB read buffer.
-    static let defaultBlockSize = 512 << 10
+    /// Two per body in flight. Measured on the benchmark upload: as fast as 512 KiB blocks,
+    /// and 4 MiB less peak RSS with 8 files in flight.
+    static let defaultBlockSize = 256 << 10
 
     let blocks: AlignedBufferPool
     /// Bodies with a block to fill; nil tells a reader thread to stop.

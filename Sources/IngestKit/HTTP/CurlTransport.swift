@@ -28,7 +28,7 @@ public struct TransportSettings: Sendable, Equatable {
 /// `send` suspends the calling task and never blocks a thread of the concurrency pool: the
 /// transport's thread runs every transfer and resumes the caller when it ends. Request
 /// bodies stream from disk through a read callback, read ahead on other threads in direct
-/// reads of 512 KiB (``BodyReadAhead``), so the transport's thread never waits for the disk,
+/// reads of 256 KiB (``BodyReadAhead``), so the transport's thread never waits for the disk,
 /// a body never passes through the page cache and a transfer holds two blocks whatever its
 /// size; a transfer whose next block is not read yet is paused until it is. Connections are
 /// kept alive and reused.
