@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 #include "system_shims.h"
 
@@ -28,4 +29,8 @@ int ingest_set_direct_io(int fd, int on) {
     int flags = fcntl(fd, F_GETFL);
     if (flags == -1) return -1;
     return fcntl(fd, F_SETFL, on ? (flags | O_DIRECT) : (flags & ~O_DIRECT));
+}
+
+int ingest_name_this_thread(const char *name) {
+    return pthread_setname_np(pthread_self(), name);
 }

@@ -32,4 +32,8 @@ int ingest_pipe_cloexec(int fds[2]);
 /// (EINVAL) on file systems without direct I/O.
 int ingest_set_direct_io(int fd, int on);
 
+/// Names the calling thread for the kernel (pthread_setname_np), as `top -H`, `ps -L` and
+/// `perf` show it: at most 15 bytes, or it fails with ERANGE. Returns 0 or an error number.
+int ingest_name_this_thread(const char *name);
+
 #endif

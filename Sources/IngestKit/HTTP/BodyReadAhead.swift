@@ -25,7 +25,7 @@ final class BodyReadAhead: Sendable {
         blocks = AlignedBufferPool(bufferSize: blockSize)
         self.wake = wake
         readers = (0..<threads).map { [queue] _ in
-            Joinable("ingest-body-read") {
+            Joinable("ingest-prefetch") {
                 while let body = queue.take() { body.fill() }
             }
         }

@@ -67,7 +67,6 @@ private final class Loop: @unchecked Sendable {
     /// the uploader's limiter lets run).
     let readAhead: BodyReadAhead
     private let running = Atomic<Bool>(true)
-    private var thread: Thread?
     /// Transfers in flight, by their easy handle; touched only by the loop's thread.
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
 
@@ -87,10 +86,7 @@ private final class Loop: @unchecked Sendable {
     }
 
     func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = "ingest-http"
-        self.thread = thread
-        thread.start()
+        startThread("ingest-http") { [self] in run() }
     }
 
     func stop() {

@@ -189,7 +189,7 @@ public actor CardWatcher {
         // (one seen twice is ingested once).
         let monitor = try UdevMonitor()
         self.monitor = monitor
-        let present = await onDedicatedThread("ingest-udev-enumerate") { Udev.blockDevices() }
+        let present = await onDedicatedThread("ingest-udev-ls") { Udev.blockDevices() }
         for device in present { handle(device) }
         for await device in monitor.events {
             if isShuttingDown { break }
@@ -212,7 +212,7 @@ public actor CardWatcher {
         for name in waiting { sessions[name] = nil }
         waiting.removeAll()
         for session in sessions.values { session.stop.shutdown() }
-        if let monitor { await onDedicatedThread("ingest-udev-stop") { monitor.stop() } }
+        if let monitor { await onDedicatedThread("ingest-udev-off") { monitor.stop() } }
     }
 
     /// Cards being ingested and cards waiting for a slot, by kernel name (for tests and logs).

@@ -207,7 +207,7 @@ public actor CredentialsProvider {
             let environment = environment
             let timeout = processTimeout
             task = Task {
-                await onDedicatedThread("credentials") { () -> Result<ResolvedCredentials, CredentialsError> in
+                await onDedicatedThread("ingest-creds") { () -> Result<ResolvedCredentials, CredentialsError> in
                     Result { () throws(CredentialsError) -> ResolvedCredentials in
                         try CredentialsResolver(environment: environment, processTimeout: timeout).resolve(now: now)
                     }

@@ -229,7 +229,7 @@ private final class Pipeline: @unchecked Sendable {
     }
 
     func run(files: [ScannedFile], report: @escaping @Sendable (StageOutcome) -> Void) throws(IngestError) {
-        let writer = Joinable("ingest-stage-writer") { [self] in write(report: report) }
+        let writer = Joinable("ingest-writer") { [self] in write(report: report) }
         read(files)
         writer.join()
         if let error = fatal.withLock({ $0 }) { throw error }

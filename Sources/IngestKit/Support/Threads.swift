@@ -1,3 +1,4 @@
+import CSystemShims
 import Foundation
 
 /// A first-in first-out queue with a capacity, for handing work between dedicated threads.
@@ -44,17 +45,25 @@ final class BlockingQueue<Element>: @unchecked Sendable {
     }
 }
 
+/// Starts `body` on a new thread named `name`, the name `top -H`, `ps -L` and `perf` show
+/// (Linux keeps 15 bytes of it; Foundation's `Thread.name` never reaches the kernel).
+func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
+    precondition(name.utf8.count <= 15, "thread name \(name) is longer than Linux keeps (15 bytes)")
+    let thread = Thread {
+        _ = ingest_name_this_thread(name)
+        body()
+    }
+    thread.name = name
+    thread.start()
+}
+
 /// Runs blocking work (file I/O, fsync) on a thread of its own and awaits its result, so the
 /// Swift concurrency pool (two threads on a two-core station) is never blocked.
 func onDedicatedThread<T: Sendable, E: Error>(
     _ name: String, _ body: @escaping @Sendable () throws(E) -> T
 ) async throws(E) -> T {
     let result: Result<T, E> = await withCheckedContinuation { continuation in
-        let thread = Thread {
-            continuation.resume(returning: Result { () throws(E) -> T in try body() })
-        }
-        thread.name = name
-        thread.start()
+        startThread(name) { continuation.resume(returning: Result { () throws(E) -> T in try body() }) }
     }
     return try result.get()
 }
@@ -64,12 +73,10 @@ final class Joinable: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     init(_ name: String, _ body: @escaping @Sendable () -> Void) {
-        let thread = Thread { [done] in
+        startThread(name) { [done] in
             body()
             done.signal()
         }
-        thread.name = name
-        thread.start()
     }
 
     func join() { done.wait() }

@@ -163,7 +163,7 @@ public final class UdevMonitor: Sendable {
         events = stream
         // The monitor and its udev context now belong to the thread alone.
         let handles = MonitorHandles(udev: udev, monitor: monitor)
-        thread = Mutex(Joinable("ingest-udev-monitor") {
+        thread = Mutex(Joinable("ingest-udev") {
             Self.run(handles, wakeup: readEnd, continuation)
             close(readEnd)
         })
