@@ -23,10 +23,19 @@ import Testing
         func wait() -> Bool { signal.wait(timeout: .now() + 10) == .success }
     }
 
-    /// A read-ahead in 8 KiB blocks and the wakes it gives.
-    static func readAhead(threads: Int) -> (BodyReadAhead, Wakes) {
+    /// A staged file of random bytes, and a read-ahead in 8 KiB blocks with the wakes it gives.
+    struct Fixture {
+        let directory = TemporaryDirectory()
+        let content: [UInt8]
+        let path: String
+        let readAhead: BodyReadAhead
         let wakes = Wakes()
-        return (BodyReadAhead(threads: threads, blockSize: 8192, wake: { wakes.wake() }), wakes)
+
+        init(size: Int, threads: Int) throws {
+            content = randomBytes(size)
+            path = try directory.write("staged", content)
+            readAhead = BodyReadAhead(threads: threads, blockSize: 8192, wake: { [wakes] in wakes.wake() })
+        }
     }
 
     /// Reads `count` bytes of `body` (to its end when nil), `step` at a time, as the transport
@@ -49,7 +58,8 @@ import Testing
     func readsEveryRangeByteForByte(in directory: TemporaryDirectory) throws {
         let content = randomBytes(50_000)
         let path = try directory.write("staged", content)
-        let (readAhead, wakes) = Self.readAhead(threads: 2)
+        let wakes = Wakes()
+        let readAhead = BodyReadAhead(threads: 2, blockSize: 8192, wake: { wakes.wake() })
         for (offset, length) in DirectIOTests.ranges {
             for step in [1000, 8192, 65_536] {
                 let body = try readAhead.open(path: path, offset: Int64(offset), length: Int64(length))
@@ -73,11 +83,9 @@ import Testing
     /// With no reader thread, the test fills blocks by hand: a read before the first fill
     /// is not ready, and the fill that ends the wait wakes the transport, once.
     @Test func aBodyNotReadYetIsNotReadyUntilItsBlockArrivesWhichWakesTheTransport() throws {
-        let directory = TemporaryDirectory()
-        let content = randomBytes(20_000)
-        let path = try directory.write("staged", content)
-        let (readAhead, wakes) = Self.readAhead(threads: 0)
-        let body = try readAhead.open(path: path, offset: 0, length: 20_000)
+        let fixture = try Fixture(size: 20_000, threads: 0)
+        let (content, readAhead, wakes) = (fixture.content, fixture.readAhead, fixture.wakes)
+        let body = try readAhead.open(path: fixture.path, offset: 0, length: 20_000)
         var piece = [UInt8](repeating: 0, count: 20_000)
         let read = { () -> FileBody.Chunk in piece.withUnsafeMutableBytes { body.read(into: $0) } }
 
@@ -108,12 +116,10 @@ import Testing
     /// Rewinds at random points, with blocks ready, being read or not asked for: what comes
     /// after each is the file from the point rewound to.
     @Test func rewindingSendsTheSameBytesAgainWhateverIsInFlight() throws {
-        let directory = TemporaryDirectory()
-        let content = randomBytes(300_000)
-        let path = try directory.write("staged", content)
-        let (readAhead, wakes) = Self.readAhead(threads: 2)
+        let fixture = try Fixture(size: 300_000, threads: 2)
+        let (content, readAhead, wakes) = (fixture.content, fixture.readAhead, fixture.wakes)
         let (offset, length) = (1234, 250_000)
-        let body = try readAhead.open(path: path, offset: Int64(offset), length: Int64(length))
+        let body = try readAhead.open(path: fixture.path, offset: Int64(offset), length: Int64(length))
         var position = 0
         for round in 0..<300 {
             let count = Int.random(in: 0...min(40_000, length - position))
@@ -129,11 +135,9 @@ import Testing
     }
 
     @Test func aFileShorterThanItsRangeFailsWithEIOAndARewindRetriesIt() throws {
-        let directory = TemporaryDirectory()
-        let content = randomBytes(30_000)
-        let path = try directory.write("staged", content)
-        let (readAhead, wakes) = Self.readAhead(threads: 2)
-        let body = try readAhead.open(path: path, offset: 0, length: 40_000)
+        let fixture = try Fixture(size: 30_000, threads: 2)
+        let (content, readAhead, wakes) = (fixture.content, fixture.readAhead, fixture.wakes)
+        let body = try readAhead.open(path: fixture.path, offset: 0, length: 40_000)
         #expect {
             _ = try Self.read(body, step: 8192, wakes: wakes)
         } throws: { error in
@@ -148,11 +152,10 @@ import Testing
     /// Bodies closed at random points, most with a block being read: once the reader
     /// threads stop, every buffer the pool made is back in it.
     @Test func closingABodyGivesEveryBufferBackEvenWithAFillInFlight() throws {
-        let directory = TemporaryDirectory()
-        let path = try directory.write("staged", randomBytes(200_000))
-        let (readAhead, wakes) = Self.readAhead(threads: 2)
+        let fixture = try Fixture(size: 200_000, threads: 2)
+        let (readAhead, wakes) = (fixture.readAhead, fixture.wakes)
         for _ in 0..<200 {
-            let body = try readAhead.open(path: path, offset: 0, length: 200_000)
+            let body = try readAhead.open(path: fixture.path, offset: 0, length: 200_000)
             _ = try Self.read(body, step: 4096, count: Int.random(in: 0...100_000), wakes: wakes)
             body.close()
         }
