@@ -25,13 +25,14 @@ import Testing
 
     /// A staged file of random bytes, and a read-ahead in 8 KiB blocks with the wakes it gives.
     struct Fixture {
-        let directory = TemporaryDirectory()
+        let directory: TemporaryDirectory
         let content: [UInt8]
         let path: String
         let readAhead: BodyReadAhead
         let wakes = Wakes()
 
-        init(size: Int, threads: Int) throws {
+        init(size: Int, threads: Int, in directory: TemporaryDirectory = TemporaryDirectory()) throws {
+            self.directory = directory
             content = randomBytes(size)
             path = try directory.write("staged", content)
             readAhead = BodyReadAhead(threads: threads, blockSize: 8192, wake: { [wakes] in wakes.wake() })
@@ -56,13 +57,11 @@ import Testing
     }
 
     func readsEveryRangeByteForByte(in directory: TemporaryDirectory) throws {
-        let content = randomBytes(50_000)
-        let path = try directory.write("staged", content)
-        let wakes = Wakes()
-        let readAhead = BodyReadAhead(threads: 2, blockSize: 8192, wake: { wakes.wake() })
+        let fixture = try Fixture(size: 50_000, threads: 2, in: directory)
+        let (content, readAhead, wakes) = (fixture.content, fixture.readAhead, fixture.wakes)
         for (offset, length) in DirectIOTests.ranges {
             for step in [1000, 8192, 65_536] {
-                let body = try readAhead.open(path: path, offset: Int64(offset), length: Int64(length))
+                let body = try readAhead.open(path: fixture.path, offset: Int64(offset), length: Int64(length))
                 #expect(try Self.read(body, step: step, wakes: wakes) == Array(content[offset..<offset + length]), "\(offset)+\(length) by \(step)")
                 body.close()
             }

@@ -164,7 +164,6 @@ extension PartDigest {
     public static func compute(
         _ algorithm: PartDigestAlgorithm, path: String, offset: Int64, length: Int64
     ) throws(SystemError) -> PartDigest {
-        precondition(offset >= 0 && length >= 0, "a byte range needs offset >= 0 and length >= 0, got \(offset), \(length)")
         let blockSize = min(readBufferSize, max(Int(length + 4095) / 4096 * 4096, 4096))
         let reader = try FileRangeReader(path: path, offset: offset, length: length, buffer: AlignedBuffer(size: blockSize))
         var accumulator = Accumulator(algorithm)
