@@ -31,7 +31,9 @@ struct RunCommand: AsyncParsableCommand {
             and operating-system litter are reported and skipped. Empty files are ingested \
             like any other.
 
-            Object keys follow [s3] key_template (default {device}/{date}/{label}/{path}). \
+            Object keys follow [s3] key_template (default {device}/{date}/{label}-{card_id}/{path}); \
+            no object is ever replaced: a key that holds other bytes sends the file to \
+            NAME~<xxh128>.EXT. \
             Every object carries its labels as metadata (x-amz-meta-*): the fingerprint \
             (xxh128), original name and path, the device id and tags, the card's identity, \
             the scene and its tags; [s3] object_tags picks those also set as object tags. A \

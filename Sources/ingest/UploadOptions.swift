@@ -34,7 +34,7 @@ extension CommonOptions {
         return UploadRunner(
             journal: journal, state: state, staging: staging, settings: config.upload,
             credentials: CredentialsProvider(environment: environment) { sink.emit(.upload(.refreshingCredentials)) },
-            transport: CurlTransport(settings: config.s3.transport), sink: sink, logger: logger)
+            transport: CurlTransport(settings: config.s3.transport), sink: sink, logger: logger, keyPrefix: config.s3.prefix)
     }
 
     /// An S3 client for one destination, for the commands that send single requests.

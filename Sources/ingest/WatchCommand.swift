@@ -78,7 +78,7 @@ struct WatchCommand: AsyncParsableCommand {
                 let sink = SummaryKeeper(json ? CardJSONReporter(card: device.kernelName) : DiscardingSink())
                 let runner = UploadRunner(
                     journal: journal, state: state, staging: staging, settings: settings.upload, credentials: credentials,
-                    transport: transport, sink: sink, logger: logger, limiter: limiter)
+                    transport: transport, sink: sink, logger: logger, keyPrefix: settings.s3.prefix, limiter: limiter)
                 let ingestor = Ingestor(
                     config: settings, state: state, journal: journal, logger: logger,
                     upload: UploadRequest(target: target, runner: runner, scene: nil, tags: [:]))

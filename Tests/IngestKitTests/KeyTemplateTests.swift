@@ -15,7 +15,7 @@ import Testing
         path: CardPath = CardPath("DCIM/100MEDIA/DJI_0001.JPG")
     ) -> KeyContext {
         KeyContext(
-            device: device, label: label, fsUUID: uuid, path: path, mtime: mtime, runDate: runDate,
+            device: device, label: label, fsUUID: uuid, cardID: "5e1f09a2", path: path, mtime: mtime, runDate: runDate,
             fingerprint: fingerprint)
     }
 
@@ -23,16 +23,16 @@ import Testing
 
     @Test func theDefaultTemplateGroupsByDeviceDayAndCard() throws {
         let template = try KeyTemplate()
-        #expect(template.prefix == "" && template.template == "{device}/{date}/{label}/{path}")
-        #expect(try template.key(for: context()) == "station-3/2024-03-05/DRONE/DCIM/100MEDIA/DJI_0001.JPG")
+        #expect(template.prefix == "" && template.template == "{device}/{date}/{label}-{card_id}/{path}")
+        #expect(try template.key(for: context()) == "station-3/2024-03-05/DRONE-5e1f09a2/DCIM/100MEDIA/DJI_0001.JPG")
     }
 
     @Test func everyFieldRenders() throws {
         let template = try KeyTemplate(
-            prefix: "cards", template: "{device}/{ingest_date}/{date}/{uuid}/{label}/{xxh128}-{name}/{path}")
+            prefix: "cards", template: "{device}/{ingest_date}/{date}/{uuid}/{card_id}/{label}/{xxh128}-{name}/{path}")
         #expect(template.prefix == "cards/")
         let expected =
-            "cards/station-3/2024-03-07/2024-03-05/1B6E-2F0A/DRONE/" + fingerprint.hex
+            "cards/station-3/2024-03-07/2024-03-05/1B6E-2F0A/5e1f09a2/DRONE/" + fingerprint.hex
             + "-DJI_0001.JPG/DCIM/100MEDIA/DJI_0001.JPG"
         #expect(try template.key(for: context()) == expected)
         #expect(try template.key(for: context(uuid: nil)).contains("/no-uuid/"))
@@ -45,7 +45,18 @@ import Testing
         let file = ScannedFile(path: CardPath("a.jpg"), size: 1, mtime: mtime)
         let context = KeyContext(device: "host", volume: volume, file: file, fingerprint: fingerprint, runDate: runDate)
         #expect(context.label == "/srv/incoming" && context.fsUUID == nil)
-        #expect(try KeyTemplate().key(for: context) == "host/2024-03-05/_srv_incoming/a.jpg")
+        let cardID = KeyContext.cardID(volumeKey: "path:/srv/incoming")
+        #expect(try KeyTemplate().key(for: context) == "host/2024-03-05/%2Fsrv%2Fincoming-\(cardID)/a.jpg")
+    }
+
+    @Test func theCardIDIsEightHexDigitsOfTheVolumesKeyAndTellsCardsApart() throws {
+        let first = KeyContext.cardID(volumeKey: "uuid:1b6e2f0a-0000-4000-8000-000000000001")
+        let second = KeyContext.cardID(volumeKey: "uuid:1b6e2f0a-0000-4000-8000-000000000002")
+        #expect(first.count == 8 && first.allSatisfy(\.isHexDigit))
+        #expect(first != second)
+        #expect(first == KeyContext.cardID(volumeKey: "uuid:1b6e2f0a-0000-4000-8000-000000000001"))
+        // Its leading digits are the XXH3-128 of the key, as xxh128sum prints it.
+        #expect(first == String(Fingerprint.of(Array("uuid:1b6e2f0a-0000-4000-8000-000000000001".utf8)).hex.prefix(8)))
     }
 
     @Test(
@@ -88,16 +99,19 @@ import Testing
 
     @Test(arguments: [
         (CardPath("../../etc/passwd"), "%2E%2E/%2E%2E/etc/passwd"),
-        (CardPath("a//b"), "a/_/b"),
+        (CardPath("a//b"), "a/%/b"),
         (CardPath("./x"), "%2E/x"),
         (CardPath(".."), "%2E%2E"),
-        (CardPath("/abs"), "_/abs"),
-        (CardPath("dir/"), "dir/_"),
-        (CardPath(""), "_"),
-        (CardPath("line\nbreak\u{7F}.jpg"), "line_break_.jpg"),
+        (CardPath("/abs"), "%/abs"),
+        (CardPath("dir/"), "dir/%"),
+        (CardPath(""), "%"),
+        (CardPath("line\nbreak\u{7F}.jpg"), "line%0Abreak%7F.jpg"),
+        (CardPath("a_b.jpg"), "a_b.jpg"),
         (CardPath(bytes: Array("caf".utf8) + [0xE9] + Array(".jpg".utf8)), "caf%E9.jpg"),
         (CardPath(bytes: [0xFF, 0x2F, 0xC3]), "%FF/%C3"),
-        (CardPath("100% done/Été 📷.jpg"), "100% done/Été 📷.jpg"),
+        (CardPath(bytes: [0xFF, 0xFE] + Array(".jpg".utf8)), "%FF%FE.jpg"),
+        (CardPath("%FF%FE.jpg"), "%25FF%25FE.jpg"),
+        (CardPath("100% done/Été 📷.jpg"), "100%25 done/Été 📷.jpg"),
         (CardPath("..hidden/.config/..."), "..hidden/.config/..."),
     ])
     func pathSegmentsAreMadeSafe(path: CardPath, rendered: String) throws {
@@ -105,7 +119,7 @@ import Testing
     }
 
     @Test(arguments: [
-        ("DRONE/3", "DRONE_3"), ("..", "%2E%2E"), (".", "%2E"), ("", "_"), ("a\tb", "a_b"), ("/", "_"),
+        ("DRONE/3", "DRONE%2F3"), ("..", "%2E%2E"), (".", "%2E"), ("", "%"), ("a\tb", "a%09b"), ("/", "%2F"),
     ])
     func singleSegmentFieldsNeverSplitOrStepUp(label: String, rendered: String) throws {
         #expect(
@@ -153,6 +167,77 @@ import Testing
                 }
             }
         }
+    }
+
+    /// Decodes a rendered segment back to bytes: `%XX` is byte XX, a lone `%` is nothing.
+    private func decoded(_ segment: Substring) -> [UInt8] {
+        if segment == "%" { return [] }
+        var bytes: [UInt8] = []
+        var rest = Array(segment.utf8)[...]
+        while let first = rest.first {
+            if first == UInt8(ascii: "%"), rest.count >= 3,
+                let byte = UInt8(String(decoding: rest.dropFirst().prefix(2), as: UTF8.self), radix: 16)
+            {
+                bytes.append(byte)
+                rest = rest.dropFirst(3)
+            } else {
+                bytes.append(first)
+                rest = rest.dropFirst()
+            }
+        }
+        return bytes
+    }
+
+    @Test func theEscapingIsInjectiveSoTwoNamesNeverShareAKey() throws {
+        let template = try KeyTemplate(template: "{path}")
+        // The pairs the old escaping merged.
+        let pairs: [([UInt8], [UInt8])] = [
+            (Array("a\nb.jpg".utf8), Array("a_b.jpg".utf8)),
+            ([0xFF, 0xFE] + Array(".jpg".utf8), Array("%FF%FE.jpg".utf8)),
+            (Array("".utf8), Array("_".utf8)),
+        ]
+        for (first, second) in pairs {
+            let one = try template.key(for: context(path: CardPath(bytes: first)))
+            let other = try template.key(for: context(path: CardPath(bytes: second)))
+            #expect(one != other, "\(one.debugDescription)")
+        }
+        // Every segment decodes back to its bytes: random names, hostile bytes included.
+        var generator = SystemRandomNumberGenerator()
+        let alphabet: [UInt8] = Array("aZ%_.~-2".utf8) + [0x00, 0x0A, 0x7F, 0xC3, 0xA9, 0xFF, 0xFE, 0xE2, 0x82, 0xAC, 0x80]
+        var seen: [String: [UInt8]] = [:]
+        for _ in 0..<20_000 {
+            let length = Int.random(in: 0...6, using: &generator)
+            let name = (0..<length).map { _ in alphabet.randomElement(using: &generator)! }
+            let key = try template.key(for: context(path: CardPath(bytes: name)))
+            #expect(decoded(Substring(key)) == name, "\(key.debugDescription)")
+            if let earlier = seen[key] { #expect(earlier == name, "\(key.debugDescription)") }
+            seen[key] = name
+        }
+    }
+
+    @Test(arguments: [
+        ("DCIM/100MEDIA/DJI_0001.JPG", "DCIM/100MEDIA/DJI_0001~FP.JPG"),
+        ("a.b/c", "a.b/c~FP"),
+        ("a/.hidden", "a/.hidden~FP"),
+        ("clip.tar.gz", "clip.tar~FP.gz"),
+        ("x", "x~FP"),
+    ])
+    func aTakenKeyGoesToItsAlternativeWithTheFingerprintBeforeTheExtension(key: String, alternative: String) throws {
+        let expected = alternative.replacingOccurrences(of: "FP", with: fingerprint.hex)
+        #expect(try KeyTemplate.alternativeKey(key, fingerprint: fingerprint) == expected)
+    }
+
+    @Test func anAlternativeKeyOverTheS3LimitIsAnError() throws {
+        let key = String(repeating: "a", count: 1000)
+        let error = try #require(throws: KeyTemplateError.self) {
+            try KeyTemplate.alternativeKey(key, fingerprint: fingerprint)
+        }
+        #expect(error == .keyTooLong(path: key, bytes: 1033))
+    }
+
+    @Test(arguments: [("", ".ingest-write-probe"), ("cards", "cards/.ingest-write-probe")])
+    func theWriteProbeLivesUnderThePrefix(prefix: String, key: String) {
+        #expect(KeyTemplate.probeKey(prefix: prefix) == key)
     }
 
     @Test func aKeyOverTheS3LimitIsAnErrorForThatFile() throws {

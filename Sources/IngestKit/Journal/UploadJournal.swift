@@ -290,6 +290,25 @@ extension Journal {
         }
     }
 
+    /// Starts an upload again from nothing, to `key`: its object is not where the journal
+    /// said (missing, or another content at the key), or its key turned out to hold other
+    /// bytes. The server's multipart upload, if any, was aborted by the caller; its parts
+    /// are forgotten, and every file carrying this content waits for it again.
+    public func restartUpload(id: String, key: String, at date: Date = Date()) async throws -> UploadRecord? {
+        try await database.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE upload SET key = ?, phase = 'created', uploadID = NULL, etag = NULL, completedAt = NULL,
+                    updatedAt = ? WHERE id = ?
+                    """, arguments: [key, JournalDate(date), id])
+            try db.execute(sql: "DELETE FROM uploadPart WHERE upload = ?", arguments: [id])
+            try db.execute(
+                sql: "UPDATE file SET state = 'staged', updatedAt = ? WHERE uploadID = ? AND state = 'uploaded'",
+                arguments: [JournalDate(date), id])
+            return try UploadRecord.fetchOne(db, key: id)
+        }
+    }
+
     /// The staged copy of an upload is gone or no longer matches its fingerprint: its files
     /// go back to pending, so the next ingest of the card copies them again, and the upload
     /// is removed (the caller aborted it on the server first).

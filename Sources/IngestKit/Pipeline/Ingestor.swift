@@ -196,7 +196,7 @@ public struct Ingestor: Sendable {
             switch result {
             case .upload(let record):
                 runner.submit(record, resumed: resumed || record.phase != .created, checksums: checksums[record.fingerprint])
-            case .alreadyInBucket(let record): runner.noteAlreadyInBucket(record)
+            case .alreadyInBucket(let record): runner.confirmInBucket(record)
             }
         }
     }

@@ -33,6 +33,8 @@ public final class UploadRunner: Sendable {
         var record: UploadRecord
         var resumed: Bool
         var checksums: PartChecksums?
+        /// The journal says the object is in the bucket: look before believing it.
+        var confirming = false
     }
 
     private struct State {
@@ -61,11 +63,14 @@ public final class UploadRunner: Sendable {
     /// Takes jobs off the queue as file slots free up; ends when the queue is finished.
     private let worker = Mutex<Task<Void, Never>?>(nil)
 
-    /// - Parameter limiter: the bound on bodies and bytes on the wire, to share it between
-    ///   runners of one process (`ingest watch` runs one per card); by default, its own.
+    /// - Parameters:
+    ///   - keyPrefix: the configuration's `s3.prefix`, where the probe of conditional writes
+    ///     (``S3Client/probeConditionalWrites(key:)``) leaves its empty object.
+    ///   - limiter: the bound on bodies and bytes on the wire, to share it between runners
+    ///     of one process (`ingest watch` runs one per card); by default, its own.
     public init(
         journal: Journal, state: StateDirectory, staging: StagingArea, settings: UploadSettings, credentials: CredentialsProvider,
-        transport: CurlTransport, sink: any EventSink, logger: Logger, limiter: TransferLimiter? = nil
+        transport: CurlTransport, sink: any EventSink, logger: Logger, keyPrefix: String = "", limiter: TransferLimiter? = nil
     ) {
         self.journal = journal
         self.stateDirectory = state
@@ -73,7 +78,9 @@ public final class UploadRunner: Sendable {
         self.settings = settings
         self.sink = sink
         self.logger = logger
-        destinations = Destinations(credentials: credentials, transport: transport, logger: logger)
+        destinations = Destinations(
+            credentials: credentials, transport: transport, sink: sink, logger: logger,
+            probeKey: KeyTemplate.probeKey(prefix: keyPrefix))
         self.limiter = limiter ?? TransferLimiter(maxRequests: settings.partsInFlight, maxBytes: settings.bytesInFlight)
         files = TransferLimiter(maxRequests: settings.filesInFlight, maxBytes: .max)
         let jobs: AsyncStream<Job>
@@ -102,11 +109,13 @@ public final class UploadRunner: Sendable {
         if isNew { queue.yield(Job(record: record, resumed: resumed, checksums: checksums)) }
     }
 
-    /// A file whose content the bucket already holds: counted, reported, its staged copy
-    /// cleaned like an uploaded one.
-    public func noteAlreadyInBucket(_ record: UploadRecord) {
-        state.withLock { $0.totals.alreadyThere += 1 }
-        sink.emit(.upload(.completed(record, alreadyThere: true)))
+    /// A file whose content the journal says the bucket holds (content dedupe): the object
+    /// is looked at first, and only its size and fingerprint make it count as there; a missing
+    /// object is uploaded again, and a key now holding other bytes sends the content to its
+    /// alternative key.
+    public func confirmInBucket(_ record: UploadRecord) {
+        let isNew = state.withLock { $0.submitted.insert(record.id).inserted }
+        if isNew { queue.yield(Job(record: record, resumed: false, checksums: nil, confirming: true)) }
     }
 
     /// Asks the uploads to stop for now (a shutdown): none starts any more, and each running
@@ -131,9 +140,9 @@ public final class UploadRunner: Sendable {
             state.withLock { $0.totals.interrupted += 1 }
             return
         }
-        let client: S3Client
+        let destination: ReadyDestination
         switch await destinations.client(for: record.target) {
-        case .success(let ready): client = ready
+        case .success(let ready): destination = ready
         case .failure(let error):
             note(error, notAttempted: true)
             return
@@ -156,11 +165,13 @@ public final class UploadRunner: Sendable {
             note(.journal(error, path: journal.path), notAttempted: false)
             return
         }
-        guard let (fresh, parts) = current, fresh.isPending else { return }
+        guard let (fresh, parts) = current, fresh.isPending || (job.confirming && fresh.phase == .completed) else { return }
         let uploader = ObjectUploader(
-            record: fresh, client: client, journal: journal, stagedPath: stagedPath(fresh), limiter: limiter,
-            settings: settings, sink: sink, hooks: hooks, partsJournalled: partsJournalled, stop: stopping)
-        switch await uploader.run(parts: parts, resumed: job.resumed, checksums: job.checksums) {
+            record: fresh, client: destination.client, journal: journal, stagedPath: stagedPath(fresh), limiter: limiter,
+            settings: settings, sink: sink, hooks: hooks, partsJournalled: partsJournalled, stop: stopping,
+            conditionalWrites: destination.conditionalWrites)
+        let confirming = job.confirming && !fresh.isPending
+        switch await uploader.run(parts: parts, resumed: job.resumed, checksums: job.checksums, confirming: confirming) {
         case .uploaded(let alreadyThere):
             // Kept for no time: the copy goes now, while other uploads run, rather than
             // in one long sweep after the last (a third of a second for a 1.8 GiB card here),
@@ -216,29 +227,45 @@ public final class UploadRunner: Sendable {
     }
 }
 
-/// One S3 client per destination, each checked once (`HeadBucket`) before its first upload,
-/// and stopped for good after a failure that concerns the whole destination.
+/// A destination checked and ready: its client, and whether it honours conditional writes.
+struct ReadyDestination: Sendable {
+    let client: S3Client
+    let conditionalWrites: Bool
+}
+
+/// One S3 client per destination, each checked once (`HeadBucket`, then whether it honours
+/// `If-None-Match`) before its first upload, and stopped for good after a failure that
+/// concerns the whole destination.
 actor Destinations {
     private let credentials: CredentialsProvider
     private let transport: CurlTransport
+    private let sink: any EventSink
     private let logger: Logger
-    private var ready: [UploadTarget: Task<Result<S3Client, UploadError>, Never>] = [:]
+    private let probeKey: String
+    private var ready: [UploadTarget: Task<Result<ReadyDestination, UploadError>, Never>] = [:]
     private var stopped: [UploadTarget: UploadError] = [:]
 
-    init(credentials: CredentialsProvider, transport: CurlTransport, logger: Logger) {
+    init(credentials: CredentialsProvider, transport: CurlTransport, sink: any EventSink, logger: Logger, probeKey: String) {
         self.credentials = credentials
         self.transport = transport
+        self.sink = sink
         self.logger = logger
+        self.probeKey = probeKey
     }
 
-    func client(for target: UploadTarget) async -> Result<S3Client, UploadError> {
+    func client(for target: UploadTarget) async -> Result<ReadyDestination, UploadError> {
         if let error = stopped[target] { return .failure(error) }
-        let task: Task<Result<S3Client, UploadError>, Never>
+        let task: Task<Result<ReadyDestination, UploadError>, Never>
         if let existing = ready[target] {
             task = existing
         } else {
-            let (credentials, transport, logger) = (self.credentials, self.transport, self.logger)
-            task = Task { await Self.connect(target, credentials: credentials, transport: transport, logger: logger) }
+            let (credentials, transport, sink, logger, probeKey) = (
+                self.credentials, self.transport, self.sink, self.logger, self.probeKey
+            )
+            task = Task {
+                await Self.connect(
+                    target, credentials: credentials, transport: transport, sink: sink, logger: logger, probeKey: probeKey)
+            }
             ready[target] = task
         }
         let result = await task.value
@@ -251,8 +278,9 @@ actor Destinations {
     }
 
     static func connect(
-        _ target: UploadTarget, credentials: CredentialsProvider, transport: CurlTransport, logger: Logger
-    ) async -> Result<S3Client, UploadError> {
+        _ target: UploadTarget, credentials: CredentialsProvider, transport: CurlTransport, sink: any EventSink,
+        logger: Logger, probeKey: String
+    ) async -> Result<ReadyDestination, UploadError> {
         let client: S3Client
         do {
             client = S3Client(
@@ -265,6 +293,13 @@ actor Destinations {
         } catch {
             return .failure(UploadError(error, what: "HeadBucket \(target.bucket)", target: target))
         }
-        return .success(client)
+        switch await client.probeConditionalWrites(key: probeKey) {
+        case .honoured:
+            return .success(ReadyDestination(client: client, conditionalWrites: true))
+        case .notHonoured(let reason):
+            logger.warning("conditional writes not honoured", metadata: ["bucket": "\(target.bucket)", "reason": "\(reason)"])
+            sink.emit(.upload(.conditionalWritesNotHonoured(target, reason: reason)))
+            return .success(ReadyDestination(client: client, conditionalWrites: false))
+        }
     }
 }

@@ -138,6 +138,12 @@ public final class ConsoleReporter: EventSink, Sendable {
             print("  upload \(record.id) of \(record.sourceDisplay) failed: \(error)")
         case .aborted(let record):
             print("  upload \(record.id) aborted")
+        case let .keyTaken(record, newKey, _, found):
+            print("  \(record.key) already holds other bytes (fingerprint \(found)); nothing is replaced: "
+                + "\(record.sourceDisplay) goes to \(newKey)")
+        case let .conditionalWritesNotHonoured(target, reason):
+            print("  warning: \(target.displayName) does not honour If-None-Match (\(reason)); every write is "
+                + "checked with HEAD first, but two writers to one key can still race there")
         case .completed(let record, _):
             progress.withLock {
                 $0.uploadsDone += 1

@@ -22,6 +22,13 @@ public enum UploadEvent: Sendable {
     case failed(UploadRecord, UploadError)
     /// Given up on the user's request; the server freed what it held.
     case aborted(UploadRecord)
+    /// The record's key holds an object with other bytes (another card, another station):
+    /// nothing is replaced, and the content goes to `newKey`
+    /// (``KeyTemplate/alternativeKey(_:fingerprint:)``).
+    case keyTaken(UploadRecord, newKey: String, foundSize: Int64, foundFingerprint: String)
+    /// The server ignores `If-None-Match: *`: every write to it is preceded by a `HEAD`,
+    /// which leaves two writers to one key a race.
+    case conditionalWritesNotHonoured(UploadTarget, reason: String)
 }
 
 extension UploadEvent {
@@ -68,6 +75,17 @@ extension UploadEvent {
             return json
         case .aborted(let record):
             return object("upload_aborted", record)
+        case let .keyTaken(record, newKey, foundSize, foundFingerprint):
+            var json = object("key_taken", record)
+            json["new_key"] = .string(newKey)
+            json["found_size"] = .int(foundSize)
+            json["found_xxh128"] = .string(foundFingerprint)
+            return json
+        case let .conditionalWritesNotHonoured(target, reason):
+            return [
+                "event": "conditional_writes_not_honoured", "bucket": .string(target.bucket),
+                "endpoint": .string(target.endpoint), "message": .string(reason),
+            ]
         }
     }
 }

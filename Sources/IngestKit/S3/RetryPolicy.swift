@@ -159,7 +159,7 @@ public struct RetryPolicy: Sendable, Equatable {
         case .expiredToken: return .expiredCredentials
         case .noSuchUpload: return .uploadGone
         case .badDigest, .xAmzContentSHA256Mismatch: return .corruptedBody
-        case .requestTimeout, .internalError, .serviceUnavailable: return .transient
+        case .requestTimeout, .internalError, .serviceUnavailable, .conditionalRequestConflict: return .transient
         case .unknown: return nil
         default: return .permanent
         }

@@ -208,7 +208,7 @@ public final class S3Client: Sendable {
     /// CRC32C checksums, for an upload created with that algorithm). Returns the object's
     /// ETag. An `<Error>` in a 200 answer is an error, never a success.
     public func completeMultipartUpload(
-        key: String, uploadID: String, parts: [CompletedPart]
+        key: String, uploadID: String, parts: [CompletedPart], headers: [SigV4Header] = []
     ) async throws(S3ClientError) -> String {
         let body = "<CompleteMultipartUpload>"
             + parts.sorted { $0.number < $1.number }.map { part in
@@ -221,7 +221,7 @@ public final class S3Client: Sendable {
         let bytes = Array(body.utf8)
         let response = try await perform(
             "POST", key: key, query: [S3QueryItem("uploadId", uploadID)],
-            headers: [SigV4Header("Content-Type", "application/xml")], body: .bytes(bytes),
+            headers: [SigV4Header("Content-Type", "application/xml")] + headers, body: .bytes(bytes),
             payloadHash: PayloadHash(sha256Of: bytes))
         guard let document = S3XMLDocument.parse(response.body), let etag = document.fields["ETag"] else {
             throw .unexpectedAnswer(status: response.status, detail: "no ETag in CompleteMultipartUploadResult")
@@ -469,5 +469,62 @@ extension S3ClientError {
     var isBadDigest: Bool {
         if case .server(let error, _) = self, error.code == .badDigest { return true }
         return false
+    }
+
+    /// A conditional write found the key taken (`412 PreconditionFailed`).
+    public var isPreconditionFailed: Bool {
+        if case .server(let error, _) = self, error.code == .preconditionFailed || error.status == 412 { return true }
+        return false
+    }
+}
+
+extension SigV4Header {
+    /// Makes `PutObject` and `CompleteMultipartUpload` write only where no object is: a
+    /// key that holds one answers `412 PreconditionFailed` and keeps its object.
+    public static let ifNoneMatchAny = SigV4Header("If-None-Match", "*")
+}
+
+/// Whether a server honours `If-None-Match: *` on writes.
+public enum ConditionalWrites: Sendable, Equatable {
+    case honoured
+    /// The server wrote over an object it was told to keep, or refused the probe; the
+    /// reason says which.
+    case notHonoured(reason: String)
+}
+
+extension S3Client {
+    /// Finds out whether the server honours `If-None-Match: *`, with an empty object at `key`:
+    /// written only if absent, then written again only if absent. A server that honours the
+    /// condition answers the second write (or the first, if another probe's object is there)
+    /// with `412`; one that ignores it writes the same empty object twice, which harms
+    /// nothing. The probe deletes the object it made (credentials without `DeleteObject`
+    /// leave it, empty). Errors other than `412` count as not honoured, with their words.
+    public func probeConditionalWrites(key: String) async -> ConditionalWrites {
+        let headers = [
+            SigV4Header.ifNoneMatchAny, SigV4Header("Content-Type", "text/plain"),
+            SigV4Header("x-amz-meta-ingest-probe", "conditional writes"),
+        ]
+        var created = false
+        var answer = ConditionalWrites.honoured
+        for _ in 1...2 {
+            do {
+                _ = try await putObject(key: key, body: .bytes([]), payloadHash: .emptyBody, headers: headers)
+            } catch {
+                if !error.isPreconditionFailed {
+                    answer = .notHonoured(reason: "a conditional PutObject of \(key) failed: \(error)")
+                }
+                break
+            }
+            if created {
+                answer = .notHonoured(reason: "PutObject with If-None-Match: * wrote over \(key), which it had just written")
+            }
+            created = true
+        }
+        if created {
+            do { _ = try await perform("DELETE", key: key) } catch {
+                logger.info("the probe object stays", metadata: ["key": "\(key)", "error": "\(error)"])
+            }
+        }
+        return answer
     }
 }

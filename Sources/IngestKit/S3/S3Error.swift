@@ -19,6 +19,8 @@ public enum S3ErrorCode: Sendable, Hashable, CustomStringConvertible {
     case invalidPart, invalidPartOrder, entityTooSmall, entityTooLarge
     case badDigest, invalidDigest, xAmzContentSHA256Mismatch
     case invalidBucketName, invalidRequest, invalidArgument, notImplemented
+    // A conditional write (`If-None-Match: *`) found the key taken, or raced another write.
+    case preconditionFailed, conditionalRequestConflict
     /// A code this type does not name, exactly as the server sent it.
     case unknown(String)
 
@@ -33,6 +35,7 @@ public enum S3ErrorCode: Sendable, Hashable, CustomStringConvertible {
             .invalidPart, .invalidPartOrder, .entityTooSmall, .entityTooLarge,
             .badDigest, .invalidDigest, .xAmzContentSHA256Mismatch,
             .invalidBucketName, .invalidRequest, .invalidArgument, .notImplemented,
+            .preconditionFailed, .conditionalRequestConflict,
         ]
         return Dictionary(uniqueKeysWithValues: all.map { ($0.rawValue, $0) })
     }()
@@ -77,6 +80,8 @@ public enum S3ErrorCode: Sendable, Hashable, CustomStringConvertible {
         case .invalidRequest: "InvalidRequest"
         case .invalidArgument: "InvalidArgument"
         case .notImplemented: "NotImplemented"
+        case .preconditionFailed: "PreconditionFailed"
+        case .conditionalRequestConflict: "ConditionalRequestConflict"
         case let .unknown(raw): raw
         }
     }
@@ -236,6 +241,11 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
                 + "configuration, it is a bug in ingest: please report it."
         case .notImplemented:
             return "The server does not support this request; check that it is S3-compatible for multipart uploads."
+        case .preconditionFailed:
+            return "The key already holds an object: ingest never replaces one; it looks at the object and "
+                + "records it as there (same fingerprint) or writes the file under its own key."
+        case .conditionalRequestConflict:
+            return "Another write to the same key raced this one; retried automatically."
         case .unknown:
             return "See the server's message; if it persists, check the server's documentation for this code."
         }

@@ -5,37 +5,42 @@ import Foundation
 /// ```toml
 /// [s3]
 /// prefix = "cards/"
-/// key_template = "{device}/{date}/{label}/{path}"   # the default
+/// key_template = "{device}/{date}/{label}-{card_id}/{path}"   # the default
 /// ```
 ///
 /// Fields (``KeyField``): `{device}`, `{date}` (the file's modification day, UTC,
-/// `YYYY-MM-DD`), `{ingest_date}` (the run's day, UTC), `{label}`, `{uuid}`, `{path}`, `{name}`
-/// and `{xxh128}`. A template needs `{path}`, `{name}` or `{xxh128}`, or every file of a card
-/// would get the same key and overwrite the one before.
+/// `YYYY-MM-DD`), `{ingest_date}` (the run's day, UTC), `{label}`, `{uuid}`, `{card_id}`,
+/// `{path}`, `{name}` and `{xxh128}`. A template needs `{path}`, `{name}` or `{xxh128}`, or
+/// every file of a card would get the same key.
+///
+/// **One key, one file.** Field values are escaped so that two different values never
+/// render alike, and the default template holds `{card_id}`, which tells cards apart, so two
+/// cards labelled alike with the same folders still get keys of their own. Field values are
+/// written as follows:
+/// - valid UTF-8 stays as it is, except `%`, which becomes `%25`;
+/// - bytes that are not UTF-8, control characters (U+0000–U+001F, U+007F) and `/` (except
+///   between the folders of `{path}`) become `%XX`, upper-case hex of each byte;
+/// - an empty value becomes `%`, a `.` segment `%2E` and a `..` segment `%2E%2E`.
+///
+/// Decoding `%XX` back to its byte (and a lone `%` to nothing) gives the value again, so the
+/// escaping is injective: a name with a newline and the same name with `_`, or the byte 0xFF
+/// and the text `%FF`, get two keys. Valid names without `%` read in the bucket exactly as on
+/// the card, and the exact name is in the object's `original-path` metadata too.
+///
+/// A template without `{path}` can still give two files one key (`{name}` for two folders),
+/// and two stations or cloned cards can meet at one key: objects are written only where no
+/// object is (`If-None-Match: *`), and a file whose key holds other bytes goes to its
+/// ``alternativeKey(_:fingerprint:)``. No object is ever replaced.
 ///
 /// Whatever a card holds, a key starts with the prefix and has no empty, `.` or `..` segment,
-/// so no name can climb out of the prefix or make two spellings of one key. Field values are
-/// written as follows:
-/// - bytes that are not UTF-8 become `%XX` (upper-case hex), and a `%` already in a name is
-///   kept, so valid names, `%` included, read in the bucket exactly as on the card;
-/// - control characters (U+0000–U+001F, U+007F) become `_`;
-/// - `/` becomes `_`, except between the folders of `{path}`;
-/// - a segment that would be empty becomes `_`, a `.` segment `%2E` and a `..` segment
-///   `%2E%2E`, the percent-spelling of a dot that no URL or path resolver takes for a step.
-///   No file system holds a file called `.` or `..`, so only a hostile path or a label set
-///   to one of them meets this rule.
-///
-/// Two names can thus map to one key: a name with a control character and the same name with
-/// `_` in its place, or the byte 0xE9 and the text `%E9`. That is rare on real cards (FAT and
-/// exFAT forbid control characters in names), the exact name is always in the object's
-/// `original-path` metadata, and a template with `{xxh128}` rules it out.
-///
-/// The prefix is checked once: no `/` at its start, no empty, `.` or `..` segment, no control
-/// character; a `/` is added at its end unless it is empty.
+/// so no name can climb out of the prefix. The prefix is checked once: no `/` at its start,
+/// no empty, `.` or `..` segment, no control character; a `/` is added at its end unless it
+/// is empty.
 public struct KeyTemplate: Sendable, Equatable, CustomStringConvertible {
     /// By station, then day, then card, then the card's own folders: what a person looking
     /// for "yesterday's flight from station 3" browses by.
-    public static let defaultTemplate = "{device}/{date}/{label}/{path}"
+    /// `{card_id}` keeps two cards labelled alike (or not at all) apart.
+    public static let defaultTemplate = "{device}/{date}/{label}-{card_id}/{path}"
     /// S3's limit on an object key, in UTF-8 bytes.
     public static let maximumKeyBytes = 1024
 
@@ -70,6 +75,29 @@ public struct KeyTemplate: Sendable, Equatable, CustomStringConvertible {
         let bytes = key.utf8.count
         guard bytes <= Self.maximumKeyBytes else { throw .keyTooLong(path: context.path.display, bytes: bytes) }
         return key
+    }
+
+    /// Where ``S3Client/probeConditionalWrites(key:)`` leaves its empty object: beside the
+    /// cards, under the prefix (where the credentials may write).
+    public static func probeKey(prefix: String) -> String {
+        ((try? checkedPrefix(prefix)) ?? "") + ".ingest-write-probe"
+    }
+
+    /// Where a file goes when its key holds an object with other bytes: the same key with
+    /// `~` and the file's fingerprint (32 hex digits) before the last segment's extension,
+    /// `DCIM/DJI_0001.JPG` → `DCIM/DJI_0001~<xxh128>.JPG` (a name without an extension, or
+    /// starting with its only dot, gets it at the end). The rule is deterministic: a resume, a
+    /// second run or another station sends the same content to the same alternative key.
+    public static func alternativeKey(_ key: String, fingerprint: Fingerprint) throws(KeyTemplateError) -> String {
+        let tag = "~" + fingerprint.hex
+        let segmentStart = key.lastIndex(of: "/").map { key.index(after: $0) } ?? key.startIndex
+        var insertAt = key.endIndex
+        if let dot = key[segmentStart...].lastIndex(of: "."), dot != segmentStart { insertAt = dot }
+        var alternative = key
+        alternative.insert(contentsOf: tag, at: insertAt)
+        let bytes = alternative.utf8.count
+        guard bytes <= maximumKeyBytes else { throw .keyTooLong(path: key, bytes: bytes) }
+        return alternative
     }
 
     // MARK: Parsing
@@ -174,6 +202,9 @@ public enum KeyField: String, Sendable, CaseIterable {
     case label
     /// The card's file system UUID, or `no-uuid`.
     case uuid
+    /// Eight hex digits that tell cards apart: the start of the XXH3-128 of the volume's
+    /// journal key (its file system UUID, else its serial and label, else its path).
+    case cardID = "card_id"
     /// The file's path below the card's root, folders kept.
     case path
     /// The file's name.
@@ -190,6 +221,8 @@ public struct KeyContext: Sendable, Equatable {
     public var label: String
     /// The card's file system UUID; nil gives `no-uuid`.
     public var fsUUID: String?
+    /// ``KeyField/cardID``: see ``cardID(volumeKey:)``.
+    public var cardID: String
     /// The file's path below the card's root.
     public var path: CardPath
     /// Modification time, nanoseconds since the epoch, as ``ScannedFile/mtime``.
@@ -199,12 +232,13 @@ public struct KeyContext: Sendable, Equatable {
     public var fingerprint: Fingerprint
 
     public init(
-        device: String, label: String, fsUUID: String?, path: CardPath, mtime: Int64, runDate: Date,
+        device: String, label: String, fsUUID: String?, cardID: String, path: CardPath, mtime: Int64, runDate: Date,
         fingerprint: Fingerprint
     ) {
         self.device = device
         self.label = label
         self.fsUUID = fsUUID
+        self.cardID = cardID
         self.path = path
         self.mtime = mtime
         self.runDate = runDate
@@ -215,7 +249,14 @@ public struct KeyContext: Sendable, Equatable {
     public init(device: String, volume: VolumeIdentity, file: ScannedFile, fingerprint: Fingerprint, runDate: Date) {
         self.init(
             device: device, label: volume.device?.fsLabel ?? volume.displayName, fsUUID: volume.device?.fsUUID,
-            path: file.path, mtime: file.mtime, runDate: runDate, fingerprint: fingerprint)
+            cardID: Self.cardID(volumeKey: volume.key), path: file.path, mtime: file.mtime, runDate: runDate,
+            fingerprint: fingerprint)
+    }
+
+    /// The first eight hex digits of the XXH3-128 of a volume's journal key
+    /// (``VolumeIdentity/key``): the same card gives the same digits wherever it is mounted.
+    public static func cardID(volumeKey: String) -> String {
+        String(Fingerprint.of(Array(volumeKey.utf8)).hex.prefix(8))
     }
 
     /// `field`'s text, made safe as ``KeyTemplate`` describes.
@@ -226,6 +267,7 @@ public struct KeyContext: Sendable, Equatable {
         case .ingestDate: KeySegment.day(secondsSinceEpoch: KeySegment.seconds(runDate))
         case .label: KeySegment.escaped(label.utf8)
         case .uuid: KeySegment.escaped((fsUUID ?? "no-uuid").utf8)
+        case .cardID: KeySegment.escaped(cardID.utf8)
         case .path:
             path.bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
                 .map { KeySegment.escaped($0) }.joined(separator: "/")
@@ -237,29 +279,35 @@ public struct KeyContext: Sendable, Equatable {
 
 /// The escaping of one key segment, and the day format.
 enum KeySegment {
-    /// `bytes` as one segment: never empty, `.`, `..`, and never holding `/` or a control character.
+    /// `bytes` as one segment: never empty, `.`, `..`, and never holding `/` or a control
+    /// character; injective (see ``KeyTemplate``).
     static func escaped(_ bytes: some Collection<UInt8>) -> String {
         var text = ""
         var rest = bytes[...]
         while let first = rest.first {
             var iterator = rest.makeIterator()
             var decoder = UTF8()
-            if case .scalarValue(let scalar) = decoder.decode(&iterator) {
-                text.unicodeScalars.append(scalar == "/" || KeyTemplate.isControl(scalar) ? "_" : scalar)
+            if case .scalarValue(let scalar) = decoder.decode(&iterator), scalar != "%", scalar != "/",
+                !KeyTemplate.isControl(scalar)
+            {
+                text.unicodeScalars.append(scalar)
                 rest = rest.dropFirst(UTF8.width(scalar))
             } else {
-                text +=
-                    "%" + String(first >> 4, radix: 16, uppercase: true)
-                    + String(first & 0x0F, radix: 16, uppercase: true)
+                text += percent(first)
                 rest = rest.dropFirst()
             }
         }
         switch text {
-        case "": return "_"
+        case "": return "%"
         case ".": return "%2E"
         case "..": return "%2E%2E"
         default: return text
         }
+    }
+
+    private static func percent(_ byte: UInt8) -> String {
+        let digits = Array("0123456789ABCDEF".utf8)
+        return String(decoding: [UInt8(ascii: "%"), digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]], as: UTF8.self)
     }
 
     /// Whole seconds since the epoch, rounded down and kept to years 1 to 9999.

@@ -87,7 +87,7 @@ final class PartCounter: Sendable {
 }
 
 struct ObjectUploader: Sendable {
-    let record: UploadRecord
+    private(set) var record: UploadRecord
     let client: S3Client
     let journal: Journal
     /// The staged copy the object is read from.
@@ -99,12 +99,24 @@ struct ObjectUploader: Sendable {
     let partsJournalled: PartCounter
     /// Raised when the process is asked to stop: no new part is sent.
     let stop: StopFlag
+    /// The server honours `If-None-Match: *`. Every new object is written with it; a server
+    /// that ignores it (``ConditionalWrites``) also gets a `HEAD` before each write, which
+    /// leaves a race with another writer to the same key open there.
+    let conditionalWrites: Bool
 
     /// Uploads, or resumes from `parts` (the journal's acknowledged parts). `resumed`: the
     /// upload was started by an earlier process, so the staged copy is checked against its
     /// fingerprint before a byte of it is sent. `checksums`: the parts' CRC32Cs computed
-    /// when the card was read, if the stager computed them.
-    func run(parts: [UploadPartRecord], resumed: Bool, checksums: PartChecksums?) async -> UploadResult {
+    /// when the card was read, if the stager computed them. `confirming`: the journal says
+    /// the object is in the bucket (content dedupe), so it is looked at before that is
+    /// believed: missing, or holding other bytes, the content is uploaded again.
+    ///
+    /// No object is ever replaced: a key that holds other bytes sends the file to its
+    /// ``KeyTemplate/alternativeKey(_:fingerprint:)``, and if that is taken too the file
+    /// fails and stays staged.
+    func run(parts: [UploadPartRecord], resumed: Bool, checksums: PartChecksums?, confirming: Bool = false) async
+        -> UploadResult
+    {
         var checksums = checksums
         if resumed {
             sink.emit(.upload(.resuming(record)))
@@ -112,18 +124,143 @@ struct ObjectUploader: Sendable {
             case .success(let computed): checksums = computed
             case .failure(let problem): return await giveUpStagedCopy(problem.message)
             }
-        } else {
+        } else if !confirming {
             sink.emit(.upload(.preparing(record)))
             hooks.damage(stagedCopy: stagedPath)
         }
-        let sender = PartSender(uploader: self, checksums: record.checksum == .crc32c ? checksums : nil)
-        let result: UploadResult
-        if let partSize = record.partSize {
-            result = await runMultipart(partSize: partSize, parts: parts, sender: sender)
-        } else {
-            result = await runSinglePut(sender: sender)
+        var uploader = self
+        var parts = parts
+        if confirming {
+            switch await lookAtKey() {
+            case .failure(let error): return await conclude(.failed(error))
+            case .success(.ours): return await conclude(.uploaded(alreadyThere: true))
+            case .success(.free):
+                switch await restarted(atKey: record.key) {
+                case .success(let again): uploader = again
+                case .failure(let error): return await conclude(.failed(error))
+                }
+                parts = []
+            case .success(.taken(let head)):
+                switch await movedAside(from: head) {
+                case .success(let moved): uploader = moved
+                case .failure(let error): return await conclude(.failed(error))
+                }
+                parts = []
+            }
         }
-        return await conclude(result)
+        while true {
+            switch await uploader.upload(parts: parts, checksums: checksums) {
+            case .done(let result):
+                return await uploader.conclude(result)
+            case .keyTaken(let head):
+                switch await uploader.movedAside(from: head) {
+                case .success(let moved): uploader = moved
+                case .failure(let error): return await uploader.conclude(.failed(error))
+                }
+                parts = []
+            }
+        }
+    }
+
+    /// How one attempt at the record's key ended.
+    private enum Attempt: Sendable {
+        case done(UploadResult)
+        /// The key holds an object with other bytes (found by `HEAD`, or by a `412`).
+        case keyTaken(ObjectHead)
+    }
+
+    private func upload(parts: [UploadPartRecord], checksums: PartChecksums?) async -> Attempt {
+        // Nothing on the server yet: look at the key first where the write itself would not
+        // find it taken in time: before a multipart upload's parts are sent, and on a server
+        // that ignores If-None-Match.
+        if record.phase == .created, record.uploadID == nil, record.partSize != nil || !conditionalWrites {
+            switch await lookAtKey() {
+            case .failure(let error): return .done(.failed(error))
+            case .success(.ours): return .done(.uploaded(alreadyThere: true))
+            case .success(.taken(let head)): return .keyTaken(head)
+            case .success(.free): break
+            }
+        }
+        let sender = PartSender(uploader: self, checksums: record.checksum == .crc32c ? checksums : nil)
+        if let partSize = record.partSize {
+            return await runMultipart(partSize: partSize, parts: parts, sender: sender)
+        }
+        return await runSinglePut(sender: sender)
+    }
+
+    // MARK: the key
+
+    private enum KeyState: Sendable {
+        /// No object at the key.
+        case free
+        /// An object with this upload's size and fingerprint.
+        case ours
+        /// An object with other bytes.
+        case taken(ObjectHead)
+    }
+
+    /// `HEAD` the key: free, ours, or taken by other bytes.
+    private func lookAtKey() async -> Result<KeyState, UploadError> {
+        let head: ObjectHead?
+        do { head = try await client.headObject(key: record.key) } catch {
+            return .failure(UploadError(error, what: "HeadObject \(record.key)", target: record.target))
+        }
+        guard let head else { return .success(.free) }
+        if head.size == record.size, head.metadata[ObjectLabelKeys.fingerprint] == record.fingerprint {
+            return .success(.ours)
+        }
+        return .success(.taken(head))
+    }
+
+    /// A conditional write was refused (`412`): look at what holds the key.
+    private func afterPreconditionFailed(uploadID: String? = nil) async -> Attempt {
+        if let uploadID { try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID) }
+        switch await lookAtKey() {
+        case .failure(let error): return .done(.failed(error))
+        case .success(.ours): return .done(.uploaded(alreadyThere: true))
+        case .success(.taken(let head)): return .keyTaken(head)
+        case .success(.free):
+            return .done(.failed(UploadError(
+                exitStatus: .partial, scope: .object,
+                message: "\(record.key) in \(record.target.displayName) refused the write as taken (412), then had no "
+                    + "object: another writer is at work on this key. The file stays staged; run ingest resume.")))
+        }
+    }
+
+    /// This upload, started again from nothing at `key`.
+    private func restarted(atKey key: String) async -> Result<ObjectUploader, UploadError> {
+        let moved: UploadRecord?
+        do { moved = try await journal.restartUpload(id: record.id, key: key) } catch {
+            return .failure(.journal(error, path: journal.path))
+        }
+        guard let moved else {
+            return .failure(UploadError(
+                exitStatus: .software, scope: .object, message: "upload \(record.id) left the journal while it ran"))
+        }
+        var next = self
+        next.record = moved
+        return .success(next)
+    }
+
+    /// The key holds other bytes: the upload goes to the alternative key, journalled first.
+    /// Fails when the key already is the alternative one (both are taken).
+    private func movedAside(from head: ObjectHead) async -> Result<ObjectUploader, UploadError> {
+        let found = head.metadata[ObjectLabelKeys.fingerprint] ?? "none"
+        let alternative: String
+        do {
+            guard let fingerprint = record.contentFingerprint, !record.key.contains("~" + fingerprint.hex) else {
+                return .failure(UploadError(
+                    exitStatus: .integrity, scope: .object,
+                    message: "\(record.key) in \(record.target.displayName) holds other bytes (\(head.size) bytes, "
+                        + "fingerprint \(found)), and it is already the alternative key of \(record.sourceDisplay): "
+                        + "nothing was replaced, the file stays staged. Find out what writes there, then run ingest resume."))
+            }
+            alternative = try KeyTemplate.alternativeKey(record.key, fingerprint: fingerprint)
+        } catch {
+            return .failure(UploadError(exitStatus: .dataError, scope: .object, message: "\(error)"))
+        }
+        sink.emit(.upload(.keyTaken(record, newKey: alternative, foundSize: head.size, foundFingerprint: found)))
+        return await restarted(atKey: alternative)
     }
 
     // MARK: the staged copy
@@ -168,15 +305,15 @@ struct ObjectUploader: Sendable {
 
     // MARK: single PutObject
 
-    private func runSinglePut(sender: PartSender) async -> UploadResult {
+    private func runSinglePut(sender: PartSender) async -> Attempt {
         let what = "PutObject \(record.key)"
         // A run killed after its PutObject may have left the object: look before sending.
-        if record.phase != .created, await verifySinglePut(expected: nil) == nil {
-            return .uploaded(alreadyThere: true)
+        if record.phase != .created, case .success(.ours) = await lookAtKey() {
+            return .done(.uploaded(alreadyThere: true))
         }
-        if stop.isRaised { return .interrupted }
+        if stop.isRaised { return .done(.interrupted) }
         do { try await journal.setPhase(.completing, lastError: nil, ofUpload: record.id) } catch {
-            return .failed(.journal(error, path: journal.path))
+            return .done(.failed(.journal(error, path: journal.path)))
         }
         sink.emit(.upload(.initiating(record)))
         let path = stagedPath
@@ -184,26 +321,27 @@ struct ObjectUploader: Sendable {
         let (digest, fromCard): (PartDigest, Bool)
         switch await sender.digest(ofPart: 1, range: (0, size)) {
         case .success(let value): (digest, fromCard) = value
-        case .failure(let error): return await giveUpStagedCopy(unreadable(error))
+        case .failure(let error): return .done(await giveUpStagedCopy(unreadable(error)))
         }
         do {
             _ = try await limiter.withPermit(max(size, 1)) { () async throws(S3ClientError) -> String in
                 try await client.putObject(
                     key: record.key, body: .file(path: path, offset: 0, length: size), payloadHash: .unsigned,
-                    headers: record.requestHeaders + digest.headers)
+                    headers: record.requestHeaders + digest.headers + [.ifNoneMatchAny])
             }
         } catch {
-            if fromCard, error.isBadDigest { return await giveUpStagedCopy(damaged(part: nil)) }
-            return .failed(UploadError(error, what: what, target: record.target))
+            if error.isPreconditionFailed { return await afterPreconditionFailed() }
+            if fromCard, error.isBadDigest { return .done(await giveUpStagedCopy(damaged(part: nil))) }
+            return .done(.failed(UploadError(error, what: what, target: record.target)))
         }
         hooks.reached("after-complete")
-        if let problem = await verifySinglePut(expected: digest) { return .failed(problem) }
-        return .uploaded(alreadyThere: false)
+        if let problem = await verifySinglePut(expected: digest) { return .done(.failed(problem)) }
+        return .done(.uploaded(alreadyThere: false))
     }
 
-    /// HEAD the object: size, fingerprint metadata, and (after a PUT) its ETag against the
+    /// HEAD the object after its PUT: size, fingerprint metadata, and its ETag against the
     /// digest sent. Nil when the object is ours.
-    private func verifySinglePut(expected: PartDigest?) async -> UploadError? {
+    private func verifySinglePut(expected: PartDigest) async -> UploadError? {
         let head: ObjectHead?
         do { head = try await client.headObject(key: record.key, checksumMode: record.checksum == .crc32c) } catch {
             return UploadError(error, what: "HeadObject \(record.key)", target: record.target)
@@ -217,7 +355,7 @@ struct ObjectUploader: Sendable {
         guard let head, head.size == record.size, head.metadata[ObjectLabelKeys.fingerprint] == record.fingerprint else {
             return mismatch
         }
-        if let expected, case let .mismatch(want, found) = WholeObjectDigest.expected(singlePut: expected).check(head) {
+        if case let .mismatch(want, found) = WholeObjectDigest.expected(singlePut: expected).check(head) {
             return UploadError(
                 exitStatus: .integrity, scope: .object,
                 message: "\(mismatch.message) (the server's digest is \(found), the bytes sent make \(want))")
@@ -237,13 +375,13 @@ struct ObjectUploader: Sendable {
         case notSent
     }
 
-    private func runMultipart(partSize: Int64, parts: [UploadPartRecord], sender: PartSender) async -> UploadResult {
+    private func runMultipart(partSize: Int64, parts: [UploadPartRecord], sender: PartSender) async -> Attempt {
         let shape: UploadShape
         do { shape = try PartPlan.plan(fileSize: record.size, preferredPartSize: partSize, singlePutThreshold: 0) } catch {
-            return .failed(UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(error)"))
+            return .done(.failed(UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(error)")))
         }
         guard case .multipart(let plan) = shape, let fingerprint = record.contentFingerprint else {
-            return .failed(UploadError(exitStatus: .software, scope: .object, message: "no multipart plan for \(record.key)"))
+            return .done(.failed(UploadError(exitStatus: .software, scope: .object, message: "no multipart plan for \(record.key)")))
         }
         let configuration = UploadStateMachine.Configuration(
             maxRestarts: settings.maxRestarts, partsInFlight: settings.partsInFlight)
@@ -257,7 +395,7 @@ struct ObjectUploader: Sendable {
         // The server's words for the request that ended the upload, to go with the machine's.
         var cause: UploadError?
 
-        return await withTaskGroup(of: PartAnswer.self) { group -> UploadResult in
+        return await withTaskGroup(of: PartAnswer.self) { group -> Attempt in
             var actions = machine.start()
             while true {
                 var index = 0
@@ -274,7 +412,7 @@ struct ObjectUploader: Sendable {
                                 snapshot, added: added, removed: removed, lastError: cause?.message)
                         } catch {
                             group.cancelAll()
-                            return .failed(.journal(error, path: journal.path))
+                            return .done(.failed(.journal(error, path: journal.path)))
                         }
                         journalled = now
                         for _ in added { hooks.reached("after-parts:\(partsJournalled.increment())") }
@@ -312,14 +450,28 @@ struct ObjectUploader: Sendable {
                         }
                     case let .complete(uploadID, parts):
                         sink.emit(.upload(.completing(record)))
+                        if !conditionalWrites {
+                            switch await lookAtKey() {
+                            case .success(.free): break
+                            case .success(.ours), .success(.taken):
+                                group.cancelAll()
+                                return await afterPreconditionFailed(uploadID: uploadID)
+                            case .failure(let error):
+                                group.cancelAll()
+                                return .done(.failed(error))
+                            }
+                        }
                         do throws(S3ClientError) {
                             let etag = try await client.completeMultipartUpload(
                                 key: record.key, uploadID: uploadID,
                                 parts: parts.map {
                                     CompletedPart(number: $0.number, etag: $0.etag, digest: $0.digest.flatMap { try? PartDigest(journalText: $0) })
-                                })
+                                }, headers: [.ifNoneMatchAny])
                             hooks.reached("after-complete")
                             actions += machine.completed(etag: etag)
+                        } catch let error where error.isPreconditionFailed {
+                            group.cancelAll()
+                            return await afterPreconditionFailed(uploadID: uploadID)
                         } catch .uploadGone {
                             actions += machine.completeFailed(.restartUpload)
                         } catch {
@@ -359,20 +511,20 @@ struct ObjectUploader: Sendable {
                     case .finish(let outcome):
                         group.cancelAll()
                         switch outcome {
-                        case .uploaded: return .uploaded(alreadyThere: false)
-                        case .alreadyUploaded: return .uploaded(alreadyThere: true)
-                        case .aborted: return .aborted
-                        case .failed(let failure): return .failed(Self.error(failure, cause: cause, record: record))
+                        case .uploaded: return .done(.uploaded(alreadyThere: false))
+                        case .alreadyUploaded: return .done(.uploaded(alreadyThere: true))
+                        case .aborted: return .done(.aborted)
+                        case .failed(let failure): return .done(.failed(Self.error(failure, cause: cause, record: record)))
                         }
                     }
                 }
                 // Asked to stop: once the parts on the wire have ended (and been journalled
                 // above), the upload is left for later.
-                if stop.isRaised, group.isEmpty { return .interrupted }
+                if stop.isRaised, group.isEmpty { return .done(.interrupted) }
                 guard let answer = await group.next() else {
-                    return .failed(UploadError(
+                    return .done(.failed(UploadError(
                         exitStatus: .software, scope: .object,
-                        message: "the upload of \(record.key) stalled with no request outstanding (a bug: please report it)"))
+                        message: "the upload of \(record.key) stalled with no request outstanding (a bug: please report it)")))
                 }
                 switch answer {
                 case let .acknowledged(uploadID, number, etag, digest):
@@ -385,10 +537,10 @@ struct ObjectUploader: Sendable {
                     actions = machine.partFailed(uploadID: uploadID, number: number, decision: Self.decision(error))
                 case .unreadable(let error):
                     group.cancelAll()
-                    return await giveUpStagedCopy(unreadable(error))
+                    return .done(await giveUpStagedCopy(unreadable(error)))
                 case .damaged(let number):
                     group.cancelAll()
-                    return await giveUpStagedCopy(damaged(part: number))
+                    return .done(await giveUpStagedCopy(damaged(part: number)))
                 case .notSent:
                     actions = []
                 }
