@@ -1,21 +1,29 @@
 import ArgumentParser
 import IngestKit
 
-/// `ingest forget ID`: drop an upload from the journal only.
+/// `ingest forget ID`: drop an upload from the journal only, or give up a quarantined file.
 struct ForgetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "forget",
-        abstract: "Remove an upload from the journal without telling the server.",
+        abstract: "Remove an upload from the journal without telling the server, or give up a quarantined file.",
         discussion: """
-            For an upload whose server is gone for good. Parts the server holds stay there \
-            until a lifecycle rule (AbortIncompleteMultipartUpload) or `aws s3api \
-            abort-multipart-upload` removes them; to free them now, use `ingest abort`. The \
-            file stays staged: the next ingest of its card plans a new upload.
+            With an upload's id: for an upload whose server is gone for good. Parts the server \
+            holds stay there until a lifecycle rule (AbortIncompleteMultipartUpload), ingest \
+            rescan's sweep of unknown uploads or `aws s3api abort-multipart-upload` removes \
+            them; to free them now, use `ingest abort`. The file stays staged: the next ingest \
+            of its card plans a new upload.
+
+            With a quarantined file's id (file-N, as `ingest status` lists it): the file is \
+            given up. It is not staged again while its size and time stay the same, and its \
+            staged copy is deleted unless another file still needs it. Nothing is uploaded.
             """)
 
     @OptionGroup var common: CommonOptions
 
-    @Argument(help: ArgumentHelp("The upload's id (or a unique prefix), as `ingest status` lists it.", valueName: "id"))
+    @Argument(
+        help: ArgumentHelp(
+            "The upload's id (or a unique prefix), or a quarantined file's file-N, as `ingest status` lists them.",
+            valueName: "id"))
     var id: String
 
     func run() async throws {
@@ -23,6 +31,7 @@ struct ForgetCommand: AsyncParsableCommand {
         do throws(IngestError) {
             let config = try common.loadConfig()
             let (state, journal) = try common.openState(config)
+            if let row = QuarantinedFileID.row(id) { return try await forgetFile(row: row, state: state, journal: journal) }
             let record = try await common.findUpload(id, in: journal)
             let lock = try common.lockUpload(record, in: state)
             defer { lock.release() }
@@ -37,6 +46,33 @@ struct ForgetCommand: AsyncParsableCommand {
             }
         } catch {
             throw fail(error, json: common.json)
+        }
+    }
+
+    private func forgetFile(row: Int64, state: StateDirectory, journal: Journal) async throws(IngestError) {
+        let forgotten: (FileRecord, Fingerprint?)?
+        do { forgotten = try await journal.forgetFile(row: row, note: "given up by ingest forget \(id)") } catch {
+            throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
+        }
+        guard let (file, freed) = forgotten else { throw .unknownUpload(id) }
+        var freedBytes: Int64 = 0
+        if let freed {
+            let staging = try StagingArea(root: state.stagingPath)
+            if staging.remove(freed) {
+                freedBytes = file.size
+                do { try await journal.noteStagedCopiesRemoved([freed]) } catch {
+                    throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
+                }
+            }
+        }
+        if common.json {
+            ReportOutput.standardOutput.write(JSONValue.line([
+                "event": "file_forgotten", "id": .string(id), "path": .string(file.cardPath.display),
+                "volume": .string(file.volumeKey), "staged_bytes_freed": .int(freedBytes),
+            ]) + "\n")
+        } else {
+            ReportOutput.standardError.write(
+                "Forgot \(file.cardPath.display) of \(file.volumeKey); \(ByteCount(freedBytes)) of staging freed.\n")
         }
     }
 }

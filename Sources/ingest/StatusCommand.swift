@@ -22,25 +22,29 @@ struct StatusCommand: AsyncParsableCommand {
             let statePath = common.statePath(config)
             var summary = JournalSummary.empty
             var uploads = UploadSummary.empty
+            var quarantine = QuarantineSummary.empty
             if let journal = try common.readJournal(config) {
                 do {
                     summary = try await journal.summary()
                     uploads = try await journal.uploadSummary()
+                    quarantine = try await journal.quarantine()
                 } catch {
                     throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
                 }
             }
             if common.json {
-                printJSON(summary, uploads: uploads, statePath: statePath)
+                printJSON(summary, uploads: uploads, quarantine: quarantine, statePath: statePath)
             } else {
-                printText(summary, uploads: uploads, statePath: statePath)
+                printText(summary, uploads: uploads, quarantine: quarantine, statePath: statePath)
             }
         } catch {
             throw fail(error, json: common.json)
         }
     }
 
-    private func printText(_ summary: JournalSummary, uploads: UploadSummary, statePath: String) {
+    private func printText(
+        _ summary: JournalSummary, uploads: UploadSummary, quarantine: QuarantineSummary, statePath: String
+    ) {
         var lines = ["State directory: \(statePath)", "Files:"]
         for fileState in FileState.allCases {
             let tally = summary.files[fileState, default: .zero]
@@ -70,6 +74,18 @@ struct StatusCommand: AsyncParsableCommand {
             }
             lines.append("Run ingest resume to finish them, ingest abort ID to give one up.")
         }
+        if quarantine.count > 0 {
+            lines.append(
+                "Quarantined: \(quarantine.files.count) files, \(quarantine.uploads.count) uploads, holding "
+                    + "\(ByteCount(quarantine.stagedBytes)) of staging (every run that meets them exits non-zero):")
+            for file in quarantine.files {
+                lines.append("  \(QuarantinedFileID.text(file))  \(file.cardPath.display), \(file.failures) failed runs: \(file.lastError ?? "")")
+            }
+            for record in quarantine.uploads {
+                lines.append("  \(record.id)  \(record.sourceDisplay), \(record.failures) failed runs: \(record.lastError ?? "")")
+            }
+            lines.append("They are still tried; fix the cause, or give one up with ingest forget ID (its staged copy is freed).")
+        }
         if !summary.recentFailures.isEmpty {
             lines.append("Recent failures (retried on the next run):")
             for file in summary.recentFailures {
@@ -79,7 +95,9 @@ struct StatusCommand: AsyncParsableCommand {
         ReportOutput.standardOutput.write(lines.joined(separator: "\n") + "\n")
     }
 
-    private func printJSON(_ summary: JournalSummary, uploads: UploadSummary, statePath: String) {
+    private func printJSON(
+        _ summary: JournalSummary, uploads: UploadSummary, quarantine: QuarantineSummary, statePath: String
+    ) {
         var object: [String: JSONValue] = ["event": "status", "state_dir": .string(statePath)]
         for fileState in FileState.allCases {
             let tally = summary.files[fileState, default: .zero]
@@ -92,7 +110,27 @@ struct StatusCommand: AsyncParsableCommand {
         object["recent_failures"] = .int(Int64(summary.recentFailures.count))
         object["uploads_completed"] = .int(Int64(uploads.byPhase[.completed, default: .zero].count))
         object["uploads_pending"] = .int(Int64(uploads.pending.count))
+        object["quarantined_files"] = .int(Int64(quarantine.files.count))
+        object["quarantined_uploads"] = .int(Int64(quarantine.uploads.count))
+        object["quarantined_staged_bytes"] = .int(quarantine.stagedBytes)
         var text = JSONValue.line(object) + "\n"
+        for file in quarantine.files {
+            var line: [String: JSONValue] = [
+                "event": "quarantined", "id": .string(QuarantinedFileID.text(file)), "kind": "file",
+                "path": .string(file.cardPath.display), "volume": .string(file.volumeKey), "size": .int(file.size),
+                "failures": .int(Int64(file.failures)),
+            ]
+            line["last_error"] = file.lastError.map(JSONValue.string)
+            text += JSONValue.line(line) + "\n"
+        }
+        for record in quarantine.uploads {
+            var line: [String: JSONValue] = [
+                "event": "quarantined", "id": .string(record.id), "kind": "upload", "path": .string(record.sourceDisplay),
+                "key": .string(record.key), "size": .int(record.size), "failures": .int(Int64(record.failures)),
+            ]
+            line["last_error"] = record.lastError.map(JSONValue.string)
+            text += JSONValue.line(line) + "\n"
+        }
         for record in uploads.pending {
             var line: [String: JSONValue] = [
                 "event": "pending_upload", "upload_id": .string(record.id), "path": .string(record.sourceDisplay),

@@ -69,7 +69,7 @@ import Testing
         let completed = Date(timeIntervalSince1970: 1_800_000_000)
         try await journal.completeUpload(id: uploaded.id, etag: nil, at: completed)
         let waiting = try await stageAndClaim(journal, "uuid:A", "waiting.jpg", digest: 2, size: 200)
-        try await journal.setLastError("HTTP 503", ofUpload: waiting.id)
+        try await journal.noteFailure("HTTP 503", ofUpload: waiting.id)
         let unreadable = ScannedFile(path: CardPath("bad.jpg"), size: 30, mtime: 1)
         try await journal.record(
             [.failed(unreadable, StageFailure(kind: .ioError(SystemError(call: "read", errno: EIO))))], volumeKey: "uuid:B")

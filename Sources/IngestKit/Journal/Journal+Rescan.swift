@@ -14,6 +14,9 @@ public struct JournalTotals: Sendable, Equatable {
     public var failedUploads = Tally.zero
     /// Staged copies still held in the staging area.
     public var stagedCopies = Tally.zero
+    /// Quarantined files and uploads (``FileRecord/quarantined``), with their bytes.
+    public var quarantinedFiles = Tally.zero
+    public var quarantinedUploads = Tally.zero
     /// When the most recent object verified in the bucket.
     public var lastUploadAt: Date?
     /// The last `ingest rescan` recorded: when it ended, and how.
@@ -53,6 +56,8 @@ extension Journal {
             totals.failedUploads = try tally(
                 "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM upload WHERE \(pending) AND lastError IS NOT NULL")
             totals.stagedCopies = try tally("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM stagedObject WHERE removedAt IS NULL")
+            totals.quarantinedFiles = try tally("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM file WHERE quarantined")
+            totals.quarantinedUploads = try tally("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM upload WHERE quarantined")
             totals.lastUploadAt = try JournalDate.fetchOne(db, sql: "SELECT MAX(completedAt) FROM upload WHERE phase = 'completed'")?.date
             if let row = try Row.fetchOne(db, sql: "SELECT lastRunAt, lastExitStatus, lastSuccessAt FROM rescan WHERE id = 1") {
                 totals.lastRescanAt = (row[0] as JournalDate?)?.date

@@ -10,6 +10,9 @@ public enum FileState: String, Sendable, Codable, CaseIterable, DatabaseValueCon
     case staged
     /// Its content is in the bucket, verified (uploaded now, or found there already).
     case uploaded
+    /// Given up by the operator (`ingest forget`): not staged again while its size and time
+    /// stay the same.
+    case forgotten
 }
 
 /// A card (or plain directory) the journal has seen.
@@ -63,6 +66,11 @@ public struct FileRecord: Codable, Sendable, Equatable, FetchableRecord, Mutable
     public var updatedAt: Date
     /// The upload that carries its content (several files with one content share one).
     public var uploadID: String?
+    /// Runs in a row in which the file failed (to be staged, or to be planned as an object).
+    public var failures: Int = 0
+    /// Failed too often, or can never become an object as configured: shown by `status`,
+    /// counted by the metrics and in every run's exit status until it succeeds or is forgotten.
+    public var quarantined: Bool = false
 
     public var cardPath: CardPath { CardPath(bytes: Array(path)) }
 
@@ -221,6 +229,15 @@ public final class Journal: Sendable {
                 t.column("lastSuccessAt", .datetime)
             }
         }
+        migrator.registerMigration("v4: failures counted, quarantine") { db in
+            for table in ["file", "upload"] {
+                try db.alter(table: table) { t in
+                    t.add(column: "failures", .integer).notNull().defaults(to: 0)
+                    t.add(column: "quarantined", .boolean).notNull().defaults(to: false)
+                }
+                try db.create(index: "\(table)_quarantined", on: table, columns: ["quarantined"], condition: Column("quarantined") == true)
+            }
+        }
         return migrator
     }
 
@@ -244,8 +261,11 @@ public final class Journal: Sendable {
     }
 
     /// Records what staging did, in one transaction: staged files with their staged objects,
-    /// and failed files, which stay pending with the reason.
-    public func record(_ outcomes: [StageOutcome], volumeKey: String, at date: Date = Date()) async throws {
+    /// and failed files, which stay pending with the reason and one more failure counted; a
+    /// file that failed `quarantineAfter` runs in a row is quarantined.
+    public func record(
+        _ outcomes: [StageOutcome], volumeKey: String, quarantineAfter: Int = .max, at date: Date = Date()
+    ) async throws {
         guard !outcomes.isEmpty else { return }
         try await database.write { db in
             for outcome in outcomes {
@@ -257,27 +277,35 @@ public final class Journal: Sendable {
                         """).execute(arguments: [staged.fingerprint.hex, staged.file.size, JournalDate(date)])
                     try Self.upsertFile(
                         db, volumeKey: volumeKey, file: staged.file, fingerprint: staged.fingerprint.hex, state: .staged,
-                        error: nil, at: date)
+                        error: nil, quarantineAfter: quarantineAfter, at: date)
                 case let .failed(file, failure):
                     try Self.upsertFile(
                         db, volumeKey: volumeKey, file: file, fingerprint: nil, state: .pending, error: failure.description,
-                        at: date)
+                        quarantineAfter: quarantineAfter, at: date)
                 }
             }
         }
     }
 
+    /// Inserts or updates a file; an error counts one failure more (quarantined at
+    /// `quarantineAfter` in a row), no error clears the count.
     private static func upsertFile(
         _ db: Database, volumeKey: String, file: ScannedFile, fingerprint: String?, state: FileState, error: String?,
-        at date: Date
+        quarantineAfter: Int, at date: Date
     ) throws {
+        let failed = error != nil
         try db.cachedStatement(sql: """
-            INSERT INTO file (volumeKey, path, size, mtime, fingerprint, state, lastError, updatedAt)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO file (volumeKey, path, size, mtime, fingerprint, state, lastError, updatedAt, failures, quarantined)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9 >= ?10)
             ON CONFLICT(volumeKey, path) DO UPDATE SET
               size = excluded.size, mtime = excluded.mtime, fingerprint = excluded.fingerprint,
-              state = excluded.state, lastError = excluded.lastError, updatedAt = excluded.updatedAt
-            """).execute(arguments: [volumeKey, Data(file.path.bytes), file.size, file.mtime, fingerprint, state, error, JournalDate(date)])
+              state = excluded.state, lastError = excluded.lastError, updatedAt = excluded.updatedAt,
+              failures = CASE WHEN ?9 = 0 THEN 0 ELSE file.failures + 1 END,
+              quarantined = CASE WHEN ?9 = 0 THEN 0 ELSE file.failures + 1 >= ?10 END
+            """).execute(arguments: [
+                volumeKey, Data(file.path.bytes), file.size, file.mtime, fingerprint, state, error, JournalDate(date),
+                failed ? 1 : 0, quarantineAfter,
+            ])
     }
 
     /// Counts and bytes by state, for `ingest status`.

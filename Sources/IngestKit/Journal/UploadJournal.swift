@@ -66,6 +66,12 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
     public var createdAt: Date
     public var updatedAt: Date
     public var completedAt: Date?
+    /// Runs in a row whose attempt at this upload failed.
+    public var failures: Int = 0
+    /// Failed `upload.quarantine_after` runs in a row: shown by `status`, counted by the
+    /// metrics and in the exit status of every run that meets it, until it succeeds or is
+    /// aborted or forgotten. It is still tried.
+    public var quarantined: Bool = false
 
     public var target: UploadTarget {
         UploadTarget(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
@@ -178,7 +184,10 @@ extension Journal {
             etag: nil, lastError: nil, createdAt: date, updatedAt: date, completedAt: nil)
         try record.insert(db)
         try db.execute(
-            sql: "UPDATE file SET uploadID = ?, updatedAt = ? WHERE volumeKey = ? AND path = ?",
+            sql: """
+                UPDATE file SET uploadID = ?, updatedAt = ?, lastError = NULL, failures = 0, quarantined = 0
+                WHERE volumeKey = ? AND path = ?
+                """,
             arguments: [id, JournalDate(date), volumeKey, pathBytes])
         return .upload(record)
     }
@@ -266,11 +275,32 @@ extension Journal {
         }
     }
 
-    /// Records why the last attempt of an upload failed (its phase stays what it was).
-    public func setLastError(_ message: String, ofUpload id: String, at date: Date = Date()) async throws {
+    /// Records why this run's attempt at an upload failed (its phase stays what it was), and
+    /// counts the failure: at `quarantineAfter` failed runs in a row the upload is
+    /// quarantined. Returns whether it is quarantined now.
+    @discardableResult
+    public func noteFailure(
+        _ message: String, ofUpload id: String, quarantineAfter: Int = .max, at date: Date = Date()
+    ) async throws -> Bool {
         try await database.write { db in
             try db.execute(
-                sql: "UPDATE upload SET lastError = ?, updatedAt = ? WHERE id = ?", arguments: [message, JournalDate(date), id])
+                sql: """
+                    UPDATE upload SET lastError = ?, failures = failures + 1, quarantined = failures + 1 >= ?,
+                    updatedAt = ? WHERE id = ?
+                    """, arguments: [message, quarantineAfter, JournalDate(date), id])
+            return try Bool.fetchOne(db, sql: "SELECT quarantined FROM upload WHERE id = ?", arguments: [id]) ?? false
+        }
+    }
+
+    /// A staged file of a volume cannot become an object as configured (a key or labels
+    /// beyond S3's limits): quarantined at once, with the reason, until a run plans it.
+    public func noteNotUploadable(path: CardPath, volumeKey: String, reason: String, at date: Date = Date()) async throws {
+        try await database.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE file SET lastError = ?, failures = failures + 1, quarantined = 1, updatedAt = ?
+                    WHERE volumeKey = ? AND path = ?
+                    """, arguments: [reason, JournalDate(date), volumeKey, Data(path.bytes)])
         }
     }
 
@@ -281,11 +311,14 @@ extension Journal {
             try db.execute(
                 sql: """
                     UPDATE upload SET phase = 'completed', etag = COALESCE(?, etag), lastError = NULL, uploadID = NULL,
-                    updatedAt = ?, completedAt = ? WHERE id = ?
+                    failures = 0, quarantined = 0, updatedAt = ?, completedAt = ? WHERE id = ?
                     """, arguments: [etag, JournalDate(date), JournalDate(date), id])
             try db.execute(sql: "DELETE FROM uploadPart WHERE upload = ?", arguments: [id])
             try db.execute(
-                sql: "UPDATE file SET state = 'uploaded', lastError = NULL, updatedAt = ? WHERE uploadID = ?",
+                sql: """
+                    UPDATE file SET state = 'uploaded', lastError = NULL, failures = 0, quarantined = 0, updatedAt = ?
+                    WHERE uploadID = ?
+                    """,
                 arguments: [JournalDate(date), id])
         }
     }

@@ -131,7 +131,8 @@ public struct Ingestor: Sendable {
                 }
             }
             if let (request, planner) = uploads {
-                try await queueUnplanned(unplanned, of: volume, planner: planner, runner: request.runner)
+                try await queueUnplanned(
+                    unplanned, of: volume, planner: planner, runner: request.runner, summary: &summary, sink: sink)
             }
             try await stage(plan, summary: &summary, uploads: uploads, sink: sink, stop: stop)
         } catch {
@@ -142,6 +143,9 @@ public struct Ingestor: Sendable {
             let (totals, uploadError) = await upload.runner.finish()
             summary.uploads = totals
             summary.uploadError = uploadError
+        }
+        do { summary.quarantined = try await journal.quarantinedCount(ofVolume: volume.key) } catch {
+            if stopped == nil { stopped = journalError(error) }
         }
         if stopped == nil, let reason = stop.reason { summary.stoppedBy = reason.rawValue }
         summary.seconds = Date().timeIntervalSince(started)
@@ -173,19 +177,37 @@ public struct Ingestor: Sendable {
         }
     }
 
-    /// Plans and queues the uploads of files staged without one.
+    /// Plans and queues the uploads of files staged without one. A file that still cannot
+    /// become an object fails this run too, and stays quarantined.
     private func queueUnplanned(
-        _ unplanned: [FileRecord], of volume: VolumeIdentity, planner: UploadPlanner, runner: UploadRunner
+        _ unplanned: [FileRecord], of volume: VolumeIdentity, planner: UploadPlanner, runner: UploadRunner,
+        summary: inout RunSummary, sink: some EventSink
     ) async throws(IngestError) {
         var claims: [UploadClaim] = []
-        for file in unplanned {
-            guard let fingerprint = file.fingerprint.flatMap(Fingerprint.init(hex:)) else { continue }
-            let scanned = ScannedFile(path: file.cardPath, size: file.size, mtime: file.mtime)
-            do { claims.append(try planner.claim(for: scanned, fingerprint: fingerprint)) } catch {
-                logger.warning("file not uploaded", metadata: ["path": "\(file.cardPath.display)", "reason": "\(error)"])
+        do {
+            for file in unplanned {
+                guard let fingerprint = file.fingerprint.flatMap(Fingerprint.init(hex:)) else { continue }
+                let scanned = ScannedFile(path: file.cardPath, size: file.size, mtime: file.mtime)
+                do { claims.append(try planner.claim(for: scanned, fingerprint: fingerprint)) } catch {
+                    try await notUploadable(scanned, error, volume: volume, summary: &summary, sink: sink)
+                }
             }
-        }
-        do { try await submit(claims, volume: volume, runner: runner, resumed: true) } catch { throw journalError(error) }
+            try await submit(claims, volume: volume, runner: runner, resumed: true)
+        } catch { throw journalError(error) }
+    }
+
+    /// A staged file no object can be made of (a key or labels beyond S3's limits): it
+    /// fails, and is quarantined with its staged copy until the configuration changes or
+    /// the operator forgets it.
+    private func notUploadable(
+        _ file: ScannedFile, _ error: UploadPlanError, volume: VolumeIdentity, summary: inout RunSummary,
+        sink: some EventSink
+    ) async throws {
+        summary.failed += 1
+        let failure = StageFailure(kind: .notUploadable("\(error)"))
+        logger.warning("file not uploaded", metadata: ["path": "\(file.path.display)", "reason": "\(error)"])
+        try await journal.noteNotUploadable(path: file.path, volumeKey: volume.key, reason: failure.description)
+        sink.emit(.failed(file, failure))
     }
 
     private func submit(
@@ -239,17 +261,14 @@ public struct Ingestor: Sendable {
         }
         while let batch = await outcomes.next() {
             do {
-                try await journal.record(batch, volumeKey: volume.key)
+                try await journal.record(batch, volumeKey: volume.key, quarantineAfter: config.upload.quarantineAfter)
                 if let (request, planner) = uploads {
                     var claims: [UploadClaim] = []
                     var checksums: [String: PartChecksums] = [:]
                     for case .staged(let staged) in batch {
                         checksums[staged.fingerprint.hex] = staged.partChecksums
                         do { claims.append(try planner.claim(for: staged.file, fingerprint: staged.fingerprint)) } catch {
-                            summary.failed += 1
-                            logger.warning(
-                                "file not uploaded", metadata: ["path": "\(staged.file.path.display)", "reason": "\(error)"])
-                            sink.emit(.failed(staged.file, StageFailure(kind: .notUploadable("\(error)"))))
+                            try await notUploadable(staged.file, error, volume: volume, summary: &summary, sink: sink)
                         }
                     }
                     try await submit(claims, volume: volume, runner: request.runner, resumed: false, checksums: checksums)

@@ -30,12 +30,14 @@ public struct RunSummary: Sendable, Equatable, Codable {
     /// The failure that decides the exit status: a destination problem, else the worst
     /// failure of one object.
     public var uploadError: UploadError?
+    /// Files and uploads of the card left quarantined after the run (``FileRecord/quarantined``).
+    public var quarantined = 0
 
     public init(volume: String) { self.volume = volume }
 
     public var exitStatus: ExitStatus {
         if let uploadError { return uploadError.exitStatus }
-        return failed > 0 ? .partial : .success
+        return failed > 0 || quarantined > 0 ? .partial : .success
     }
 }
 
@@ -108,6 +110,7 @@ extension IngestEvent {
                 "deduplicated": .int(summary.deduplicated), "known": .int(summary.scan.known),
                 "skipped": .int(summary.scan.skipped), "failed": .int(summary.failed),
                 "seconds": .double(summary.seconds), "exit_status": .int(summary.exitStatus.rawValue),
+                "quarantined": .int(Int64(summary.quarantined)),
             ]
             object["stopped_by"] = summary.stoppedBy.map(JSONValue.string)
             if let uploads = summary.uploads {

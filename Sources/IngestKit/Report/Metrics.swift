@@ -192,6 +192,14 @@ public enum IngestMetrics {
             .init(
                 "ingest_staging_bytes", .gauge, help: "Bytes of the staged copies held in the staging area.",
                 value: Double(totals.stagedCopies.bytes)),
+            .init(
+                "ingest_quarantined", .gauge,
+                help: "Files and uploads that failed upload.quarantine_after runs in a row, or can never become an "
+                    + "object as configured (ingest status lists them; ingest forget releases them).",
+                samples: [
+                    .init(Double(totals.quarantinedFiles.count), labels: [.init("kind", "file")]),
+                    .init(Double(totals.quarantinedUploads.count), labels: [.init("kind", "upload")]),
+                ]),
         ]
         func timestamp(_ name: String, _ help: String, _ date: Date?) {
             guard let date else { return }

@@ -141,6 +141,9 @@ public final class ConsoleReporter: EventSink, Sendable {
         case let .keyTaken(record, newKey, _, found):
             print("  \(record.key) already holds other bytes (fingerprint \(found)); nothing is replaced: "
                 + "\(record.sourceDisplay) goes to \(newKey)")
+        case let .quarantined(record, failures):
+            print("  upload \(record.id) of \(record.sourceDisplay) failed \(failures) runs in a row: quarantined "
+                + "(ingest status lists it; it is still tried)")
         case let .conditionalWritesNotHonoured(target, reason):
             print("  warning: \(target.displayName) does not honour If-None-Match (\(reason)); every write is "
                 + "checked with HEAD first, but two writers to one key can still race there")

@@ -26,6 +26,9 @@ public enum UploadEvent: Sendable {
     /// nothing is replaced, and the content goes to `newKey`
     /// (``KeyTemplate/alternativeKey(_:fingerprint:)``).
     case keyTaken(UploadRecord, newKey: String, foundSize: Int64, foundFingerprint: String)
+    /// The upload failed `upload.quarantine_after` runs in a row: it is quarantined (and still
+    /// tried), and every run that meets it ends with a non-zero status until it succeeds.
+    case quarantined(UploadRecord, failures: Int)
     /// The server ignores `If-None-Match: *`: every write to it is preceded by a `HEAD`,
     /// which leaves two writers to one key a race.
     case conditionalWritesNotHonoured(UploadTarget, reason: String)
@@ -80,6 +83,10 @@ extension UploadEvent {
             json["new_key"] = .string(newKey)
             json["found_size"] = .int(foundSize)
             json["found_xxh128"] = .string(foundFingerprint)
+            return json
+        case let .quarantined(record, failures):
+            var json = object("upload_quarantined", record)
+            json["failures"] = .int(Int64(failures))
             return json
         case let .conditionalWritesNotHonoured(target, reason):
             return [

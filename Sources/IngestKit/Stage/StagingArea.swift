@@ -35,6 +35,26 @@ public struct StagingArea: Sendable {
         return "\(root)/\(hex.prefix(2))/\(hex)"
     }
 
+    /// Moves a staged copy proven wrong out of the way, into `.damaged/` beside the copies
+    /// (`<fingerprint>-<unix time>`): never uploaded, never deleted by ingest, so whatever it
+    /// still holds stays for a person to look at. Returns where it went, nil if it could not
+    /// be moved (then it is removed, so it is never mistaken for a good copy).
+    static func moveAside(_ path: String) -> String? {
+        let root = String(path[..<(path.range(of: "/", options: .backwards)?.lowerBound ?? path.endIndex)])
+        let staging = String(root[..<(root.range(of: "/", options: .backwards)?.lowerBound ?? root.endIndex)])
+        let directory = staging + "/.damaged"
+        let name = String(path[(path.range(of: "/", options: .backwards)?.upperBound ?? path.startIndex)...])
+        let destination = "\(directory)/\(name)-\(Int(Date().timeIntervalSince1970))"
+        if (try? makeDirectories(directory)) != nil, rename(path, destination) == 0 { return destination }
+        unlink(path)
+        return nil
+    }
+
+    /// Deletes the staged copy with this fingerprint; true when it is gone (or never was).
+    public func remove(_ fingerprint: Fingerprint) -> Bool {
+        unlink(path(for: fingerprint)) == 0 || errno == ENOENT
+    }
+
     public func contains(_ fingerprint: Fingerprint) -> Bool {
         access(path(for: fingerprint), F_OK) == 0
     }

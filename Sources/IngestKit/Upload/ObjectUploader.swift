@@ -33,6 +33,10 @@ public struct UploadSettings: Sendable, Equatable {
     public var checksum: PartDigestAlgorithm = .crc32c
     /// How long a staged copy is kept after its object verified (0: deleted at once).
     public var stagingRetention: Duration = .zero
+    /// Runs in a row a file or an upload may fail before it is quarantined: shown by
+    /// `ingest status` and the metrics, and a non-zero exit status for every run that meets
+    /// it, until it succeeds or is forgotten.
+    public var quarantineAfter = 5
 
     public var cut: UploadCut { UploadCut(partSize: partSize, singlePutThreshold: singlePutThreshold) }
 
@@ -122,7 +126,7 @@ struct ObjectUploader: Sendable {
             sink.emit(.upload(.resuming(record)))
             switch await checkStagedCopy() {
             case .success(let computed): checksums = computed
-            case .failure(let problem): return await giveUpStagedCopy(problem.message)
+            case .failure(let problem): return await conclude(await handle(problem))
             }
         } else if !confirming {
             sink.emit(.upload(.preparing(record)))
@@ -265,10 +269,20 @@ struct ObjectUploader: Sendable {
 
     // MARK: the staged copy
 
-    private struct StagedCopyProblem: Error { let message: String }
+    /// What is wrong with a staged copy.
+    private enum StagedCopyProblem: Error {
+        /// Reading it failed: gone (`ENOENT`), or a trouble that may pass (`EMFILE`,
+        /// `ENOMEM`, `EIO` of a busy disk).
+        case unreadable(SystemError)
+        /// Re-read, it hashes to another fingerprint: proven wrong.
+        case changed(found: Fingerprint)
+        /// The server found a part (or the object) does not match the CRC32C computed from
+        /// the card's bytes, twice: the copy or the way to the server changed the bytes.
+        case refusedByServer(part: Int?)
+    }
 
     /// Reads the staged copy once: checks its fingerprint and, in the same pass, computes its
-    /// parts' CRC32Cs. Fails, saying why, when the copy is gone, unreadable or changed.
+    /// parts' CRC32Cs.
     private func checkStagedCopy() async -> Result<PartChecksums?, StagedCopyProblem> {
         let path = stagedPath
         let checksummer = record.checksum == .crc32c ? PartChecksummer(partSize: record.partSize) : nil
@@ -279,24 +293,59 @@ struct ObjectUploader: Sendable {
         case .success(let (fingerprint, checksums)) where fingerprint.hex == record.fingerprint:
             return .success(checksums)
         case .success(let (fingerprint, _)):
-            return .failure(.init(message: "the staged copy \(path) no longer has its fingerprint (\(fingerprint.hex), expected \(record.fingerprint))"))
+            return .failure(.changed(found: fingerprint))
         case .failure(let error):
-            return .failure(.init(message: unreadable(error)))
+            return .failure(.unreadable(error))
         }
     }
 
-    private func unreadable(_ error: SystemError) -> String { "the staged copy \(stagedPath) cannot be read (\(error))" }
+    /// A staged copy may be the only copy left once the card is formatted, so it is given up
+    /// only when proven wrong: re-read, it hashes to another fingerprint. Then it is moved
+    /// aside (never uploaded, never deleted by ingest), the server's upload is aborted and
+    /// the files go back to pending, so the next ingest of the card copies them afresh. A
+    /// copy that cannot be read now, or that still hashes right after the server refused its
+    /// bytes, is kept and tried again on the next run; the failure is counted, and
+    /// quarantines the upload after `upload.quarantine_after` runs in a row.
+    private func handle(_ problem: StagedCopyProblem) async -> UploadResult {
+        switch problem {
+        case .unreadable(let error) where error.errno == ENOENT:
+            return await restage(
+                because: "the staged copy \(stagedPath) is gone", movedTo: nil)
+        case .unreadable(let error):
+            return .failed(UploadError(
+                exitStatus: .cantCreate, scope: .object,
+                message: "the staged copy \(stagedPath) cannot be read now (\(error)); it is kept, and the upload is "
+                    + "tried again on the next run (ingest resume). Check the staging disk if this repeats."))
+        case .changed(let found):
+            let aside = StagingArea.moveAside(stagedPath)
+            return await restage(
+                because: "the staged copy \(stagedPath) no longer has its fingerprint (it reads as \(found.hex), "
+                    + "the card's bytes made \(record.fingerprint))", movedTo: aside)
+        case .refusedByServer(let part):
+            let what = part.map { "part \($0)" } ?? "the object"
+            switch await checkStagedCopy() {
+            case .success:
+                return .failed(UploadError(
+                    exitStatus: .integrity, scope: .object,
+                    message: "the server found \(what) of \(record.key) does not match the CRC32C of the card's bytes, "
+                        + "twice, yet the staged copy \(stagedPath) still has its fingerprint: the bytes changed on the "
+                        + "way (a proxy, the network, the server). The copy is kept and the upload resumes on the next run."))
+            case .failure(let problem):
+                if case .refusedByServer = problem { preconditionFailure("a check of the copy sends nothing") }
+                return await handle(problem)
+            }
+        }
+    }
 
-    /// The staged copy cannot be trusted: nothing more is sent from it. The server's upload
-    /// is aborted, and the files go back to pending so the next ingest of the card copies
-    /// them again.
-    private func giveUpStagedCopy(_ problem: String) async -> UploadResult {
+    /// The copy is not there to upload from: the server's upload is aborted, and the files
+    /// go back to pending so the next ingest of the card copies them again.
+    private func restage(because problem: String, movedTo aside: String?) async -> UploadResult {
         if let uploadID = record.uploadID {
             try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID)
         }
-        unlink(stagedPath)
+        let kept = aside.map { " The copy was moved to \($0), kept for inspection: delete it when done." } ?? ""
         let message = "\(problem). The upload was dropped and the file is pending again: "
-            + "ingest the card again to copy it afresh."
+            + "ingest the card again to copy it afresh.\(kept)"
         do { try await journal.restage(uploadID: record.id, reason: message) } catch {
             return .failed(.journal(error, path: journal.path))
         }
@@ -321,7 +370,7 @@ struct ObjectUploader: Sendable {
         let (digest, fromCard): (PartDigest, Bool)
         switch await sender.digest(ofPart: 1, range: (0, size)) {
         case .success(let value): (digest, fromCard) = value
-        case .failure(let error): return .done(await giveUpStagedCopy(unreadable(error)))
+        case .failure(let error): return .done(await handle(.unreadable(error)))
         }
         do {
             _ = try await limiter.withPermit(max(size, 1)) { () async throws(S3ClientError) -> String in
@@ -331,7 +380,7 @@ struct ObjectUploader: Sendable {
             }
         } catch {
             if error.isPreconditionFailed { return await afterPreconditionFailed() }
-            if fromCard, error.isBadDigest { return .done(await giveUpStagedCopy(damaged(part: nil))) }
+            if fromCard, error.isBadDigest { return .done(await handle(.refusedByServer(part: nil))) }
             return .done(.failed(UploadError(error, what: what, target: record.target)))
         }
         hooks.reached("after-complete")
@@ -537,10 +586,10 @@ struct ObjectUploader: Sendable {
                     actions = machine.partFailed(uploadID: uploadID, number: number, decision: Self.decision(error))
                 case .unreadable(let error):
                     group.cancelAll()
-                    return .done(await giveUpStagedCopy(unreadable(error)))
+                    return .done(await handle(.unreadable(error)))
                 case .damaged(let number):
                     group.cancelAll()
-                    return .done(await giveUpStagedCopy(damaged(part: number)))
+                    return .done(await handle(.refusedByServer(part: number)))
                 case .notSent:
                     actions = []
                 }
@@ -628,11 +677,6 @@ struct ObjectUploader: Sendable {
         }
     }
 
-    private func damaged(part number: Int?) -> String {
-        "the staged copy \(stagedPath) no longer holds the bytes read from the card: the server found "
-            + (number.map { "part \($0)" } ?? "the object") + " does not match the CRC32C computed when the card was read"
-    }
-
     private static func digest(
         _ algorithm: PartDigestAlgorithm, path: String, offset: Int64, length: Int64
     ) async -> Result<PartDigest, SystemError> {
@@ -676,7 +720,9 @@ struct ObjectUploader: Sendable {
             }
             sink.emit(.upload(.completed(record, alreadyThere: alreadyThere)))
         case .failed(let error):
-            try? await journal.setLastError(error.message, ofUpload: record.id)
+            let quarantined = try? await journal.noteFailure(
+                error.message, ofUpload: record.id, quarantineAfter: settings.quarantineAfter)
+            if quarantined == true { sink.emit(.upload(.quarantined(record, failures: record.failures + 1))) }
             sink.emit(.upload(.failed(record, error)))
         case .aborted:
             sink.emit(.upload(.aborted(record)))
