@@ -78,6 +78,7 @@ struct RescanCommand: AsyncParsableCommand {
             let (sink, console) = common.makeReporter()
             let rescanner = Rescanner(
                 config: config, state: state, journal: journal, logger: logger, target: target,
+                policy: MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems),
                 makeRunner: { [common, config] sink throws(IngestError) in
                     try common.makeUploadRunner(config: config, state: state, journal: journal, sink: sink, logger: logger)
                 })

@@ -126,7 +126,7 @@ struct RunCommand: AsyncParsableCommand {
             let display = Task { await console?.runProgressDisplay() }
             defer { display.cancel() }
             if let device {
-                let policy = MountPolicy(environment: common.environment)
+                let policy = MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems)
                 do {
                     summary = try await DeviceIngest(state: state, policy: policy, logger: logger)
                         .run(device: device, ingestor: ingestor, sink: sink, stop: stop)

@@ -70,7 +70,7 @@ struct WatchCommand: AsyncParsableCommand {
             let credentials = CredentialsProvider(environment: common.environment)
             let transport = CurlTransport(settings: config.s3.transport)
             let limiter = TransferLimiter(maxRequests: config.upload.partsInFlight, maxBytes: config.upload.bytesInFlight)
-            let devices = DeviceIngest(state: state, policy: MountPolicy(environment: common.environment), logger: logger)
+            let devices = DeviceIngest(state: state, policy: MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems), logger: logger)
             let settings = config
 
             let ingestCard: CardWatcher.IngestCard = { device, stop in

@@ -215,6 +215,21 @@ final class DeviceIngestTests {
         #expect(empty.status == 66)
         #expect(empty.stderr.contains("holds no file system"))
 
+        // A file system outside [device] file_systems is refused before the kernel parses it.
+        let ext2 = TemporaryDirectory()
+        let other = try sh("""
+            truncate -s 8M \(ext2.path)/ext2.img && mkfs.ext2 -q -F -L OTHER \(ext2.path)/ext2.img \
+            && losetup -f --show \(ext2.path)/ext2.img && udevadm settle -t 10
+            """).trimmingCharacters(in: .whitespacesAndNewlines)
+        defer { _ = try? sh("losetup -d \(other)") }
+        let refusedType = try IngestRun.ingest(
+            ["--device", other, "--no-upload", "--state-dir", state.path], environment: destination.environment)
+        #expect(refusedType.status == 66, "\(refusedType.stderr)")
+        #expect(refusedType.stderr.contains("claims to be ext2"), "\(refusedType.stderr)")
+        #expect(refusedType.stderr.contains("[device] file_systems"))
+        let kernelName = String(other.split(separator: "/").last ?? "")
+        #expect(!(try mountPoints().contains { $0.hasSuffix("/" + kernelName) }), "nothing was mounted")
+
         let both = try IngestRun.ingest(["/tmp", "--device", device, "--no-upload"])
         #expect(both.status == 64)
         #expect(both.stderr.contains("either PATH or --device"))

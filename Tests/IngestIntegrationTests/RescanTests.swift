@@ -334,11 +334,13 @@ final class RescanTests {
         #expect(killed.status == SIGKILL, "\(killed.stderr)")
         #expect(killed.events("volume").first?.string("key") == "uuid:\(card.uuid)")
 
-        // The card comes back elsewhere, as a reader in another port or an automounter does.
+        // The card comes back elsewhere, as a reader in another port or an automounter does:
+        // under /media, where rescan looks for cards (never at a system place).
         try card.detach()
-        let elsewhere = dir.path + "/media/RESCAN_ME"
+        let media = "/media/ingest-test-\(UUID().uuidString.prefix(8))"
+        let elsewhere = media + "/RESCAN_ME"
         let device = try sh("losetup -f --show \(card.image)").trimmingCharacters(in: .whitespacesAndNewlines)
-        defer { _ = try? sh("umount \(elsewhere) || umount -l \(elsewhere); losetup -d \(device) || true") }
+        defer { _ = try? sh("umount \(elsewhere) || umount -l \(elsewhere); losetup -d \(device) || true; rm -rf \(media)") }
         try sh("mkdir -p \(elsewhere) && udevadm settle -t 10 || true; mount -o ro \(device) \(elsewhere)")
 
         let rescan = try ingest(["rescan"], state: state, config: config)

@@ -55,14 +55,15 @@ private func mount(_ mountPoint: String, root: String = "/") -> MountEntry {
     let policy = MountPolicy(runtimeBase: "/run/ingest/cards")
 
     @Test func placesForRemovableMediaAreAccepted() throws {
-        for place in ["/media/pi/EOS_DIGITAL", "/media/EOS", "/run/media/li/DRONE", "/mnt", "/mnt/sd", "/run/ingest/cards/sdb1"] {
+        for place in ["/media/pi/EOS_DIGITAL", "/media/EOS", "/run/media/li/DRONE", "/run/ingest/cards/sdb1"] {
             #expect(policy.isRemovableMediaLocation(place), "\(place)")
             try policy.checkNotSystem([mount(place)], device: "/dev/sdb1")
         }
     }
 
     @Test func aDeviceMountedAtASystemPlaceIsRefusedNamingThePlace() {
-        for place in ["/", "/boot", "/boot/firmware", "/usr", "/var", "/home", "/srv/data", "/tmp/x", "/mediafiles", "/mntx"] {
+        // /mnt too: a station's own data or staging disk is often mounted there.
+        for place in ["/", "/boot", "/boot/firmware", "/usr", "/var", "/home", "/srv/data", "/tmp/x", "/mediafiles", "/mnt", "/mnt/data"] {
             #expect(!policy.isRemovableMediaLocation(place), "\(place)")
             let error = #expect(throws: IngestError.self) {
                 try policy.checkNotSystem([mount("/media/pi/CARD"), mount(place)], device: "/dev/mmcblk0p2")
@@ -72,6 +73,21 @@ private func mount(_ mountPoint: String, root: String = "/") -> MountEntry {
             #expect(error?.description.contains("mounted at \(place)") == true)
             #expect(error?.exitStatus == .noInput)
         }
+    }
+
+    @Test func onlyTheAllowedFileSystemTypesAreMountedOrRead() throws {
+        func card(_ type: String) -> CardDevice {
+            CardDevice(node: "/dev/sdb1", kernelName: "sdb1", major: 8, minor: 17, fsType: type, properties: [:])
+        }
+        for type in ["vfat", "exfat", "ext4"] { try policy.checkFileSystem(card(type)) }
+        for type in ["hfsplus", "ufs", "nilfs2", "f2fs", "btrfs", "ext2", "ntfs", "squashfs"] {
+            let error = #expect(throws: IngestError.self) { try policy.checkFileSystem(card(type)) }
+            #expect(error == .fileSystemRefused(device: "/dev/sdb1", fsType: type, allowed: ["vfat", "exfat", "ext4"]))
+            #expect(error?.exitStatus == .noInput)
+            #expect(error?.description.contains("[device] file_systems") == true)
+        }
+        let wider = MountPolicy(runtimeBase: "/run/ingest/cards", fileSystems: ["vfat", "hfsplus"])
+        try wider.checkFileSystem(card("hfsplus"))
     }
 
     @Test func anUnmountedDeviceIsNotRefused() throws {

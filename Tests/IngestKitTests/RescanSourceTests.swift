@@ -5,21 +5,27 @@ import Testing
 
 /// Which mounted file systems `ingest rescan` takes for cards the journal knows.
 @Suite struct RescanSourceTests {
-    /// Two cards (sdb1 with a bind mount of its DCIM, sdc1), a card that is mounted twice
-    /// (sdd1), the root file system and pseudo file systems.
-    static let mounts = MountTable(parsing: """
+    /// Two cards (sdb1, sdc1), a card that is mounted twice (sdd1), the root file system, a
+    /// data disk under /mnt (sde1), and pseudo and network file systems.
+    static let mountText = """
         22 1 179:2 / / rw,noatime shared:1 - ext4 /dev/mmcblk0p2 rw
         23 22 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw
         31 22 0:27 / /tmp rw,nosuid,nodev - tmpfs tmpfs rw,size=945884k
         32 22 0:28 / /mnt/nas rw - nfs4 nas:/export rw
         85 22 8:17 / /media/pi/EOS_DIGITAL rw,nosuid,nodev,relatime shared:45 - exfat /dev/sdb1 rw
-        90 22 8:17 /DCIM /srv/dcim ro,relatime shared:45 - exfat /dev/sdb1 rw
         95 22 8:33 / /media/pi/DRONE rw,nosuid,nodev,relatime shared:50 - vfat /dev/sdc1 rw
         96 22 8:49 / /media/a rw - ext4 /dev/sdd1 rw
         97 22 8:49 / /media/b rw - ext4 /dev/sdd1 rw
-        """)
+        98 22 8:65 / /mnt/data rw - ext4 /dev/sde1 rw
+        """
+    static let mounts = MountTable(parsing: mountText)
 
-    static let uuids: [UInt32: String] = [17: "EOS-1", 33: "DRONE-2", 49: "TWICE-3", 2: "ROOT-0"]
+    /// The same, with a folder of sdb1 bind-mounted at a system place.
+    static let withBindMount = MountTable(
+        parsing: mountText + "\n90 22 8:17 /DCIM /srv/dcim ro,relatime shared:45 - exfat /dev/sdb1 rw\n")
+
+    static let uuids: [UInt32: String] = [17: "EOS-1", 33: "DRONE-2", 49: "TWICE-3", 2: "ROOT-0", 65: "DATA-4"]
+    static let policy = MountPolicy(runtimeBase: "/run/ingest/cards")
 
     /// Identifies a mount point as the real function does from a mount, with udev's answers faked.
     final class Identifier: @unchecked Sendable {
@@ -39,7 +45,7 @@ import Testing
     @Test func onlyMountedFileSystemsTheJournalKnowsAreTaken() {
         let identifier = Identifier()
         let found = RescanSource.mountedKnownCards(
-            known: ["uuid:EOS-1", "uuid:DRONE-2", "uuid:NOT-HERE", "path:/tmp"], mounts: Self.mounts,
+            policy: Self.policy, known: ["uuid:EOS-1", "uuid:DRONE-2", "uuid:NOT-HERE", "path:/tmp"], mounts: Self.mounts,
             identify: identifier.identify)
         #expect(found.map(\.key) == ["uuid:EOS-1", "uuid:DRONE-2"])
         #expect(found.map(\.rootPath) == ["/media/pi/EOS_DIGITAL", "/media/pi/DRONE"])
@@ -47,7 +53,7 @@ import Testing
 
     @Test func onlyMountsOfBlockDevicesAreLookedAt() {
         let identifier = Identifier()
-        _ = RescanSource.mountedKnownCards(known: ["path:/tmp", "path:/mnt/nas"], mounts: Self.mounts, identify: identifier.identify)
+        _ = RescanSource.mountedKnownCards(policy: Self.policy, known: ["path:/tmp", "path:/mnt/nas"], mounts: Self.mounts, identify: identifier.identify)
         #expect(!identifier.asked.contains("/proc"))
         #expect(!identifier.asked.contains("/tmp"))
         #expect(!identifier.asked.contains("/mnt/nas"), "a dead network mount could hang a stat")
@@ -55,27 +61,36 @@ import Testing
     }
 
     @Test func aCardMountedTwiceIsTakenOnce() {
-        let found = RescanSource.mountedKnownCards(known: ["uuid:TWICE-3"], mounts: Self.mounts, identify: Identifier().identify)
+        let found = RescanSource.mountedKnownCards(policy: Self.policy, known: ["uuid:TWICE-3"], mounts: Self.mounts, identify: Identifier().identify)
         #expect(found.map(\.rootPath) == ["/media/a"])
     }
 
-    @Test func aBindMountOfAFolderIsKnownByItsOwnScopedKey() {
-        let found = RescanSource.mountedKnownCards(known: ["uuid:EOS-1/DCIM"], mounts: Self.mounts, identify: Identifier().identify)
-        #expect(found.map(\.rootPath) == ["/srv/dcim"])
-        #expect(found.map(\.key) == ["uuid:EOS-1/DCIM"])
+    @Test func theSystemsOwnFileSystemsAreNeverCardsWhateverUUIDTheyCarry() {
+        // A crafted card cloned with the root's UUID was ingested once: the journal knows it.
+        let found = RescanSource.mountedKnownCards(
+            policy: Self.policy, known: ["uuid:ROOT-0", "uuid:DATA-4", "uuid:DRONE-2"], mounts: Self.mounts,
+            identify: Identifier().identify)
+        #expect(found.map(\.key) == ["uuid:DRONE-2"], "/ and /mnt/data are the station's")
+    }
+
+    @Test func aDeviceWithAnyMountAtASystemPlaceIsNotACard() {
+        let found = RescanSource.mountedKnownCards(
+            policy: Self.policy, known: ["uuid:EOS-1", "uuid:EOS-1/DCIM", "uuid:DRONE-2"], mounts: Self.withBindMount,
+            identify: Identifier().identify)
+        #expect(found.map(\.key) == ["uuid:DRONE-2"], "sdb1 also backs /srv/dcim")
     }
 
     @Test func aMountThatCannotBeIdentifiedIsPassedOver() {
         let identifier = Identifier()
         identifier.failing = ["/media/pi/EOS_DIGITAL"]
         let found = RescanSource.mountedKnownCards(
-            known: ["uuid:EOS-1", "uuid:DRONE-2"], mounts: Self.mounts, identify: identifier.identify)
+            policy: Self.policy, known: ["uuid:EOS-1", "uuid:DRONE-2"], mounts: Self.mounts, identify: identifier.identify)
         #expect(found.map(\.key) == ["uuid:DRONE-2"])
     }
 
     @Test func aPlainDirectoryKeyNeverMakesAMountACard() {
         // A directory ingested by path on a file system udev knows nothing of.
-        let found = RescanSource.mountedKnownCards(known: ["path:/media/a"], mounts: Self.mounts) { path throws(IngestError) in
+        let found = RescanSource.mountedKnownCards(policy: Self.policy, known: ["path:/media/a"], mounts: Self.mounts) { path throws(IngestError) in
             VolumeIdentity(key: "path:\(path)", rootPath: path, mountPoint: path, pathInFileSystem: "/", fsType: nil, device: nil)
         }
         #expect(found.isEmpty)

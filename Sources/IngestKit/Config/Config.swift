@@ -154,9 +154,15 @@ public struct Config: Sendable, Equatable {
             }
         }
         if let device = try root.table("device") {
-            try device.allowOnly(["id", "tags"])
+            try device.allowOnly(["id", "tags", "file_systems"])
             config.device.id = try device.string("id")
             config.device.tags = try device.stringTable("tags") ?? [:]
+            if let types = try device.strings("file_systems") {
+                if let bad = types.first(where: { $0.isEmpty || !$0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } }) {
+                    throw device.fail("file_systems", "'\(bad)' is not a file-system type as udev names them (vfat, exfat, ext4…)")
+                }
+                config.device.fileSystems = types
+            }
         }
         if let scene = try root.table("scene") {
             try scene.allowOnly(["name", "tags"])
@@ -361,6 +367,8 @@ public struct S3Settings: Sendable, Equatable {
 public struct DeviceSettings: Sendable, Equatable {
     public var id: String?
     public var tags: [String: String] = [:]
+    /// The file-system types ingest lets the kernel parse from a card (``MountPolicy``).
+    public var fileSystems = MountPolicy.standardFileSystems
     public init() {}
 }
 

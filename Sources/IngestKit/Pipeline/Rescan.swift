@@ -23,16 +23,23 @@ public struct RescanSource: Sendable, Equatable {
     }
 
     /// The mounted file systems the journal knows, one per identity: every mount of a block
-    /// device whose identity (``VolumeIdentity/identify(path:mounts:udevProperties:)`` on its
-    /// mount point) is among `known`. Mounts of anything but a `/dev/` node (tmpfs, network
-    /// file systems, overlays) are not looked at, so a dead network mount cannot hang the job.
+    /// device at a place for removable media (``MountPolicy``, as `--device` has it) whose
+    /// identity (``VolumeIdentity/identify(path:mounts:udevProperties:)`` on its mount
+    /// point) is among `known`. A device with any mount elsewhere backs the system (a
+    /// crafted card can carry the UUID of the station's root) and is never taken. Mounts of
+    /// anything but a `/dev/` node (tmpfs, network file systems, overlays) are not looked at,
+    /// so a dead network mount cannot hang the job.
     public static func mountedKnownCards(
-        known: Set<String>, mounts: MountTable,
+        policy: MountPolicy, known: Set<String>, mounts: MountTable,
         identify: (String) throws(IngestError) -> VolumeIdentity
     ) -> [VolumeIdentity] {
+        let blockMounts = mounts.entries.filter { $0.source.hasPrefix("/dev/") }
+        let systemDevices = Set(
+            blockMounts.filter { !policy.isRemovableMediaLocation($0.mountPoint) }.map { "\($0.major):\($0.minor)" })
         var found: [VolumeIdentity] = []
         var seenMountPoints: Set<String> = []
-        for entry in mounts.entries where entry.source.hasPrefix("/dev/") {
+        for entry in blockMounts
+        where policy.isRemovableMediaLocation(entry.mountPoint) && !systemDevices.contains("\(entry.major):\(entry.minor)") {
             guard seenMountPoints.insert(entry.mountPoint).inserted,
                 let identity = try? identify(entry.mountPoint),
                 !identity.key.hasPrefix("path:"), known.contains(identity.key),
@@ -131,11 +138,14 @@ public struct Rescanner: Sendable {
     public let target: UploadTarget
     /// A new upload runner that reports to the sink; each one is finished after one use.
     public let makeRunner: @Sendable (any EventSink) throws(IngestError) -> UploadRunner
+    /// Which mounts may be cards: the `--device` policy.
+    public let policy: MountPolicy
 
     public init(
         config: Config, state: StateDirectory, journal: Journal, logger: Logger, target: UploadTarget,
-        makeRunner: @escaping @Sendable (any EventSink) throws(IngestError) -> UploadRunner
+        policy: MountPolicy, makeRunner: @escaping @Sendable (any EventSink) throws(IngestError) -> UploadRunner
     ) {
+        self.policy = policy
         self.config = config
         self.state = state
         self.journal = journal
@@ -181,7 +191,7 @@ public struct Rescanner: Sendable {
         do { mounts = try MountTable.current() } catch {
             throw .sourceUnavailable(path: "/proc/self/mountinfo", reason: "\(error)")
         }
-        let cards = RescanSource.mountedKnownCards(known: known, mounts: mounts) { path throws(IngestError) in
+        let cards = RescanSource.mountedKnownCards(policy: policy, known: known, mounts: mounts) { path throws(IngestError) in
             try VolumeIdentity.identify(path: path, mounts: mounts)
         }
         var sources = cards.map { RescanSource(path: $0.rootPath, origin: .knownCard, volumeKey: $0.key) }

@@ -68,6 +68,8 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     case notACard(device: String, reason: String)
     /// The device's file system is mounted somewhere no card belongs (`/`, `/boot`, `/home`…).
     case systemDevice(device: String, mountPoint: String)
+    /// The card's file system type is not one ingest lets the kernel parse (`[device] file_systems`).
+    case fileSystemRefused(device: String, fsType: String, allowed: [String])
     /// The card's file system could not be mounted (or its mount point made).
     case mountFailed(device: String, mountPoint: String, reason: String)
     /// Another ingest process holds the card's device (it is mounting or ingesting it).
@@ -95,7 +97,7 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case .stagingFull, .stagingUnwritable, .stateUnusable, .metricsUnwritable: .cantCreate
         case .volumeBusy, .deviceBusy: .busy
         case .volumeLost: .ioError
-        case .notACard, .systemDevice, .mountFailed: .noInput
+        case .notACard, .systemDevice, .mountFailed, .fileSystemRefused: .noInput
         case .udevUnavailable: .unavailable
         case .upload(let error): error.exitStatus
         case .labels: .dataError
@@ -142,8 +144,13 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
             return "cannot ingest \(device): \(reason)."
         case let .systemDevice(device, mountPoint):
             return "refusing to ingest \(device): its file system is mounted at \(mountPoint), outside the places "
-                + "for removable media (/media, /run/media, /mnt), so it may be a system's own (a Raspberry Pi's root "
-                + "is on an SD card too). If it really is a card, ingest it by path: ingest \(mountPoint)"
+                + "for removable media (/media, /run/media), so it may be a system's own (a Raspberry Pi's root "
+                + "is on an SD card, a data disk under /mnt). If it really is a card, unmount it and let ingest mount "
+                + "it, or ingest it by path: ingest \(mountPoint)"
+        case let .fileSystemRefused(device, fsType, allowed):
+            return "refusing to ingest \(device): its file system claims to be \(fsType), and ingest lets the kernel "
+                + "parse only \(allowed.joined(separator: ", ")) from a card (every other driver is more kernel code "
+                + "a crafted card can reach). If this card is yours, add \(fsType) to [device] file_systems"
         case let .mountFailed(device, mountPoint, reason):
             return "cannot mount \(device) read-only at \(mountPoint): \(reason)."
         case let .deviceBusy(device, lockPath):

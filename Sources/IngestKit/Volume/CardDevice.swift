@@ -13,38 +13,57 @@ public enum CardPredicate {
     }
 }
 
-/// Where cards may be found mounted, and where ingest mounts those it mounts itself.
+/// Where cards may be found mounted, where ingest mounts those it mounts itself, and which
+/// file systems it lets the kernel parse from a card.
 ///
-/// A file system mounted anywhere else (`/`, `/boot`, `/home`, `/var`…) is a system's, not
-/// a card's: a Raspberry Pi's root is on an SD card (`mmcblk0p2`) and must never be ingested
-/// as one.
+/// A file system mounted anywhere else (`/`, `/boot`, `/home`, `/var`, `/mnt`…) is a
+/// system's, not a card's: a Raspberry Pi's root is on an SD card (`mmcblk0p2`), and a
+/// station's data or staging disk is often mounted under `/mnt`; neither must ever be
+/// ingested as a card.
 public struct MountPolicy: Sendable, Equatable {
     /// The directory under which ingest mounts cards, one directory per kernel name.
     public var runtimeBase: String
     /// Mount points under these hold removable media.
     public var removableRoots: [String]
+    /// The file-system types a card may have (udev's `ID_FS_TYPE`); any other is refused
+    /// before it is mounted or read.
+    public var fileSystems: [String]
 
-    public static let standardRemovableRoots = ["/media", "/run/media", "/mnt"]
+    public static let standardRemovableRoots = ["/media", "/run/media"]
+    /// What cameras, drones and robots write: FAT and exFAT, and ext4 for Linux boards.
+    /// Each other driver (hfsplus, ufs, nilfs2, btrfs…) is more kernel code a crafted
+    /// superblock can reach.
+    public static let standardFileSystems = ["vfat", "exfat", "ext4"]
     /// Where root mounts cards when systemd gave no runtime directory.
     public static let defaultRuntimeBase = "/run/ingest/cards"
 
-    public init(runtimeBase: String, removableRoots: [String] = standardRemovableRoots) {
+    public init(
+        runtimeBase: String, removableRoots: [String] = standardRemovableRoots, fileSystems: [String] = standardFileSystems
+    ) {
         self.runtimeBase = runtimeBase
         self.removableRoots = removableRoots + [runtimeBase, "/run/ingest"]
+        self.fileSystems = fileSystems
     }
 
     /// `$RUNTIME_DIRECTORY` (the first, when systemd gives several) when set, else
     /// ``defaultRuntimeBase``.
-    public init(environment: [String: String]) {
+    public init(environment: [String: String], fileSystems: [String] = standardFileSystems) {
         let given = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first.map(String.init)
-        self.init(runtimeBase: given.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? Self.defaultRuntimeBase)
+        self.init(runtimeBase: given.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? Self.defaultRuntimeBase, fileSystems: fileSystems)
+    }
+
+    /// Refuses a card whose file system is not one of ``fileSystems``.
+    public func checkFileSystem(_ card: CardDevice) throws(IngestError) {
+        guard fileSystems.contains(card.fsType) else {
+            throw .fileSystemRefused(device: card.node, fsType: card.fsType, allowed: fileSystems)
+        }
     }
 
     /// Where ingest mounts the card whose kernel name is `kernelName`.
     public func mountPoint(forKernelName kernelName: String) -> String { "\(runtimeBase)/\(kernelName)" }
 
     /// Whether a file system mounted at `mountPoint` may be a card: at or under one of the
-    /// ``removableRoots`` (`mount /dev/sdb1 /mnt` is common).
+    /// ``removableRoots``.
     public func isRemovableMediaLocation(_ mountPoint: String) -> Bool {
         removableRoots.contains { root in mountPoint == root || mountPoint.hasPrefix(root + "/") }
     }

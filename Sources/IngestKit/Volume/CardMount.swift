@@ -88,6 +88,7 @@ public final class CardMount: Sendable {
         }
         let mounts = card.mounts(in: table)
         try policy.checkNotSystem(mounts, device: card.node)
+        try policy.checkFileSystem(card)
         if let leftover = mounts.first(where: { $0.root == "/" && $0.mountPoint == ours }) {
             // Mounted by an ingest that died before unmounting: ours to use and to unmount.
             return CardMount(path: leftover.mountPoint, device: card.node, isOurs: true)
