@@ -48,9 +48,9 @@ struct AbortCommand: AsyncParsableCommand {
                     "server_uploads_aborted": .int(Int64(aborted)),
                 ]) + "\n")
             } else {
-                ReportOutput.standardError.write(
+                ReportOutput.standardError.line(
                     "Aborted upload \(record.id) (\(record.key)): \(aborted) multipart upload(s) freed on the server; "
-                        + "the journal no longer holds it.\n")
+                        + "the journal no longer holds it.")
             }
         } catch {
             throw fail(error, json: common.json)

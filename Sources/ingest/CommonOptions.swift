@@ -35,7 +35,7 @@ struct CommonOptions: ParsableArguments {
             default: .debug
             }
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = PrintableLogHandler(StreamLogHandler.standardError(label: label))
             handler.logLevel = level
             return handler
         }
@@ -83,6 +83,36 @@ func fail(_ error: IngestError, json: Bool) -> ExitCode {
                 "event": "error", "message": .string(error.description), "exit_status": .int(Int64(error.exitStatus.rawValue)),
             ]) + "\n")
     }
-    ReportOutput.standardError.write("ingest: error: \(error)\n")
+    ReportOutput.standardError.line("ingest: error: \(error)")
     return ExitCode(error.exitStatus.rawValue)
+}
+
+/// Logs with what a card controls made printable (``Printable``): a file name with a
+/// newline or an escape sequence cannot forge a line in journald or drive the terminal.
+struct PrintableLogHandler: LogHandler {
+    private var inner: StreamLogHandler
+
+    init(_ inner: StreamLogHandler) { self.inner = inner }
+
+    var logLevel: Logger.Level {
+        get { inner.logLevel }
+        set { inner.logLevel = newValue }
+    }
+
+    var metadata: Logger.Metadata {
+        get { inner.metadata }
+        set { inner.metadata = newValue }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { inner[metadataKey: key] }
+        set { inner[metadataKey: key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var event = event
+        event.message = "\(Printable.escaped(event.message.description))"
+        event.metadata = event.metadata?.mapValues { .string(Printable.escaped($0.description)) }
+        inner.log(event: event)
+    }
 }

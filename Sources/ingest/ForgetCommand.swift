@@ -42,7 +42,7 @@ struct ForgetCommand: AsyncParsableCommand {
                     "event": "upload_forgotten", "upload_id": .string(record.id), "key": .string(record.key),
                 ]) + "\n")
             } else {
-                ReportOutput.standardError.write("Forgot upload \(record.id) (\(record.key)).\(left)\n")
+                ReportOutput.standardError.line("Forgot upload \(record.id) (\(record.key)).\(left)")
             }
         } catch {
             throw fail(error, json: common.json)
@@ -71,8 +71,7 @@ struct ForgetCommand: AsyncParsableCommand {
                 "volume": .string(file.volumeKey), "staged_bytes_freed": .int(freedBytes),
             ]) + "\n")
         } else {
-            ReportOutput.standardError.write(
-                "Forgot \(file.cardPath.display) of \(file.volumeKey); \(ByteCount(freedBytes)) of staging freed.\n")
+            ReportOutput.standardError.line("Forgot \(file.cardPath.display) of \(file.volumeKey); \(ByteCount(freedBytes)) of staging freed.")
         }
     }
 }

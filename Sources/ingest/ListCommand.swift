@@ -57,7 +57,7 @@ struct ListCommand: AsyncParsableCommand {
             }
             if !common.json {
                 let bytes = objects.reduce(Int64(0)) { $0 + $1.size }
-                ReportOutput.standardError.write("\(objects.count) objects, \(ByteCount(bytes))\n")
+                ReportOutput.standardError.line("\(objects.count) objects, \(ByteCount(bytes))")
             }
         } catch {
             throw fail(error, json: common.json)

@@ -114,7 +114,10 @@ struct RescanCommand: AsyncParsableCommand {
         if common.json {
             ReportOutput.standardOutput.write(JSONValue.line(event.json) + "\n")
         } else {
-            ReportOutput.standardError.write(event.text + "\n")
+            // The event's own lines, each made printable.
+            for line in event.text.split(separator: "\n", omittingEmptySubsequences: false) {
+                ReportOutput.standardError.line(String(line))
+            }
         }
     }
 

@@ -48,13 +48,13 @@ struct ResumeCommand: AsyncParsableCommand {
             if common.json {
                 ReportOutput.standardOutput.write(JSONValue.line(outcome.json) + "\n")
             } else {
-                ReportOutput.standardError.write(outcome.text + "\n")
+                ReportOutput.standardError.line(outcome.text)
             }
         } catch {
             throw fail(error, json: common.json)
         }
         if let problem = outcome.problem {
-            ReportOutput.standardError.write("ingest: error: \(problem)\n")
+            ReportOutput.standardError.line("ingest: error: \(problem)")
             throw ExitCode(problem.exitStatus.rawValue)
         }
     }

@@ -146,7 +146,7 @@ struct RunCommand: AsyncParsableCommand {
         if let signal = signals.signal { stopped(by: signal) }
         if let problem = summary.uploadError {
             // Files that failed are listed as they fail; the upload problem decides the status.
-            ReportOutput.standardError.write("ingest: error: \(problem)\n")
+            ReportOutput.standardError.line("ingest: error: \(problem)")
         }
         if summary.exitStatus != .success { throw ExitCode(summary.exitStatus.rawValue) }
     }
@@ -157,14 +157,14 @@ struct RunCommand: AsyncParsableCommand {
             ReportOutput.standardOutput.write(
                 JSONValue.line(["event": "notice", "code": .string(code), "message": .string(error.description)]) + "\n")
         }
-        ReportOutput.standardError.write("ingest: \(error)\n")
+        ReportOutput.standardError.line("ingest: \(error)")
     }
 
     /// After a clean stop on SIGTERM or SIGINT: said, then the death the signal asked for.
     private func stopped(by signal: Int32) -> Never {
-        ReportOutput.standardError.write(
+        ReportOutput.standardError.line(
             "ingest: stopped by signal \(signal); what was not copied is found again on the next run, "
-                + "pending uploads resume with `ingest resume`\n")
+                + "pending uploads resume with `ingest resume`")
         ShutdownSignals.dieBy(signal)
     }
 

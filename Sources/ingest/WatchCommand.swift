@@ -95,14 +95,13 @@ struct WatchCommand: AsyncParsableCommand {
             }
             let watcher = CardWatcher(maxCards: config.watch.maxCards, logger: logger, ingest: ingestCard) { report in
                 if json { ReportOutput.standardOutput.write(JSONValue.line(report.json) + "\n") }
-                ReportOutput.standardError.write("ingest: \(report.line)\n")
+                ReportOutput.standardError.line("ingest: \(report.line)")
             }
             let signals = ShutdownSignals { _ in Task { await watcher.shutdown() } }
-            ReportOutput.standardError.write(
-                "ingest: watching for cards (at most \(config.watch.maxCards) at once), uploading to \(target.displayName)\n")
+            ReportOutput.standardError.line("ingest: watching for cards (at most \(config.watch.maxCards) at once), uploading to \(target.displayName)")
             try await watcher.run()
-            ReportOutput.standardError.write(
-                "ingest: stopped\(signals.signal.map { " on signal \($0)" } ?? ""); what is left is pending\n")
+            ReportOutput.standardError.line(
+                "ingest: stopped\(signals.signal.map { " on signal \($0)" } ?? ""); what is left is pending")
         } catch {
             throw fail(error, json: json)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import IngestTestSupport
 import Testing
 
@@ -32,6 +33,23 @@ import Testing
         let result = try run("/bin/sh", ["-c", command], environment: IngestRun.environment)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(FileManager.default.fileExists(atPath: work.path + "/new/state/journal.sqlite"))
+    }
+
+    /// A name with a newline or an escape sequence cannot forge a line or drive the
+    /// operator's terminal: the console and the log show it escaped.
+    @Test func namesWithControlCharactersAreShownEscapedOnTheConsoleAndInTheLog() throws {
+        let card = TemporaryDirectory()
+        let state = TemporaryDirectory()
+        try card.write(rawName: Array("clear\u{1B}[2J\u{1B}]0;owned\u{07}.jpg".utf8), [1, 2, 3])
+        try card.write(rawName: Array("two\nlines.jpg".utf8), [4, 5, 6])
+        let fifo = card.path + "/pipe\u{1B}[31m\nFAKE: all uploaded"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let run = try IngestRun.ingest([card.path, "--no-upload", "--state-dir", state.path, "-v"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let output = run.result.stdoutText + run.stderr
+        #expect(!output.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{07}" }, "\(output.debugDescription)")
+        #expect(output.contains("pipe\\x1B[31m\\nFAKE: all uploaded"), "\(output)")
+        #expect(!output.split(separator: "\n").contains { $0.hasPrefix("FAKE") })
     }
 
     @Test func aMissingPathExitsNoInputNamingIt() throws {

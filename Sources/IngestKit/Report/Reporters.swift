@@ -189,7 +189,7 @@ public final class ConsoleReporter: EventSink, Sendable {
             defer { state.lineShown = false }
             return state.lineShown
         }
-        output.write((clear ? "\r\u{1B}[K" : "") + line + "\n")
+        output.write((clear ? "\r\u{1B}[K" : "") + Printable.escaped(line) + "\n")
     }
 
     static func clock(_ seconds: Double) -> String {
