@@ -213,6 +213,17 @@ private let fullConfig = """
         #expect(failure.problem.contains("line 2"))
     }
 
+    @Test func aConfigurationOthersCanWriteOrAnotherUserOwnsIsRefused() throws {
+        let file = try TemporaryConfigFile(fullConfig)
+        chmod(file.path, 0o666)
+        let writable = try configFailure { try Config.load(explicitPath: file.path, environment: [:]) }
+        #expect(writable.problem.contains("is not trusted") && writable.problem.contains("chmod go-w \(file.path)"))
+        chmod(file.path, 0o644)
+        #expect(chown(file.path, 65534, 65534) == 0)
+        let owned = try configFailure { try Config.load(explicitPath: file.path, environment: [:]) }
+        #expect(owned.problem.contains("belongs to user 65534"))
+    }
+
     // MARK: environment
 
     @Test func environmentOverridesTheFile() throws {

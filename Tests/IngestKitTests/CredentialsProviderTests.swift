@@ -316,6 +316,33 @@ private func utc(_ text: String) throws -> Date {
         #expect(error.description.contains("chmod 600 \(path)"))
     }
 
+    /// A config file can name a credential_process, which ingest runs as root: whoever may
+    /// write the file may run commands.
+    @Test(arguments: [0o666, 0o620, 0o602] as [mode_t])
+    func aConfigFileOthersCanWriteIsRefused(mode: mode_t) async throws {
+        let fixture = Fixture()
+        let path = try fixture.config("[default]\ncredential_process = /bin/true\n", mode: mode)
+        let error = try await failure(fixture)
+        guard case .untrustedFile(let refused, let reason) = error else {
+            Issue.record("expected untrustedFile, got \(error)")
+            return
+        }
+        #expect(refused == path)
+        #expect(reason.contains("chmod go-w \(path)"))
+    }
+
+    @Test func aConfigFileOwnedBySomeoneElseIsRefused() async throws {
+        let fixture = Fixture()
+        let path = try fixture.config("[default]\ncredential_process = /bin/true\n", mode: 0o600)
+        #expect(chown(path, 65534, 65534) == 0)
+        let error = try await failure(fixture)
+        guard case .untrustedFile(_, let reason) = error else {
+            Issue.record("expected untrustedFile, got \(error)")
+            return
+        }
+        #expect(reason.contains("belongs to user 65534"))
+    }
+
     @Test func configFileHoldingASessionTokenInAnotherProfileIsRefusedToo() async throws {
         let fixture = Fixture()
         let path = try fixture.config(

@@ -73,8 +73,20 @@ public struct Config: Sendable, Equatable {
         var config = Config()
         if FileManager.default.fileExists(atPath: path) {
             let text: String
-            do { text = try readTextFile(path) } catch {
+            do {
+                let file = try FileDescriptor(path: path, flags: O_RDONLY)
+                if let reason = untrustedReason(try file.stat()) {
+                    throw IngestError.config(
+                        file: path, key: nil,
+                        problem: "is not trusted: \(reason.replacingOccurrences(of: "FILE", with: path))")
+                }
+                text = try readTextFile(file, path: path)
+            } catch let error as IngestError {
+                throw error
+            } catch let error as SystemError {
                 throw .config(file: path, key: nil, problem: "cannot be read: \(error.reason)")
+            } catch {
+                throw .config(file: path, key: nil, problem: "cannot be read: \(error)")
             }
             config = try parse(text, file: path)
         } else if explicitPath != nil {

@@ -79,6 +79,8 @@ public enum CredentialsError: Error, Sendable, Equatable, CustomStringConvertibl
     case malformedFile(path: String, line: Int, problem: String)
     /// The file holds a secret and its permission bits (`mode`) let group or others read it.
     case fileReadableByOthers(path: String, mode: UInt32)
+    /// Someone other than root or the running user owns the file, or may write it.
+    case untrustedFile(path: String, reason: String)
     /// `AWS_PROFILE` names a profile that no file defines.
     case profileNotFound(profile: String, files: [String])
     /// The profile sets one of the access key ID and the secret access key, not both.
@@ -107,6 +109,8 @@ public enum CredentialsError: Error, Sendable, Equatable, CustomStringConvertibl
         case let .malformedFile(path, line, problem):
             return "\(path), line \(line): \(problem). Fix that line: the file is INI, with [section] headers "
                 + "and 'key = value' settings."
+        case let .untrustedFile(path, reason):
+            return "refusing to use \(path): \(reason)."
         case let .fileReadableByOthers(path, mode):
             return "\(path) holds a secret but its mode \(String(mode, radix: 8)) lets group or others read it; "
                 + "refusing to use it. Run `chmod 600 \(path)`, and rotate the keys if others may have read them."
@@ -521,6 +525,9 @@ struct ShellCommand: Sendable {
     /// holds the output pipes open.
     static let lingering: Duration = .milliseconds(500)
 
+    /// The most of a command's error output held while it runs (its end).
+    static let stderrKept = 64 * 1024
+
     func run(timeout: TimeInterval, outputLimit: Int) throws(Failure) -> Result {
         var output: [Int32] = [-1, -1]
         var errors: [Int32] = [-1, -1]
@@ -604,6 +611,11 @@ struct ShellCommand: Sendable {
                         if entry.fd == stdout, (open[entry.fd]?.count ?? 0) > outputLimit {
                             stop()
                             throw .outputTooLarge
+                        }
+                        // Only the end of the error output is ever shown: a helper that
+                        // writes forever costs a fixed amount of memory.
+                        if entry.fd == stderr, let excess = open[entry.fd].map({ $0.count - Self.stderrKept }), excess > 0 {
+                            open[entry.fd]?.removeFirst(excess)
                         }
                     } else if count == -1, errno == EINTR {
                         continue reading

@@ -127,6 +127,9 @@ struct SharedConfigFile: Sendable, Equatable {
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw .unreadableFile(path: path, reason: "it is not a regular file")
         }
+        if let reason = untrustedReason(info) {
+            throw .untrustedFile(path: path, reason: reason.replacingOccurrences(of: "FILE", with: path))
+        }
         guard Int(info.st_size) <= sizeLimit else {
             throw .unreadableFile(path: path, reason: "it is larger than \(sizeLimit / 1024) KiB, too large for a credentials file")
         }

@@ -86,7 +86,11 @@ func makeDirectories(_ path: String) throws(SystemError) {
 
 /// Reads a whole (small) file as UTF-8 text; works for `/dev/null` and pipes too.
 func readTextFile(_ path: String) throws(SystemError) -> String {
-    let file = try FileDescriptor(path: path, flags: O_RDONLY)
+    try readTextFile(FileDescriptor(path: path, flags: O_RDONLY), path: path)
+}
+
+/// The rest of an open file, as UTF-8 text.
+func readTextFile(_ file: FileDescriptor, path: String) throws(SystemError) -> String {
     var bytes: [UInt8] = []
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
     defer { buffer.deallocate() }
@@ -96,6 +100,23 @@ func readTextFile(_ path: String) throws(SystemError) -> String {
         if count < buffer.count { break }
     }
     return String(decoding: bytes, as: UTF8.self)
+}
+
+/// Why a file that configures ingest (its configuration, AWS's shared files, which can
+/// name a `credential_process` to run) cannot be trusted, or nil: it must belong to root or
+/// to the user running ingest, and neither group nor others may write it. Anyone who can
+/// write such a file can run commands as the station's ingest, which is root.
+func untrustedReason(_ info: Glibc.stat, euid: uid_t = geteuid()) -> String? {
+    if info.st_uid != 0, info.st_uid != euid {
+        return "it belongs to user \(info.st_uid), not root or the user running ingest (\(euid)); "
+            + "whoever owns it can make ingest run commands. Run `chown root: FILE` (or your own user)"
+    }
+    let mode = UInt32(info.st_mode) & 0o777
+    if mode & 0o022 != 0 {
+        return "its mode \(String(mode, radix: 8)) lets group or others change it, and with it what ingest runs. "
+            + "Run `chmod go-w FILE`"
+    }
+    return nil
 }
 
 extension Glibc.stat {
