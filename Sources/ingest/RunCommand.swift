@@ -37,8 +37,10 @@ struct RunCommand: AsyncParsableCommand {
             Every object carries its labels as metadata (x-amz-meta-*): the fingerprint \
             (xxh128), original name and path, the device id and tags, the card's identity, \
             the scene and its tags; [s3] object_tags picks those also set as object tags. A \
-            card may name its scene in ingest-scene.toml at its root. A key given two \
-            different values is an error before anything is uploaded.
+            card may name its scene in ingest-scene.toml at its root: a regular file (no \
+            link, FIFO or device) of at most 64 KiB of UTF-8, which may not set device, the \
+            card's identity or reserved labels. A key given two different values, or a \
+            label value with a control character, is an error (65) before anything is uploaded.
 
             Credentials are read as the AWS tools read them: AWS_ACCESS_KEY_ID, \
             AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, the shared credentials and \

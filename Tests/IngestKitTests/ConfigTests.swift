@@ -426,3 +426,46 @@ private let fullConfig = """
         #expect(failure.problem.contains("rescan.metrics_file"))
     }
 }
+
+/// A NUL in the config is never silently cut short: TOMLKit's C strings would end a value
+/// (or the whole file) at it.
+@Suite struct ConfigNULTests {
+    @Test(arguments: [
+        ("[device]\nid = \"station\\u00007\"\n", "device"),
+        ("[device]\ntags = { site = \"north\\u0000x\" }\n", "site"),
+        ("[scene]\nname = \"survey\\u0000\"\n", "scene"),
+        ("[scene.tags]\noperator = \"li\\u0000\"\n", "operator"),
+    ])
+    func aNULInALabelIsALabelErrorNamingTheKey(text: String, key: String) throws {
+        let error = try #require(throws: IngestError.self) { try Config.parse(text, file: "/etc/ingest/ingest.toml") }
+        #expect(error.exitStatus == .dataError, "\(error)")
+        #expect(error.description.contains("label '\(key)'"), "\(error)")
+        #expect(error.description.contains("U+0000"))
+        #expect(error.description.contains("/etc/ingest/ingest.toml"))
+    }
+
+    @Test func aNULInAnyOtherStringIsAConfigErrorNamingTheKey() throws {
+        let failure = try configFailure { try Config.parse("[s3]\nbucket = \"cards\\u0000x\"\n", file: "/c.toml") }
+        #expect(failure.key == "s3.bucket")
+        #expect(failure.problem.contains("U+0000"))
+    }
+
+    @Test func aRawNULIsAConfigErrorSayingWhereNotAFileCutShort() throws {
+        let failure = try configFailure {
+            try Config.parse("[device]\nid = \"a\"\n\u{0}\n[s3]\nbucket = \"x\"\n", file: "/c.toml")
+        }
+        #expect(failure.problem.contains("line 3, column 1"), "\(failure.problem)")
+        #expect(failure.problem.contains("U+0000"))
+    }
+
+    @Test func datesFloatsAndEmojiRaiseNoFalseAlarmAndArraysAreSearched() throws {
+        // Unknown keys, so the file fails after the NUL check: with the unknown key, not a NUL.
+        let clean = try configFailure {
+            try Config.parse(
+                "a = 1979-05-27T07:32:00Z\nb = inf\nc = nan\nd = \"😀 été\"\ne = [1, \"x\", { f = 2.5 }]\n", file: "/c.toml")
+        }
+        #expect(!clean.problem.contains("U+0000"), "\(clean.problem)")
+        let nested = try configFailure { try Config.parse("[s3]\nobject_tags = [\"device\", \"a\\u0000\"]\n", file: "/c.toml") }
+        #expect(nested.key == "s3.object_tags.1", "\(nested.description)")
+    }
+}

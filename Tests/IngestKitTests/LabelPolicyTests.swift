@@ -179,7 +179,8 @@ import Testing
             base: try policy.cardLabels(card: odd, sceneFile: nil), path: CardPath("a.jpg"), fingerprint: fingerprint)
         #expect(labels.tags["fs-label"] == "Ü_BER_CAM")
         #expect(MetadataEncoding.decode(metadata(labels)["x-amz-meta-fs-label"] ?? "") == "Ü#BER*CAM")
-        #expect(MetadataEncoding.decode(metadata(labels)["x-amz-meta-card-serial"] ?? "") == "S/N\u{1}")
+        // A control character udev reports is percent-escaped (the card still ingests), then repaired in the tag.
+        #expect(MetadataEncoding.decode(metadata(labels)["x-amz-meta-card-serial"] ?? "") == "S/N%01")
     }
 
     @Test func aLongCardValueIsCutInTheTagOnly() throws {
@@ -205,12 +206,15 @@ import Testing
         #expect(error.description.contains("remove 'scene' from the object tag keys"))
     }
 
-    @Test func aUserValueThatIsNotATagMayHoldAnyCharacter() throws {
-        let policy = try LabelPolicy(commandLine: Scene(tags: ["note": "wet lens, re-fly!\ttomorrow"]))
+    @Test func aUserValueThatIsNotATagMayHoldAnyCharacterButControlCharacters() throws {
+        let policy = try LabelPolicy(commandLine: Scene(tags: ["note": " wet lens, re-fly! \u{2028}demain 😀 "]))
         let labels = try policy.objectLabels(
             base: try policy.cardLabels(card: CardLabels(), sceneFile: nil), path: CardPath("a"),
             fingerprint: fingerprint)
-        #expect(MetadataEncoding.decode(metadata(labels)["x-amz-meta-note"] ?? "") == "wet lens, re-fly!\ttomorrow")
+        #expect(MetadataEncoding.decode(metadata(labels)["x-amz-meta-note"] ?? "") == " wet lens, re-fly! \u{2028}demain 😀 ")
+        #expect(throws: LabelError.controlCharacter(key: "note", source: .commandLine, character: "U+0009")) {
+            try LabelPolicy(commandLine: Scene(tags: ["note": "wet lens\ttomorrow"]))
+        }
     }
 
     @Test func aUserTagValueOver256CharactersIsAnError() throws {

@@ -139,3 +139,43 @@ import Testing
         #expect(LabelSource.sceneConfig.isUserGiven && LabelSource.commandLine.isUserGiven)
     }
 }
+
+/// Control characters: a person's or a scene file's are refused; the card's identity's, which
+/// no one can edit, are percent-escaped.
+@Suite struct LabelControlCharacterTests {
+    @Test(arguments: [LabelSource.deviceConfig, .sceneConfig, .commandLine, .sceneFile(path: "/c/ingest-scene.toml")])
+    func aControlCharacterInAGivenValueIsAnErrorNamingTheKey(source: LabelSource) throws {
+        for (value, shown) in [("a\u{0}b", "U+0000"), ("a\nb", "U+000A"), ("\u{1F}", "U+001F"), ("x\u{7F}", "U+007F")] {
+            var labels = LabelSet()
+            let error = try #require(throws: LabelError.self) { try labels.add("site", value, from: source) }
+            #expect(error == .controlCharacter(key: "site", source: source, character: shown))
+            #expect(error.description.contains("'site'") && error.description.contains(shown))
+            #expect(labels.isEmpty)
+        }
+    }
+
+    @Test func tabsAndOtherTextAreNotControlCharactersHere() throws {
+        var labels = LabelSet()
+        try labels.add("site", "rive gauche – été 100%", from: .commandLine)
+        #expect(labels["site"] == "rive gauche – été 100%")
+    }
+
+    @Test func theCardsIdentityIsPercentEscapedNotRefused() throws {
+        var labels = LabelSet()
+        try labels.add("fs-label", "DRONE\u{0}\n\u{1B}[2J\u{7F}%41", from: .cardIdentity)
+        #expect(labels["fs-label"] == "DRONE%00%0A%1B[2J%7F%41")
+        let policy = try LabelPolicy()
+        let card = try policy.cardLabels(card: CardLabels(fsLabel: "SD\tCARD", serial: "12\r34"), sceneFile: nil)
+        #expect(card["fs-label"] == "SD%09CARD" && card["card-serial"] == "12%0D34")
+        let object = try policy.objectLabels(base: card, path: CardPath("a.jpg"), fingerprint: Fingerprint(high: 1, low: 2))
+        #expect(object.tags["fs-label"] == "SD_09CARD", "the tag repairs '%' as S3 tags require")
+        #expect(object.metadata.contains { $0.name == "x-amz-meta-fs-label" && $0.value == "SD%09CARD" })
+    }
+
+    @Test func anInvalidKeyIsShownWithoutItsControlCharacters() throws {
+        var labels = LabelSet()
+        let error = try #require(throws: LabelError.self) { try labels.add("a\u{1B}[31m", "x", from: .commandLine) }
+        #expect(!error.description.contains("\u{1B}"))
+        #expect(error.description.contains("aU+001B[31m"))
+    }
+}

@@ -96,8 +96,43 @@ public struct Config: Sendable, Equatable {
         return config
     }
 
+    /// Refuses a key or string holding a NUL (`"\u0000"`), which TOMLKit would silently cut
+    /// short. In a label (`[device]` and `[scene]`: `id`, `name`, their tags) it is a label
+    /// error naming the label's key, as a control character in a label from anywhere else is;
+    /// anywhere else a configuration error naming the key.
+    private static func refuseNUL(in table: TOMLTable, file: String?) throws(IngestError) {
+        guard let path = table.keyPathHoldingNUL() else { return }
+        let source = file.map { "the config's \($0)" } ?? "the config"
+        let parts = path.split(separator: ".", maxSplits: 2).map(String.init)
+        let label: (key: String, source: LabelSource)? =
+            switch parts.first {
+            case "device" where parts.count == 2 && parts[1] == "id": ("device", .deviceConfig)
+            case "device" where parts.count == 3 && parts[1] == "tags": (parts[2], .deviceConfig)
+            case "scene" where parts.count == 2 && parts[1] == "name": ("scene", .sceneConfig)
+            case "scene" where parts.count == 3 && parts[1] == "tags": (parts[2], .sceneConfig)
+            default: nil
+            }
+        if let label {
+            throw .labels(
+                LabelError.controlCharacter(key: label.key, source: label.source, character: "U+0000 (NUL)").description
+                    + " (in \(source), key '\(path)')")
+        }
+        throw .config(
+            file: file, key: path, problem: "holds the control character U+0000 (NUL), which would cut it short; remove it")
+    }
+
     /// Parses the text of a configuration file; `file` names it in errors.
     public static func parse(_ text: String, file: String? = nil) throws(IngestError) -> Config {
+        // TOMLKit hands the text to its parser as a C string: a NUL would end the file there.
+        if let nul = text.utf8.firstIndex(of: 0) {
+            let before = text.utf8[..<nul]
+            let line = before.count(where: { $0 == UInt8(ascii: "\n") }) + 1
+            let column = before.reversed().prefix { $0 != UInt8(ascii: "\n") }.count + 1
+            throw .config(
+                file: file, key: nil,
+                problem: "line \(line), column \(column): holds the control character U+0000 (NUL), which TOML "
+                    + "allows nowhere in a file; remove it")
+        }
         let table: TOMLTable
         do { table = try TOMLTable(string: text) } catch let error as TOMLParseError {
             throw .config(
@@ -106,6 +141,7 @@ public struct Config: Sendable, Equatable {
         } catch {
             throw .config(file: file, key: nil, problem: "\(error)")
         }
+        try refuseNUL(in: table, file: file)
         var config = Config()
         config.source = file
         let root = TableReader(table: table, prefix: "", file: file)

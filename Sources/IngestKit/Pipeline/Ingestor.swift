@@ -124,8 +124,16 @@ public struct Ingestor: Sendable {
             // even its scene file. A problem with them still lets the card be staged, so it is
             // safe while the operator fixes the tags.
             if let upload, !plan.toStage.isEmpty || !unplanned.isEmpty {
-                do {
-                    uploads = (upload, try UploadPlanner(config: config, request: upload, volume: volume))
+                do throws(IngestError) {
+                    // The scene file is card data: read on a thread of its own, as card files are.
+                    let root = volume.rootPath
+                    let sceneFile: SceneFile?
+                    do {
+                        sceneFile = try await onDedicatedThread("ingest-scene") { () throws(LabelError) -> SceneFile? in
+                            try SceneFile.read(cardRoot: root)
+                        }
+                    } catch { throw .labels(error.description) }
+                    uploads = (upload, try UploadPlanner(config: config, request: upload, volume: volume, sceneFile: sceneFile))
                 } catch {
                     labelProblem = error
                 }

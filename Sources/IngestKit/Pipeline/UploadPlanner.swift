@@ -19,9 +19,11 @@ public struct UploadPlanner: Sendable {
     let volume: VolumeIdentity
     let runDate: Date
 
-    /// Checks the run's labels and the card's (its identity and its scene file) before
-    /// anything of the card is uploaded.
-    public init(config: Config, request: UploadRequest, volume: VolumeIdentity, runDate: Date = Date()) throws(IngestError) {
+    /// Checks the run's labels and the card's (its identity and its scene file, read with
+    /// ``SceneFile/read(cardRoot:)``) before anything of the card is uploaded.
+    public init(
+        config: Config, request: UploadRequest, volume: VolumeIdentity, sceneFile: SceneFile?, runDate: Date = Date()
+    ) throws(IngestError) {
         target = request.target
         settings = config.upload
         self.volume = volume
@@ -36,7 +38,7 @@ public struct UploadPlanner: Sendable {
             policy = try LabelPolicy(
                 deviceID: config.device.id, deviceTags: config.device.tags, defaultScene: defaultScene,
                 commandLine: Scene(name: request.scene, tags: request.tags), objectTagKeys: config.s3.objectTagKeys)
-            cardLabels = try policy.cardLabels(card: CardLabels(device: volume.device), sceneFile: try Self.sceneFile(of: volume))
+            cardLabels = try policy.cardLabels(card: CardLabels(device: volume.device), sceneFile: sceneFile)
         } catch {
             throw .labels(error.description)
         }
@@ -68,17 +70,6 @@ public struct UploadPlanner: Sendable {
         return UploadClaim(
             path: file.path, fingerprint: fingerprint, size: file.size, target: target, key: key, headers: headers,
             partSize: partSize, checksum: settings.checksum)
-    }
-
-    /// The card's scene file (`ingest-scene.toml` at its root), if it has one.
-    static func sceneFile(of volume: VolumeIdentity) throws(LabelError) -> SceneFile? {
-        let path = volume.rootPath + "/" + SceneFile.fileName
-        guard access(path, F_OK) == 0 else { return nil }
-        let text: String
-        do { text = try readTextFile(path) } catch {
-            throw .sceneFile(path: path, problem: "cannot be read: \(error.reason)")
-        }
-        return try SceneFile.parse(text, path: path)
     }
 
     static func hostName() -> String {

@@ -7,8 +7,9 @@ public enum ExitStatus: Int32, Sendable, CaseIterable, Codable {
     case partial = 1
     /// The command line was wrong.
     case usage = 64
-    /// Tags or metadata are invalid: a key given two values, a reserved key, or beyond
-    /// S3's limits. Checked before anything is uploaded.
+    /// Tags or metadata are invalid: a key given two values, a reserved key, a control
+    /// character, or beyond S3's limits; or the card's scene file is refused (a link, a FIFO,
+    /// too large, setting the station's labels). Checked before anything is uploaded.
     case dataError = 65
     /// The path to ingest does not exist, is not a directory, or cannot be read; or the
     /// device is not a card ingest may take (no file system, mounted at a system place) or
@@ -39,7 +40,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable, Codable {
         case .success: "success: every file was ingested or was already known"
         case .partial: "some files could not be read; they stay pending for the next run"
         case .usage: "the command line is wrong"
-        case .dataError: "tags or metadata are invalid (a key with two values, a reserved key, S3's limits)"
+        case .dataError: "tags or metadata are invalid (a key with two values, a reserved key, S3's limits), or the card's scene file is refused"
         case .unavailable: "the S3 endpoint (or udev, for watch) cannot be reached or keeps failing; staged files wait for the next run"
         case .noInput: "the path does not exist or cannot be read; or the device is not a card, is mounted at a system place, or cannot be mounted"
         case .software: "internal error (a bug: please report it)"

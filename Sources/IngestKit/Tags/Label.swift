@@ -77,6 +77,13 @@ public struct LabelSet: Sendable, Equatable {
 
     public init() {}
 
+    /// Keys that describe the station or the card, not the scene: the config's device id and
+    /// the card's udev identity (``CardLabels``). A card's scene file may not set them, or any
+    /// card could claim to come from another station or to be another card.
+    public static let stationKeys: Set<String> = [
+        "device", "fs-uuid", "fs-label", "card-serial", "card-vendor", "card-model", "card-bus",
+    ]
+
     /// Adds `key = value`; fails on an invalid or reserved key, an empty value, or a key that
     /// already has a different value.
     public mutating func add(_ key: String, _ value: String, from source: LabelSource) throws(LabelError) {
@@ -84,10 +91,21 @@ public struct LabelSet: Sendable, Equatable {
     }
 
     /// ``add(_:_:from:)`` for a value that may not be UTF-8 (a file's name or path).
+    ///
+    /// A control character (U+0000–U+001F, U+007F) in a value a person or a scene file gave is
+    /// an error naming the key; in a value of the card's identity it is percent-escaped
+    /// (``escapingControlCharacters(_:)``), because no one can edit what udev reads from a card.
     mutating func add(_ key: String, bytes: [UInt8], from source: LabelSource) throws(LabelError) {
         let key = try Self.normalizedKey(key, from: source)
         if source != .reserved, Self.reservedKeys.contains(key) { throw .reserved(key: key, source: source) }
+        if case .sceneFile = source, Self.stationKeys.contains(key) { throw .notTheScene(key: key, source: source) }
         guard !bytes.isEmpty else { throw .emptyValue(key: key, source: source) }
+        var bytes = bytes
+        if source == .cardIdentity {
+            bytes = Self.escapingControlCharacters(bytes)
+        } else if source.isUserGiven, let control = bytes.first(where: Self.isControl) {
+            throw .controlCharacter(key: key, source: source, character: Self.visible(Unicode.Scalar(control)))
+        }
         let label = Label(key: key, bytes: bytes, source: source)
         if let existing = labels[key] {
             // Bytes, not String equality: the stored value is exactly what both sources said.
@@ -128,6 +146,27 @@ public struct LabelSet: Sendable, Equatable {
         return nil
     }
 
+    /// Whether `byte` is a control character: U+0000–U+001F or U+007F. In UTF-8 these are
+    /// single bytes that never occur inside another character's encoding.
+    static func isControl(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7F }
+
+    /// `bytes` with each control character written `%XX` (upper-case hex): a NUL becomes
+    /// `%00`, a line feed `%0A`. Everything else, `%` included, is kept as it is.
+    static func escapingControlCharacters(_ bytes: [UInt8]) -> [UInt8] {
+        guard bytes.contains(where: isControl) else { return bytes }
+        let hex = Array("0123456789ABCDEF".utf8)
+        var escaped: [UInt8] = []
+        escaped.reserveCapacity(bytes.count + 8)
+        for byte in bytes {
+            if isControl(byte) {
+                escaped += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            } else {
+                escaped.append(byte)
+            }
+        }
+        return escaped
+    }
+
     /// ASCII letters only: `String.lowercased()` would turn the Kelvin sign (U+212A) into `k`
     /// and let a key that is not ASCII pass as one that is.
     static func lowercased(_ key: String) -> String {
@@ -140,6 +179,16 @@ public struct LabelSet: Sendable, Equatable {
 
     private static func isKeyCharacter(_ scalar: Unicode.Scalar) -> Bool {
         ("a"..."z").contains(scalar) || ("0"..."9").contains(scalar) || scalar == "-" || scalar == "_" || scalar == "."
+    }
+
+    /// `text` for an error message: each control character by its code point (`U+001B`), so
+    /// that text from a card or a config cannot garble a terminal or a log line.
+    static func printable(_ text: String) -> String {
+        var shown = ""
+        for scalar in text.unicodeScalars {
+            shown += scalar.properties.generalCategory == .control ? visible(scalar) : String(scalar)
+        }
+        return shown
     }
 
     /// A character for an error message: invisible ones by their code point.

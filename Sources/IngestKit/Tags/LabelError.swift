@@ -13,6 +13,13 @@ public enum LabelError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A key that cannot be an HTTP header name or an S3 tag key.
     case invalidKey(key: String, source: LabelSource, problem: String)
     case emptyValue(key: String, source: LabelSource)
+    /// A person's or a scene file's value holding a control character (U+0000–U+001F,
+    /// U+007F), named by its code point: a NUL would cut the value short in C strings and
+    /// HTTP headers, and others garble logs and terminals.
+    case controlCharacter(key: String, source: LabelSource, character: String)
+    /// A card's scene file setting a label of the station or the card
+    /// (``LabelSet/stationKeys``): the card may describe its scene, not who ingests it.
+    case notTheScene(key: String, source: LabelSource)
     /// A person's value for a key that becomes an object tag, longer than S3 allows.
     case tagValueTooLong(Label, length: Int)
     /// A person's value for a key that becomes an object tag, with characters S3 refuses in tags.
@@ -40,10 +47,18 @@ public enum LabelError: Error, Sendable, Equatable, CustomStringConvertible {
             return "label '\(key)' from \(source) is reserved: ingest sets it on every object "
                 + "(xxh128, original-name, original-path). Give the label another name."
         case let .invalidKey(key, source, problem):
-            return "label key '\(key)' from \(source) \(problem); a key may hold only a-z, 0-9, '-', '_' and '.', "
+            return "label key '\(LabelSet.printable(key))' from \(source) \(problem); a key may hold only a-z, 0-9, '-', '_' and '.', "
                 + "1 to \(LabelSet.maximumKeyLength) of them (it becomes the header name x-amz-meta-<key>). Rename it."
         case let .emptyValue(key, source):
             return "label '\(key)' from \(source) has an empty value; give it a value or leave it out."
+        case let .controlCharacter(key, source, character):
+            return "label '\(key)' from \(source) has a value holding the control character \(character); "
+                + "control characters (U+0000 to U+001F, U+007F) are not allowed in labels. Remove it from the value."
+        case let .notTheScene(key, source):
+            return "label '\(key)' may not be set by \(source): a card's scene file describes the scene, and "
+                + "'\(key)' describes the station or the card (ingest sets device from the config's [device] id and "
+                + "\(LabelSet.stationKeys.subtracting(["device"]).sorted().joined(separator: ", ")) from the card's "
+                + "identity). Remove '\(key)' from the file, or name it otherwise."
         case let .tagValueTooLong(label, length):
             return "label '\(label.key)' from \(label.source) becomes an object tag, and S3 allows "
                 + "\(ObjectTagging.maximumValueLength) characters in a tag value; this one has \(length). "

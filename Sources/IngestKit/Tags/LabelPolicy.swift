@@ -4,7 +4,9 @@
 /// four describe the reader, for an SD slot the card).
 ///
 /// These make a card's objects findable by the card they came from, long after the card has
-/// been wiped; absent or empty values are simply not labels.
+/// been wiped; absent or empty values are simply not labels. No one can edit them, so a
+/// control character in one is written `%XX` rather than refused
+/// (``LabelSet/escapingControlCharacters(_:)``), and a card's scene file may not set them.
 public struct CardLabels: Sendable, Equatable {
     public var fsUUID: String?
     public var fsLabel: String?

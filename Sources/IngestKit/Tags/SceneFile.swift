@@ -1,3 +1,5 @@
+import Foundation
+import Glibc
 import TOMLKit
 
 /// What was being recorded: a scene name (the label `scene`) and tags of its own.
@@ -29,10 +31,19 @@ public struct Scene: Sendable, Equatable {
 /// ```
 ///
 /// Any other key is an error, not ignored: a misspelt `[tag]` would otherwise lose every tag
-/// of the card without a word. Reading the file is the caller's part; this parses its text.
+/// of the card without a word. The card describes its scene, never the station: `device`,
+/// the card's identity labels and the reserved labels cannot be set here
+/// (``LabelSet/stationKeys``, ``LabelSet/reservedKeys``).
+///
+/// The file is card data, so it is read the way every card file is (``read(cardRoot:)``):
+/// beneath the card's root, not through a symbolic link, never a FIFO or a device, at most
+/// ``maximumBytes``. Error messages never quote the file's text: they give the line and the
+/// column, and name keys only once they are known to be plain label keys.
 public struct SceneFile: Sendable, Equatable {
     /// The file's name at the card's root.
     public static let fileName = "ingest-scene.toml"
+    /// The largest scene file read: 64 KiB, far more than a scene and its tags need.
+    public static let maximumBytes = 64 * 1024
 
     /// Where the file was read, as errors and ``LabelSource/sceneFile(path:)`` name it.
     public let path: String
@@ -44,18 +55,112 @@ public struct SceneFile: Sendable, Equatable {
         self.scene = scene
     }
 
+    /// Reads the scene file at the root of the card mounted at `root`; nil when the card has none.
+    ///
+    /// It is opened relative to the root's directory descriptor with `O_NOFOLLOW`, `O_NONBLOCK`
+    /// and `O_NOCTTY`, after a look (`fstatat` without following links) that keeps a device
+    /// node from being opened at all; the open descriptor must then be a regular file
+    /// (`fstat`), and at most ``maximumBytes`` + 1 bytes are read whatever its size says. A
+    /// symbolic link, a FIFO, a device, a directory, a larger file or one that is not UTF-8 is
+    /// an error: the card's labels are unknown, so none of its files is uploaded.
+    ///
+    /// This blocks on the card: call it from a dedicated thread.
+    public static func read(cardRoot root: String) throws(LabelError) -> SceneFile? {
+        let path = (root.hasSuffix("/") ? root : root + "/") + fileName
+        func fail(_ problem: String) -> LabelError { .sceneFile(path: path, problem: problem) }
+        let directory: FileDescriptor
+        do { directory = try FileDescriptor(path: root, flags: O_RDONLY | O_DIRECTORY) } catch {
+            throw fail("cannot be read, as the card's root cannot be opened (\(error.reason))")
+        }
+        var seen = Glibc.stat()
+        if fstatat(directory.raw, fileName, &seen, AT_SYMLINK_NOFOLLOW) != 0 {
+            let error = SystemError.last("fstatat", path: path)
+            if error.errno == ENOENT { return nil }
+            throw fail("cannot be examined (\(error.reason))")
+        }
+        if let problem = kindProblem(seen) { throw fail(problem) }
+        let file: FileDescriptor
+        do {
+            file = try FileDescriptor(
+                at: directory, path: fileName, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+        } catch {
+            switch error.errno {
+            case ENOENT: return nil  // removed since the look: the card has no scene file now
+            case ELOOP: throw fail(symlinkProblem)
+            default: throw fail("cannot be opened (\(error.reason))")
+            }
+        }
+        let opened: Glibc.stat
+        do { opened = try file.stat() } catch { throw fail("cannot be examined (\(error.reason))") }
+        if let problem = kindProblem(opened) { throw fail(problem) }
+
+        // One byte more than allowed tells a file at the limit from a longer one; st_size is
+        // not trusted, as a file can grow after fstat (or lie, on a broken file system).
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: maximumBytes + 1, alignment: 1)
+        defer { buffer.deallocate() }
+        let count: Int
+        do { count = try file.read(into: buffer, path: path) } catch { throw fail("cannot be read (\(error.reason))") }
+        guard count <= maximumBytes else {
+            throw fail(
+                "is larger than \(maximumBytes / 1024) KiB, the most a scene file may hold; "
+                    + "a scene file holds only 'scene = \"…\"' and a [tags] table: shorten it")
+        }
+        let bytes = Array(buffer[..<count])
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw fail("is not UTF-8 text; save it as UTF-8")
+        }
+        return try parse(text, path: path)
+    }
+
+    /// Why a file of this kind cannot be a scene file, or nil for a regular file.
+    private static func kindProblem(_ status: Glibc.stat) -> String? {
+        switch status.st_mode & S_IFMT {
+        case S_IFREG: nil
+        case S_IFLNK: symlinkProblem
+        case S_IFIFO: "is a FIFO (named pipe), not a regular file; replace it with a plain text file"
+        case S_IFCHR, S_IFBLK: "is a device node, not a regular file; replace it with a plain text file"
+        case S_IFDIR: "is a directory, not a regular file; replace it with a plain text file"
+        case S_IFSOCK: "is a socket, not a regular file; replace it with a plain text file"
+        default: "is not a regular file; replace it with a plain text file"
+        }
+    }
+
+    private static var symlinkProblem: String {
+        "is a symbolic link; a scene file is read only from the card itself, never through a link: "
+            + "replace the link with a copy of the file"
+    }
+
     /// Parses the text of a scene file read from `path`. Keys and values are checked as
-    /// labels later, when they are merged with the card's other labels.
+    /// labels later, when they are merged with the card's other labels; here, that the file
+    /// holds no control character a parser or a C string would lose (a NUL), and no key other
+    /// than `scene` and `tags`.
     public static func parse(_ text: String, path: String) throws(LabelError) -> SceneFile {
         func fail(_ problem: String) -> LabelError { .sceneFile(path: path, problem: problem) }
+        // TOML allows no control character but tab, line feed and carriage return anywhere in
+        // a file, and TOMLKit hands the text to its parser as a C string: a NUL would end the
+        // document there and silently drop the rest.
+        if let (line, column, scalar) = rawControlCharacter(in: text) {
+            let key = plainKey(onLine: line, of: text).map { "in the value of '\($0)', " } ?? ""
+            throw fail(
+                "holds the control character \(LabelSet.visible(scalar)) \(key)at line \(line), column \(column); "
+                    + "control characters are not allowed in a scene file: remove it")
+        }
         let table: TOMLTable
         do { table = try TOMLTable(string: text) } catch let error as TOMLParseError {
-            throw fail("line \(error.source.begin.line), column \(error.source.begin.column): \(error.description)")
+            // The parser's own message may quote the text; only where it is goes out.
+            throw fail(
+                "is not valid TOML at line \(error.source.begin.line), column \(error.source.begin.column); "
+                    + "a scene file holds only 'scene = \"…\"' and a [tags] table of quoted values")
         } catch {
-            throw fail("\(error)")
+            throw fail("is not valid TOML")
+        }
+        if let keyPath = table.keyPathHoldingNUL() {
+            let named = plainKeyPath(keyPath).map { "'\($0)'" } ?? "a key"
+            throw fail("\(named) holds the control character U+0000 (NUL), which would cut it short; remove it")
         }
         for key in table.keys.sorted() where key != "scene" && key != "tags" {
-            throw fail("unknown key '\(key)'; a scene file holds only 'scene = \"…\"' and a [tags] table")
+            let named = plainKeyPath(key).map { "unknown key '\($0)'" } ?? "an unknown key"
+            throw fail("\(named); a scene file holds only 'scene = \"…\"' and a [tags] table")
         }
         var scene = Scene()
         if let value = table["scene"] {
@@ -67,11 +172,48 @@ public struct SceneFile: Sendable, Equatable {
             for key in tags.keys.sorted() {
                 guard let tag = tags[key]?.string else {
                     let type = tags[key].map { "\($0.type)" } ?? "nothing"
-                    throw fail("tag '\(key)' must be a string, not \(type); write it in quotes: \(key) = \"…\"")
+                    let named = plainKeyPath(key) ?? "a tag"
+                    throw fail("tag '\(named)' must be a string, not \(type); write it in quotes: \(named) = \"…\"")
                 }
                 scene.tags[key] = tag
             }
         }
         return SceneFile(path: path, scene: scene)
+    }
+
+    /// The first control character TOML refuses in a file (all but tab, line feed and
+    /// carriage return), with its line and column, both counted from 1.
+    private static func rawControlCharacter(in text: String) -> (line: Int, column: Int, Unicode.Scalar)? {
+        var line = 1, column = 1
+        for scalar in text.unicodeScalars {
+            if scalar == "\n" {
+                line += 1
+                column = 1
+                continue
+            }
+            if (scalar.value < 0x20 && scalar != "\t" && scalar != "\r") || scalar.value == 0x7F {
+                return (line, column, scalar)
+            }
+            column += 1
+        }
+        return nil
+    }
+
+    /// The key a `key = value` line sets, if that line (counted from 1) starts with a plain
+    /// label key (bare or quoted): text from the card is named only when it cannot garble a
+    /// message or carry anything but a key.
+    private static func plainKey(onLine line: Int, of text: String) -> String? {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard line >= 1, line <= lines.count, let equals = lines[line - 1].firstIndex(of: "=") else { return nil }
+        var key = lines[line - 1][..<equals].trimmingCharacters(in: .whitespaces)
+        if key.count >= 2, let first = key.first, first == "\"" || first == "'", key.last == first {
+            key = String(key.dropFirst().dropLast())
+        }
+        return plainKeyPath(key)
+    }
+
+    /// `key` (or a dotted path of keys) if it is made of what a label key may hold, else nil.
+    private static func plainKeyPath(_ key: String) -> String? {
+        LabelSet.keyProblem(LabelSet.lowercased(key)) == nil ? key : nil
     }
 }
