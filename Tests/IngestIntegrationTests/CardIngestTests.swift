@@ -204,6 +204,72 @@ struct CardIngestTests {
         }
     }
 
+    /// Issue 11, defect 6: three files whose paths are longer than PATH_MAX, first in scan
+    /// order, were taken for a failing card: exit 74, and the files after them were never
+    /// staged, on any later run either.
+    @Test func filesWhosePathsAreLongerThanPathMaxAreIngestedAndSoAreTheFilesAfterThem() throws {
+        let card = TemporaryDirectory()
+        defer { _ = try? sh("rm -rf \(shellQuoted(card.path))/A") }  // beyond PATH_MAX: rm walks it by descriptors
+        // 24 folders of 200 bytes (4.8 KB of path) under A/, which sorts before DCIM/.
+        let listing = try sh("""
+            cd \(shellQuoted(card.path))
+            mkdir DCIM && for i in $(seq -w 1 20); do head -c $((RANDOM * 3 + 1)) /dev/urandom > DCIM/IMG_$i.JPG; done
+            (cd DCIM && xxh128sum IMG_*.JPG | sed 's|  |  DCIM/|')
+            name=$(printf 'd%.0s' $(seq 200)) deep=A
+            mkdir A && cd A
+            for i in $(seq 24); do mkdir "$name" && cd "$name"; deep="$deep/$name"; done
+            for f in 1 2 3; do head -c $((100000 * f)) /dev/urandom > deep$f.bin; xxh128sum deep$f.bin | sed "s|  |  $deep/|"; done
+            """)
+        let oracle = Dictionary(uniqueKeysWithValues: listing.split(separator: "\n").map { line in
+            (String(line.dropFirst(34)), String(line.prefix(32)))
+        })
+        #expect(oracle.count == 23)
+        #expect(oracle.keys.filter { $0.utf8.count > 4096 }.count == 3)
+        let state = TemporaryDirectory()
+        let arguments = [card.path, "--no-upload", "--state-dir", state.path, "--json"]
+
+        let first = try IngestRun.ingest(arguments)
+
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.events("failed").isEmpty)
+        let staged = first.events("staged")
+        #expect(Dictionary(uniqueKeysWithValues: staged.map { ($0.string("path")!, $0.string("xxh128")!) }) == oracle)
+        for digest in oracle.values {
+            #expect(try xxh128sum("\(state.path)/staging/\(digest.prefix(2))/\(digest)") == digest)
+        }
+        let again = try IngestRun.ingest(arguments)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.summary?.int("staged") == 0)
+        #expect(again.summary?.int("known") == 23, "the deep files are journalled like any other")
+    }
+
+    /// `Int64(tv_sec) * 1_000_000_000` trapped on a file dated after 2262, which an ext4
+    /// card with 256-byte inodes holds: the run died with SIGILL.
+    @Test func aFileDatedInTheYear2300OnAnExt4CardIsIngestedWithoutACrash() throws {
+        let card = try LoopCard(sizeMiB: 32, label: "FUTURE")
+        try sh("""
+            cd \(card.mountPoint) && mkdir DCIM
+            head -c 300000 /dev/urandom > DCIM/FUTURE.JPG && head -c 1000 /dev/urandom > DCIM/NOW.JPG
+            touch -d 2300-01-01 DCIM/FUTURE.JPG
+            """)
+        try card.seal()
+        let seconds = try sh("stat -c %Y \(card.mountPoint)/DCIM/FUTURE.JPG").trimmingCharacters(in: .whitespacesAndNewlines)
+        try #require(seconds == "10413792000", "the card holds the year 2300 (256-byte inodes)")
+        let oracle = try xxh128sums(under: card.mountPoint)
+        let state = TemporaryDirectory()
+        let arguments = [card.mountPoint, "--no-upload", "--state-dir", state.path, "--json"]
+
+        let first = try IngestRun.ingest(arguments)
+
+        #expect(first.status == 0, "\(first.stderr)")
+        let staged = first.events("staged")
+        #expect(staged.count == 2)
+        for event in staged { #expect(oracle[Array(event.string("path")!.utf8)] == event.string("xxh128")) }
+        let again = try IngestRun.ingest(arguments)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.summary?.int("known") == 2, "the time held at the limit matches the journal's next time")
+    }
+
     @Test func aSecondIngestOfACardBeingIngestedSaysBusyAndTheFirstFinishes() throws {
         let card = TemporaryDirectory()
         try sh("mkdir -p \(card.path)/DCIM && head -c 512M /dev/urandom > \(card.path)/DCIM/VID.MP4")
