@@ -76,13 +76,6 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         }
     }
 
-    /// An error that a card gone would give too (EIO, ENOMEM, ENODEV…): worth a look at
-    /// whether the card is still there (``CardPresence``).
-    var mayMeanTheCardIsGone: Bool {
-        if case .ioError = kind { return true }
-        return false
-    }
-
     /// A failed open: a missing file has vanished, a refused one is unreadable, a link in
     /// its path is refused; anything else (EIO, ENODEV…) is an I/O error, the file's own
     /// unless the card turns out to be gone.
@@ -220,7 +213,6 @@ private final class Pipeline: @unchecked Sendable {
     }
 
     let stager: Stager
-    let root: FileDescriptor
     let presence: CardPresence
     let volumeName: String
     /// The reader's way to the card's files, and the writer's (for `--verify both`).
@@ -233,7 +225,6 @@ private final class Pipeline: @unchecked Sendable {
 
     init(stager: Stager, root: FileDescriptor, presence: CardPresence, volumeName: String) {
         self.stager = stager
-        self.root = root
         self.presence = presence
         self.volumeName = volumeName
         readerOpener = CardOpener(root: root)
@@ -273,9 +264,10 @@ private final class Pipeline: @unchecked Sendable {
                 queue.put(.abandon)
             case .failed(let failure):
                 queue.put(.abort(file, failure))
-                // One file that cannot be read is that file's error; the run stops only
-                // when the card itself is gone.
-                if failure.mayMeanTheCardIsGone, case .ioError(let cause) = failure.kind, let evidence = presence.check() {
+                // One file that cannot be read is that file's error; the run stops only when
+                // the card itself is gone. (An I/O error is what a card gone gives too: EIO,
+                // ENOMEM, ENODEV…; a missing or refused file is never the card.)
+                if case .ioError(let cause) = failure.kind, let evidence = presence.check() {
                     stop(.volumeLost(volume: volumeName, cause: cause, evidence: evidence))
                 }
             }
