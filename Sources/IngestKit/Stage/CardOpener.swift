@@ -39,7 +39,8 @@ final class CardOpener {
     func open(_ path: CardPath, flags: Int32) throws(CardOpenError) -> FileDescriptor {
         let components = path.bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true)
         // A card path names what the scan found: never `.` or `..`, which lead elsewhere.
-        guard let name = components.last, !components.contains(where: { $0.elementsEqual([0x2E]) || $0.elementsEqual([0x2E, 0x2E]) })
+        let dot = UInt8(ascii: ".")
+        guard let name = components.last, !components.contains(where: { $0.elementsEqual([dot]) || $0.elementsEqual([dot, dot]) })
         else {
             throw .system(SystemError(call: "open", errno: EINVAL, path: path.display))
         }
