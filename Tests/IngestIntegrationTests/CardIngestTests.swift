@@ -114,7 +114,8 @@ struct CardIngestTests {
     }
 
     /// Runs ingest under `strace -f -y -e trace=open,openat,openat2` and counts the opens of
-    /// card files that are not directories.
+    /// card files that are not directories (relative to the card's root or to any folder
+    /// beneath it: files are opened from their folder's descriptor).
     func straced(_ arguments: [String], card: String, traceDirectory: String) throws -> (run: IngestRun, cardFileOpens: Int) {
         let traceFile = traceDirectory
         let result = try run(
@@ -124,7 +125,7 @@ struct CardIngestTests {
         let opens = trace.split(separator: "\n").filter { line in
             (line.contains("openat(") || line.contains("open("))
                 && !line.contains("O_DIRECTORY")
-                && (line.contains("<\(card)>") || line.contains("\"\(card)/"))
+                && (line.contains("<\(card)>") || line.contains("<\(card)/") || line.contains("\"\(card)/"))
         }
         return (IngestRun(result: result), opens.count)
     }
@@ -202,6 +203,113 @@ struct CardIngestTests {
         for event in staged {
             #expect(oracle[Array(event.string("path")!.utf8)] == event.string("xxh128"))
         }
+    }
+
+    /// Issue 11, defect 6: three files whose paths are longer than PATH_MAX, first in scan
+    /// order, were taken for a failing card: exit 74, and the files after them were never
+    /// staged, on any later run either.
+    @Test func filesWhosePathsAreLongerThanPathMaxAreIngestedAndSoAreTheFilesAfterThem() throws {
+        let card = TemporaryDirectory()
+        defer { _ = try? sh("rm -rf \(shellQuoted(card.path))/A") }  // beyond PATH_MAX: rm walks it by descriptors
+        // 24 folders of 200 bytes (4.8 KB of path) under A/, which sorts before DCIM/.
+        let listing = try sh("""
+            cd \(shellQuoted(card.path))
+            mkdir DCIM && for i in $(seq -w 1 20); do head -c $((RANDOM * 3 + 1)) /dev/urandom > DCIM/IMG_$i.JPG; done
+            (cd DCIM && xxh128sum IMG_*.JPG | sed 's|  |  DCIM/|')
+            name=$(printf 'd%.0s' $(seq 200)) deep=A
+            mkdir A && cd A
+            for i in $(seq 24); do mkdir "$name" && cd "$name"; deep="$deep/$name"; done
+            for f in 1 2 3; do head -c $((100000 * f)) /dev/urandom > deep$f.bin; xxh128sum deep$f.bin | sed "s|  |  $deep/|"; done
+            """)
+        let oracle = Dictionary(uniqueKeysWithValues: listing.split(separator: "\n").map { line in
+            (String(line.dropFirst(34)), String(line.prefix(32)))
+        })
+        #expect(oracle.count == 23)
+        #expect(oracle.keys.filter { $0.utf8.count > 4096 }.count == 3)
+        let state = TemporaryDirectory()
+        let arguments = [card.path, "--no-upload", "--state-dir", state.path, "--json"]
+
+        let first = try IngestRun.ingest(arguments)
+
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.events("failed").isEmpty)
+        let staged = first.events("staged")
+        #expect(Dictionary(uniqueKeysWithValues: staged.map { ($0.string("path")!, $0.string("xxh128")!) }) == oracle)
+        for digest in oracle.values {
+            #expect(try xxh128sum("\(state.path)/staging/\(digest.prefix(2))/\(digest)") == digest)
+        }
+        let again = try IngestRun.ingest(arguments)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.summary?.int("staged") == 0)
+        #expect(again.summary?.int("known") == 23, "the deep files are journalled like any other")
+    }
+
+    /// Files that cannot be read on a card that is still there fail alone: three in a row
+    /// used to be taken for a pulled card (exit 74), and the files after them were never
+    /// read. Here the first three files' blocks lie past the end of the device (the card's
+    /// last sectors unreadable since before the run), so reading them fails with EIO.
+    @Test func unreadableFilesInARowOnACardStillThereFailAloneAndTheRestIsStaged() throws {
+        let card = try LoopCard(sizeMiB: 64, label: "BADSECTORS")
+        try sh("""
+            cd \(card.mountPoint) && mkdir DCIM
+            for i in 1 2 3; do head -c 65536 /dev/urandom > DCIM/A_BAD_$i.JPG; done
+            for i in 1 2 3 4 5; do head -c $((RANDOM * 3 + 1)) /dev/urandom > DCIM/IMG_$i.JPG; done
+            """)
+        let oracle = try xxh128sums(under: card.mountPoint).filter { !String(decoding: $0.key, as: UTF8.self).contains("BAD") }
+        try card.detach()
+        // Point the three files' extents near the end of the file system (i_block[5] is the
+        // first extent's start), then cut the device short of them.
+        let geometry = try sh("dumpe2fs -h \(card.image) 2>/dev/null | awk -F: '/^Block count/{c=$2} /^Block size/{s=$2} END{print c, s}'")
+            .split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        try #require(geometry.count == 2, "dumpe2fs gives the block count and size")
+        let (blocks, blockSize) = (geometry[0], geometry[1])
+        for i in 1...3 {
+            try sh("debugfs -w -R 'sif /DCIM/A_BAD_\(i).JPG block[5] \(blocks - 1000 + i * 100)' \(card.image) 2>&1")
+        }
+        try card.attach(readOnly: true)
+        try sh("truncate -s \((blocks - 1100) * blockSize) \(card.image) && losetup -c \(card.device) && echo 3 > /proc/sys/vm/drop_caches")
+        let state = TemporaryDirectory()
+        let arguments = [card.mountPoint, "--no-upload", "--state-dir", state.path, "--json"]
+
+        let first = try IngestRun.ingest(arguments)
+
+        #expect(first.status == 1, "some files could not be read: exit 1, not 74: \(first.stderr)")
+        let failed = first.events("failed")
+        #expect(failed.compactMap { $0.string("path") } == ["DCIM/A_BAD_1.JPG", "DCIM/A_BAD_2.JPG", "DCIM/A_BAD_3.JPG"])
+        #expect(failed.allSatisfy { $0.string("reason") == "io-error" })
+        let staged = first.events("staged")
+        #expect(Dictionary(uniqueKeysWithValues: staged.map { (Array($0.string("path")!.utf8), $0.string("xxh128")!) }) == oracle)
+        let again = try IngestRun.ingest(arguments)
+        #expect(again.status == 1)
+        #expect(again.summary?.int("known") == 5)
+        #expect(again.events("failed").count == 3, "the unreadable files stay pending and are tried again")
+    }
+
+    /// `Int64(tv_sec) * 1_000_000_000` trapped on a file dated after 2262, which an ext4
+    /// card with 256-byte inodes holds: the run died with SIGILL.
+    @Test func aFileDatedInTheYear2300OnAnExt4CardIsIngestedWithoutACrash() throws {
+        let card = try LoopCard(sizeMiB: 32, label: "FUTURE")
+        try sh("""
+            cd \(card.mountPoint) && mkdir DCIM
+            head -c 300000 /dev/urandom > DCIM/FUTURE.JPG && head -c 1000 /dev/urandom > DCIM/NOW.JPG
+            touch -d 2300-01-01 DCIM/FUTURE.JPG
+            """)
+        try card.seal()
+        let seconds = try sh("stat -c %Y \(card.mountPoint)/DCIM/FUTURE.JPG").trimmingCharacters(in: .whitespacesAndNewlines)
+        try #require(seconds == "10413792000", "the card holds the year 2300 (256-byte inodes)")
+        let oracle = try xxh128sums(under: card.mountPoint)
+        let state = TemporaryDirectory()
+        let arguments = [card.mountPoint, "--no-upload", "--state-dir", state.path, "--json"]
+
+        let first = try IngestRun.ingest(arguments)
+
+        #expect(first.status == 0, "\(first.stderr)")
+        let staged = first.events("staged")
+        #expect(staged.count == 2)
+        for event in staged { #expect(oracle[Array(event.string("path")!.utf8)] == event.string("xxh128")) }
+        let again = try IngestRun.ingest(arguments)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.summary?.int("known") == 2, "the time held at the limit matches the journal's next time")
     }
 
     @Test func aSecondIngestOfACardBeingIngestedSaysBusyAndTheFirstFinishes() throws {

@@ -188,7 +188,7 @@ extension AsyncStream {
         removed.cardRemoved()
         #expect(CardReport.make(device: device, result: .success(summary(staged: 3)), summary: nil, stop: removed, seconds: 1).outcome == .removed)
         let lost = CardReport.make(
-            device: device, result: .failure(.volumeLost(volume: "DRONE", cause: SystemError(call: "read", errno: 5))),
+            device: device, result: .failure(.volumeLost(volume: "DRONE", cause: SystemError(call: "read", errno: 5), evidence: "its block device is gone")),
             summary: summary(staged: 3), stop: removed, seconds: 1)
         #expect(lost.outcome == .removed)
         #expect(lost.summary?.staged == 3, "the counts of a run that ended with an error come from its summary event")

@@ -34,7 +34,8 @@ public struct JournalTotals: Sendable, Equatable {
 }
 
 extension JournalSummary.Tally {
-    public static func + (a: Self, b: Self) -> Self { Self(count: a.count + b.count, bytes: a.bytes + b.bytes) }
+    /// Byte sums saturate: a card's sizes are the card's to say (see `Int64.addingSaturating`).
+    public static func + (a: Self, b: Self) -> Self { Self(count: a.count + b.count, bytes: a.bytes.addingSaturating(b.bytes)) }
 }
 
 extension Journal {

@@ -33,7 +33,7 @@ public struct ScanPlan: Sendable {
         case .file(let file):
             if let record = known[file.path], record.state != .pending, record.size == file.size, record.mtime == file.mtime {
                 totals.known += 1
-                totals.knownBytes += file.size
+                totals.knownBytes = totals.knownBytes.addingSaturating(file.size)
                 return
             }
             if !file.path.isValidUTF8 {
@@ -43,7 +43,7 @@ public struct ScanPlan: Sendable {
                 notices.append((file, "empty-file", "empty file; ingested like any other"))
             }
             totals.toStage += 1
-            totals.toStageBytes += file.size
+            totals.toStageBytes = totals.toStageBytes.addingSaturating(file.size)
             toStage.append(file)
         }
     }
@@ -290,7 +290,7 @@ public struct Ingestor: Sendable {
                 switch outcome {
                 case .staged(let staged):
                     summary.staged += 1
-                    summary.stagedBytes += staged.file.size
+                    summary.stagedBytes = summary.stagedBytes.addingSaturating(staged.file.size)
                     if staged.deduplicated { summary.deduplicated += 1 }
                     sink.emit(.staged(staged))
                 case let .failed(file, failure):

@@ -29,8 +29,12 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
     public enum Kind: Sendable, Equatable {
         /// The file may not be opened (permissions).
         case unreadable(SystemError)
-        /// The medium failed: a read error, a card pulled out, a dying reader.
+        /// Reading or opening the file failed (a bad sector, a damaged inode…) while the card
+        /// itself is still there; or, when the card is gone, the read that showed it.
         case ioError(SystemError)
+        /// A folder on the file's path, or the file itself, is a symbolic link now (`at`):
+        /// swapped in since the scan, and not followed, so nothing off the card is read.
+        case symlinkInPath(at: CardPath)
         /// The file disappeared between scan and copy.
         case vanished
         /// The file changed size or time while it was copied.
@@ -48,6 +52,9 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         switch kind {
         case .unreadable(let error): "cannot be opened: \(error.reason)"
         case .ioError(let error): "read failed: \(error.reason)"
+        case .symlinkInPath(let link):
+            "\(link.display) is a symbolic link now (it was not when the card was scanned); not followed, "
+                + "so nothing off the card is read"
         case .vanished: "disappeared before it could be copied"
         case .changedWhileCopying: "changed while it was copied (it will be copied again next run)"
         case let .verificationMismatch(expected, found, what):
@@ -61,6 +68,7 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         switch kind {
         case .unreadable: "unreadable"
         case .ioError: "io-error"
+        case .symlinkInPath: "symlink-in-path"
         case .vanished: "vanished"
         case .changedWhileCopying: "changed"
         case .verificationMismatch: "verification-mismatch"
@@ -68,18 +76,18 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         }
     }
 
-    var isDeviceFailure: Bool {
-        if case .ioError = kind { return true }
-        return false
-    }
-
-    /// A failed open: a missing file has vanished, a refused one is unreadable, anything
-    /// else (EIO, ENODEV…) is the medium failing.
-    static func opening(_ error: SystemError) -> StageFailure {
-        switch error.errno {
-        case ENOENT, ENOTDIR: StageFailure(kind: .vanished)
-        case EACCES, EPERM: StageFailure(kind: .unreadable(error))
-        default: StageFailure(kind: .ioError(error))
+    /// A failed open: a missing file has vanished, a refused one is unreadable, a link in
+    /// its path is refused; anything else (EIO, ENODEV…) is an I/O error, the file's own
+    /// unless the card turns out to be gone.
+    static func opening(_ error: CardOpenError) -> StageFailure {
+        switch error {
+        case .symlink(let link): StageFailure(kind: .symlinkInPath(at: link))
+        case .system(let error):
+            switch error.errno {
+            case ENOENT, ENOTDIR: StageFailure(kind: .vanished)
+            case EACCES, EPERM: StageFailure(kind: .unreadable(error))
+            default: StageFailure(kind: .ioError(error))
+            }
         }
     }
 }
@@ -106,8 +114,6 @@ public struct StageSettings: Sendable, Equatable {
     public var chunkSize: Int
     /// Chunks in flight between reader and writer: the memory bound is `chunkSize × chunks`.
     public var chunks: Int
-    /// Consecutive device errors (EIO, ENODEV…) after which the card counts as lost.
-    public var deviceFailureLimit: Int
     /// When the copies are uploaded next: how they are cut into parts, so that the read that
     /// fingerprints a file also computes its parts' CRC32Cs (nil: none are computed).
     public var partChecksums: UploadCut?
@@ -118,15 +124,11 @@ public struct StageSettings: Sendable, Equatable {
     /// where the uploads, not the card, set the pace and the CPU is shared with them.
     public var directReads = false
 
-    public init(
-        reserve: Int64 = 1 << 30, verify: VerifyMode = .off, chunkSize: Int = 1 << 20, chunks: Int = 8,
-        deviceFailureLimit: Int = 3
-    ) {
+    public init(reserve: Int64 = 1 << 30, verify: VerifyMode = .off, chunkSize: Int = 1 << 20, chunks: Int = 8) {
         self.reserve = reserve
         self.verify = verify
         self.chunkSize = chunkSize
         self.chunks = chunks
-        self.deviceFailureLimit = deviceFailureLimit
     }
 }
 
@@ -142,9 +144,13 @@ public struct StageSettings: Sendable, Equatable {
 /// for the kernel's read-ahead, dropping what it has read, or direct
 /// (``StageSettings/directReads``).
 ///
-/// A file whose read fails, or that changes while it is copied, leaves no staged copy: its
-/// partial file is removed. The run stops, with the rest left pending, when the staging
-/// area runs out of space or the card fails on several files in a row.
+/// Files are opened beneath the root one component at a time, never through a symbolic link
+/// (``CardOpener``), so no path length limit applies and nothing off the card is read.
+///
+/// A file whose open or read fails, or that changes while it is copied, leaves no staged
+/// copy: its partial file is removed, it is reported and the run goes on. The run stops,
+/// with the rest left pending, when the staging area runs out of space or the card itself
+/// is gone (``CardPresence``, asked after each failed read).
 public final class Stager: Sendable {
     public let area: StagingArea
     public let settings: StageSettings
@@ -173,10 +179,15 @@ public final class Stager: Sendable {
         root: String, files: [ScannedFile], volumeName: String, report: @escaping @Sendable (StageOutcome) -> Void
     ) throws(IngestError) {
         let rootDirectory: FileDescriptor
-        do { rootDirectory = try FileDescriptor(path: root, flags: O_RDONLY | O_DIRECTORY) } catch {
+        let presence: CardPresence
+        do {
+            rootDirectory = try FileDescriptor(path: root, flags: O_RDONLY | O_DIRECTORY)
+            presence = try CardPresence(root: rootDirectory, rootPath: root)
+        } catch {
             throw .sourceUnavailable(path: root, reason: error.reason)
         }
-        try Pipeline(stager: self, root: rootDirectory, volumeName: volumeName).run(files: files, report: report)
+        try Pipeline(stager: self, root: rootDirectory, presence: presence, volumeName: volumeName)
+            .run(files: files, report: report)
     }
 }
 
@@ -202,17 +213,22 @@ private final class Pipeline: @unchecked Sendable {
     }
 
     let stager: Stager
-    let root: FileDescriptor
+    let presence: CardPresence
     let volumeName: String
+    /// The reader's way to the card's files, and the writer's (for `--verify both`).
+    let readerOpener: CardOpener
+    let writerOpener: CardOpener
     let pool: BlockingQueue<Chunk>
     let queue: BlockingQueue<Message>
     /// The error that stops the run; set once, by whichever thread meets it first.
     private let fatal = Mutex<IngestError?>(nil)
 
-    init(stager: Stager, root: FileDescriptor, volumeName: String) {
+    init(stager: Stager, root: FileDescriptor, presence: CardPresence, volumeName: String) {
         self.stager = stager
-        self.root = root
+        self.presence = presence
         self.volumeName = volumeName
+        readerOpener = CardOpener(root: root)
+        writerOpener = CardOpener(root: root)
         let settings = stager.settings
         pool = BlockingQueue(capacity: settings.chunks)
         queue = BlockingQueue(capacity: settings.chunks + 4)
@@ -239,27 +255,24 @@ private final class Pipeline: @unchecked Sendable {
 
     private func read(_ files: [ScannedFile]) {
         let hasher = FingerprintHasher()
-        var deviceFailures = 0
         for file in files {
             if readerShouldStop { break }
             switch readOne(file, hasher: hasher) {
             case .copied(let copied, let digest, let checksums):
-                deviceFailures = 0
                 queue.put(.end(copied, digest, checksums))
             case .abandoned:
                 queue.put(.abandon)
             case .failed(let failure):
                 queue.put(.abort(file, failure))
-                if failure.isDeviceFailure {
-                    deviceFailures += 1
-                    if deviceFailures >= stager.settings.deviceFailureLimit, case .ioError(let cause) = failure.kind {
-                        stop(.volumeLost(volume: volumeName, cause: cause))
-                    }
-                } else {
-                    deviceFailures = 0
+                // One file that cannot be read is that file's error; the run stops only when
+                // the card itself is gone. (An I/O error is what a card gone gives too: EIO,
+                // ENOMEM, ENODEV…; a missing or refused file is never the card.)
+                if case .ioError(let cause) = failure.kind, let evidence = presence.check() {
+                    stop(.volumeLost(volume: volumeName, cause: cause, evidence: evidence))
                 }
             }
         }
+        readerOpener.reset()
         queue.put(.finish)
     }
 
@@ -277,7 +290,7 @@ private final class Pipeline: @unchecked Sendable {
         let display = scanned.path.display
         let source: FileDescriptor
         do {
-            source = try FileDescriptor(at: root, path: scanned.path, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+            source = try readerOpener.open(scanned.path, flags: O_RDONLY | O_NONBLOCK)
         } catch {
             return .failed(.opening(error))
         }
@@ -329,8 +342,8 @@ private final class Pipeline: @unchecked Sendable {
             }
             return .copied(file, hasher.finalize(), checksummer?.finish())
         } catch {
-            // Any error reading an open regular file is the medium failing: ext4 reports a
-            // vanished device as EIO or ENOMEM, others as ENXIO or ENODEV.
+            // A bad sector of this file, or the card gone: ext4 reports a vanished device as
+            // EIO or ENOMEM, others as ENXIO or ENODEV. `read(_:)` asks the card which.
             return .failed(StageFailure(kind: .ioError(error)))
         }
     }
@@ -440,7 +453,9 @@ private final class Pipeline: @unchecked Sendable {
         let reserve = stager.settings.reserve
         let available: Int64
         do { available = try area.availableBytes() } catch { throw .stagingUnwritable(error) }
-        guard file.size + reserve <= available else {
+        // Compared without a sum: the size is the card's to say, and `size + reserve` of a
+        // hostile file system's file could overflow (both operands are 0 or more).
+        guard file.size <= available - reserve else {
             throw .stagingFull(
                 stagingPath: area.root, needed: file.size, available: max(0, available - reserve), reserve: reserve)
         }
@@ -537,10 +552,9 @@ private final class Pipeline: @unchecked Sendable {
         default: break
         }
         guard stager.settings.verify == .both else { return nil }
-        let source = Result { () throws(SystemError) in
-            try fingerprintOfFile(FileDescriptor(at: root, path: file.path, flags: O_RDONLY | O_NOFOLLOW), path: file.path.display)
-        }
-        switch source {
+        let source: FileDescriptor
+        do { source = try writerOpener.open(file.path, flags: O_RDONLY) } catch { return .opening(error) }
+        switch Result(catching: { () throws(SystemError) in try fingerprintOfFile(source, path: file.path.display) }) {
         case .failure(let error): return StageFailure(kind: .ioError(error))
         case .success(let found) where found != fingerprint:
             return StageFailure(kind: .verificationMismatch(expected: fingerprint, found: found, of: "the source"))

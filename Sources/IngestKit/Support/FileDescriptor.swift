@@ -123,8 +123,27 @@ extension Glibc.stat {
     var isRegularFile: Bool { (st_mode & S_IFMT) == S_IFREG }
     var isDirectory: Bool { (st_mode & S_IFMT) == S_IFDIR }
     var isSymlink: Bool { (st_mode & S_IFMT) == S_IFLNK }
-    /// Modification time in nanoseconds since the epoch.
-    var mtimeNanoseconds: Int64 { Int64(st_mtim.tv_sec) * 1_000_000_000 + Int64(st_mtim.tv_nsec) }
+    /// Modification time in nanoseconds since the epoch, held at `Int64.max` (or `.min`)
+    /// beyond what 64 bits of nanoseconds hold (after 2262-04-11, before 1677-09-21): the
+    /// time is the card's to say, and ext4 holds dates up to 2446.
+    var mtimeNanoseconds: Int64 { nanosecondsSinceEpoch(seconds: Int64(st_mtim.tv_sec), nanoseconds: Int64(st_mtim.tv_nsec)) }
+}
+
+/// `seconds × 10⁹ + nanoseconds`, saturated at `Int64.min` and `.max` instead of trapping.
+func nanosecondsSinceEpoch(seconds: Int64, nanoseconds: Int64) -> Int64 {
+    let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+    if overflow { return seconds < 0 ? .min : .max }
+    return scaled.addingSaturating(nanoseconds)
+}
+
+extension Int64 {
+    /// The sum, held at `.max` or `.min` instead of trapping. Sizes and times come from the
+    /// card, and a damaged or hostile file system can report any value at all.
+    func addingSaturating(_ other: Int64) -> Int64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        if overflow { return other < 0 ? .min : .max }
+        return sum
+    }
 }
 
 extension FileDescriptor {

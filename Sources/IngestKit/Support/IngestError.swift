@@ -63,7 +63,9 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     case stagingUnwritable(SystemError)
     case stateUnusable(path: String, reason: String)
     case volumeBusy(volume: String, lockPath: String)
-    case volumeLost(volume: String, cause: SystemError)
+    /// The card went while it was read: `cause` is the read that failed, `evidence` what
+    /// showed the card itself gone (its device, its mount, its root), not only a file.
+    case volumeLost(volume: String, cause: SystemError, evidence: String)
     /// `--device` names something that is not a card: not a block device, no file system,
     /// unknown to udev.
     case notACard(device: String, reason: String)
@@ -138,8 +140,8 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .metricsUnwritable(path, reason):
             return "cannot write the metrics file \(path): \(reason). The rescan's work is done and recorded; "
                 + "make the directory exist and writable, or change [rescan] metrics_file or --metrics-file."
-        case let .volumeLost(volume, cause):
-            return "\(volume) failed while it was being read (\(cause)). "
+        case let .volumeLost(volume, cause, evidence):
+            return "\(volume) failed while it was being read (\(cause)): \(evidence). "
                 + "Files not yet staged stay pending; reinsert the card and run again."
         case let .notACard(device, reason):
             return "cannot ingest \(device): \(reason)."

@@ -1,0 +1,97 @@
+import Glibc
+
+/// Why a card file could not be opened beneath the card's root.
+enum CardOpenError: Error, Sendable, Equatable {
+    /// A folder on the file's path, or the file itself, is a symbolic link now (`at` is the
+    /// link's path on the card). The scan saw none there: it was swapped in since, and is
+    /// not followed, so nothing off the card can be read through it.
+    case symlink(at: CardPath)
+    /// The system call on a component (or the file) failed.
+    case system(SystemError)
+}
+
+/// Opens the files of a card one path component at a time, each from the descriptor of
+/// the directory above it, never following a symbolic link in any component.
+///
+/// `openat(root, "a/b/c", O_NOFOLLOW)` guards only the last component: were `a/b` swapped
+/// for a link to `/etc` between the scan and the open, a run as root would copy a host
+/// file. And a path given whole is bound by PATH_MAX (4096 bytes), which a card's deep
+/// tree can exceed. Here every directory is opened with `O_NOFOLLOW | O_DIRECTORY` from its
+/// parent's descriptor, so neither applies.
+///
+/// The directories from the root down to the last file's are kept open: files come in
+/// scan order, so the next file is most often in the same directory, and moving on costs
+/// an open per directory entered. Work per file is bounded by its path's depth, never by
+/// the number of files; one descriptor is held per level of the current directory.
+///
+/// One instance per thread.
+final class CardOpener {
+    private let root: FileDescriptor
+    /// The names of the directories open now, from the root down…
+    private var names: [ArraySlice<UInt8>] = []
+    /// …and their descriptors: `directories[i]` is the directory `names[0...i]`.
+    private var directories: [FileDescriptor] = []
+
+    init(root: FileDescriptor) { self.root = root }
+
+    /// Opens the file at `path` (relative to the root) with `flags`, plus `O_NOFOLLOW` and
+    /// `O_CLOEXEC`.
+    func open(_ path: CardPath, flags: Int32) throws(CardOpenError) -> FileDescriptor {
+        let components = path.bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true)
+        // A card path names what the scan found: never `.` or `..`, which lead elsewhere.
+        let dot = UInt8(ascii: ".")
+        guard let name = components.last, !components.contains(where: { $0.elementsEqual([dot]) || $0.elementsEqual([dot, dot]) })
+        else {
+            throw .system(SystemError(call: "open", errno: EINVAL, path: path.display))
+        }
+        let folders = components.dropLast()
+        // Keep the directories this file shares with the last one; close the others.
+        var shared = 0
+        while shared < names.count, shared < folders.count, names[shared] == folders[folders.startIndex + shared] {
+            shared += 1
+        }
+        names.removeSubrange(shared...)
+        directories.removeSubrange(shared...)
+        for folder in folders.dropFirst(shared) {
+            let parent = directories.last ?? root
+            let directory = try openComponent(
+                folder, in: parent, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW, path: path, components: components,
+                depth: names.count + 1)
+            names.append(folder)
+            directories.append(directory)
+        }
+        return try openComponent(
+            name, in: directories.last ?? root, flags: flags | O_NOFOLLOW, path: path, components: components,
+            depth: components.count)
+    }
+
+    /// Closes every directory held open.
+    func reset() {
+        names.removeAll()
+        directories.removeAll()
+    }
+
+    /// Opens `name`, component number `depth` (1-based) of `path`, in `parent`.
+    private func openComponent(
+        _ name: ArraySlice<UInt8>, in parent: FileDescriptor, flags: Int32, path: CardPath,
+        components: [ArraySlice<UInt8>], depth: Int
+    ) throws(CardOpenError) -> FileDescriptor {
+        let cName = name.map { CChar(bitPattern: $0) } + [0]
+        while true {
+            let fd = openat(parent.raw, cName, flags | O_CLOEXEC)
+            if fd >= 0 { return FileDescriptor(adopting: fd) }
+            let error = errno
+            if error == EINTR { continue }
+            // O_NOFOLLOW refuses a link with ELOOP, or with ENOTDIR along with O_DIRECTORY
+            // (which a plain file in a folder's place gives too): look at what is there.
+            if error == ELOOP || error == ENOTDIR {
+                var st = Glibc.stat()
+                if fstatat(parent.raw, cName, &st, AT_SYMLINK_NOFOLLOW) == 0, st.isSymlink {
+                    let link = components.prefix(depth).joined(separator: [UInt8(ascii: "/")])
+                    throw .symlink(at: CardPath(bytes: Array(link)))
+                }
+            }
+            throw .system(SystemError(call: "open", errno: error, path: path.display))
+        }
+    }
+}

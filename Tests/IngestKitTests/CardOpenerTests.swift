@@ -1,0 +1,240 @@
+import Foundation
+import Glibc
+import Testing
+
+@testable import IngestKit
+
+/// Writes `contents` at `components` beneath `root`, making each directory with `mkdirat`
+/// from its parent's descriptor, so the whole path may be longer than PATH_MAX.
+func writeDeep(_ root: String, _ components: [String], _ contents: [UInt8]) throws {
+    var directory = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard directory >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    defer { close(directory) }
+    for name in components.dropLast() {
+        if mkdirat(directory, name, 0o755) != 0, errno != EEXIST { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        let child = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard child >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        close(directory)
+        directory = child
+    }
+    let fd = openat(directory, components.last!, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    defer { close(fd) }
+    let written = contents.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    guard written == contents.count else { throw POSIXError(.EIO) }
+}
+
+/// Opening card files beneath the root: deep trees, links swapped in after the scan, dates
+/// beyond 64 bits of nanoseconds. The stager opens every card file this way.
+@Suite struct CardOpenerTests {
+    /// 24 folders of 200 bytes: 4,824 bytes of path, beyond PATH_MAX (4,096).
+    static let deepFolders = (1...24).map { "\($0)-" + String(repeating: "d", count: 197 - String($0).count) }
+
+    func scanFiles(_ root: String) throws -> [ScannedFile] {
+        var files: [ScannedFile] = []
+        try Scanner().scan(root: root) { if case .file(let file) = $0 { files.append(file) } }
+        return files
+    }
+
+    func stage(_ root: String, files: [ScannedFile], into state: TemporaryDirectory, verify: VerifyMode = .off) throws -> OutcomeLog {
+        let area = try StagingArea(root: state.path + "/staging")
+        let stager = Stager(area: area, settings: StageSettings(reserve: 0, verify: verify, chunkSize: 4096, chunks: 3))
+        let log = OutcomeLog()
+        try stager.run(root: root, files: files, volumeName: "test card") { log.add($0) }
+        return log
+    }
+
+    /// The xxh128sum of `bytes` (the oracle cannot open a path beyond PATH_MAX: it reads a
+    /// shallow copy).
+    func oracle(_ bytes: [UInt8], in scratch: TemporaryDirectory) throws -> String {
+        try xxh128sum(try scratch.write("oracle-\(UUID().uuidString)", bytes))
+    }
+
+    @Test(arguments: [VerifyMode.off, .both])
+    func filesWhosePathsAreLongerThanPathMaxAreScannedAndStaged(verify: VerifyMode) throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory(), scratch = TemporaryDirectory()
+        defer { _ = try? sh("rm -rf \(shellQuoted(card.path))/DEEP") }
+        var expected: [String: String] = [:]
+        for name in ["a.jpg", "b.jpg", "c.jpg"] {
+            let bytes = randomBytes(10_000)
+            let components = ["DEEP"] + Self.deepFolders + [name]
+            try writeDeep(card.path, components, bytes)
+            expected[components.joined(separator: "/")] = try oracle(bytes, in: scratch)
+        }
+        // One more, two levels up, so the opener leaves and re-enters folders.
+        let shallower = ["DEEP"] + Self.deepFolders.dropLast(2) + ["d.jpg"]
+        let bytes = randomBytes(5000)
+        try writeDeep(card.path, shallower, bytes)
+        expected[shallower.joined(separator: "/")] = try oracle(bytes, in: scratch)
+        for name in ["z1.jpg", "z2.jpg"] {
+            expected[name] = try oracle(try Array(Data(contentsOf: URL(fileURLWithPath: card.write(name, randomBytes(3000))))), in: scratch)
+        }
+
+        let files = try scanFiles(card.path)
+        #expect(files.count == expected.count)
+        #expect(files.filter { $0.path.bytes.count > Int(PATH_MAX) }.count == 4)
+        let log = try stage(card.path, files: files, into: state, verify: verify)
+
+        #expect(log.failed.isEmpty, "\(log.failed.map { "\($0.0.path): \($0.1)" })")
+        #expect(Dictionary(uniqueKeysWithValues: log.staged.map { ($0.file.path.display, $0.fingerprint.hex) }) == expected)
+        #expect(log.staged.allSatisfy { $0.verified == (verify != .off) })
+    }
+
+    /// Between scan and open, `DCIM/100MEDIA` becomes a link to a host folder holding a file
+    /// of the same name: a run as root must not copy the host's file.
+    @Test func aFolderSwappedForALinkToTheHostAfterTheScanIsRefusedAndNoHostFileIsCopied() throws {
+        let card = TemporaryDirectory(), host = TemporaryDirectory(), state = TemporaryDirectory()
+        try card.write("DCIM/100MEDIA/IMG_0001.JPG", randomBytes(4000))
+        try card.write("DCIM/101MEDIA/IMG_0002.JPG", randomBytes(4000))
+        let after = try card.write("Z/after.jpg", randomBytes(4000))
+        let hostFile = try host.write("IMG_0001.JPG", Array("the host's secret\n".utf8))
+        let files = try scanFiles(card.path)
+        #expect(rename(card.path + "/DCIM/100MEDIA", card.path + "/moved-away") == 0)
+        #expect(symlink(host.path, card.path + "/DCIM/100MEDIA") == 0)
+
+        let log = try stage(card.path, files: files, into: state)
+
+        let failure = try #require(log.failed.first { $0.0.path == CardPath("DCIM/100MEDIA/IMG_0001.JPG") })
+        #expect(failure.1.kind == .symlinkInPath(at: CardPath("DCIM/100MEDIA")))
+        #expect(failure.1.code == "symlink-in-path")
+        let hostDigest = try xxh128sum(hostFile)
+        #expect(!log.staged.contains { $0.fingerprint.hex == hostDigest })
+        #expect(!FileManager.default.fileExists(atPath: "\(state.path)/staging/\(hostDigest.prefix(2))/\(hostDigest)"))
+        #expect(Set(log.staged.map(\.file.path.display)) == ["DCIM/101MEDIA/IMG_0002.JPG", "Z/after.jpg"])
+        #expect(log.staged.first { $0.file.path.display == "Z/after.jpg" }?.fingerprint.hex == (try xxh128sum(after)))
+    }
+
+    @Test func aFileSwappedForALinkAfterTheScanIsRefused() throws {
+        let card = TemporaryDirectory(), host = TemporaryDirectory(), state = TemporaryDirectory()
+        let photo = try card.write("DCIM/IMG_0001.JPG", randomBytes(4000))
+        let hostFile = try host.write("shadow", Array("root:x:0:0\n".utf8))
+        let files = try scanFiles(card.path)
+        #expect(unlink(photo) == 0)
+        #expect(symlink(hostFile, photo) == 0)
+
+        let log = try stage(card.path, files: files, into: state)
+
+        #expect(log.staged.isEmpty)
+        #expect(log.failed.map(\.1.kind) == [.symlinkInPath(at: CardPath("DCIM/IMG_0001.JPG"))])
+    }
+
+    /// The opener keeps the last file's folders open. A folder swapped for a link after it
+    /// was opened is never looked up again: its descriptor is the card's folder still.
+    @Test func aHeldFolderSwappedForALinkStillLeadsToTheCardsOwnFolder() throws {
+        let card = TemporaryDirectory(), host = TemporaryDirectory()
+        try card.write("A/B/one", Array("card one".utf8))
+        try card.write("A/B/two", Array("card two".utf8))
+        try host.write("two", Array("host two".utf8))
+        let root = try FileDescriptor(path: card.path, flags: O_RDONLY | O_DIRECTORY)
+        let opener = CardOpener(root: root)
+        _ = try opener.open(CardPath("A/B/one"), flags: O_RDONLY)
+        #expect(rename(card.path + "/A/B", card.path + "/A/moved") == 0)
+        #expect(symlink(host.path, card.path + "/A/B") == 0)
+
+        let two = try opener.open(CardPath("A/B/two"), flags: O_RDONLY)
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = buffer.withUnsafeMutableBytes { read(two.raw, $0.baseAddress, $0.count) }
+        #expect(Array(buffer.prefix(max(0, count))) == Array("card two".utf8))
+
+        // Once the opener leaves the folder, coming back looks the link up: refused.
+        _ = try? opener.open(CardPath("other"), flags: O_RDONLY)
+        #expect(throws: CardOpenError.symlink(at: CardPath("A/B"))) { _ = try opener.open(CardPath("A/B/two"), flags: O_RDONLY) }
+    }
+
+    @Test func pathsThatLeaveTheRootAreRefused() throws {
+        let card = TemporaryDirectory()
+        try card.write("A/x", [1])
+        let opener = CardOpener(root: try FileDescriptor(path: card.path, flags: O_RDONLY | O_DIRECTORY))
+        for path in ["../etc/passwd", "A/../../etc/passwd", "A/./x"] {
+            #expect(throws: CardOpenError.self) { _ = try opener.open(CardPath(path), flags: O_RDONLY) }
+        }
+        #expect(throws: Never.self) { _ = try opener.open(CardPath("A/x"), flags: O_RDONLY) }
+    }
+
+    /// `Int64(seconds) * 1_000_000_000` trapped for a file dated after 2262-04-11, which ext4
+    /// with 256-byte inodes holds (up to 2446).
+    @Test func aFileDatedInTheYear2300IsScannedAndStagedWithItsTimeHeldAtTheLimit() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        let path = try card.write("DCIM/FUTURE.JPG", randomBytes(9000))
+        try card.write("DCIM/NOW.JPG", randomBytes(100))
+        try sh("touch -d 2300-01-01 \(shellQuoted(path))")
+        var st = stat()
+        #expect(stat(path, &st) == 0)
+        try #require(st.st_mtim.tv_sec == 10_413_792_000, "the file system holds the date")
+
+        let files = try scanFiles(card.path)
+        let future = try #require(files.first { $0.path.display == "DCIM/FUTURE.JPG" })
+        #expect(future.mtime == .max)
+        let log = try stage(card.path, files: files, into: state)
+
+        #expect(log.failed.isEmpty)
+        let staged = try #require(log.staged.first { $0.file.path.display == "DCIM/FUTURE.JPG" })
+        #expect(staged.file.mtime == .max)
+        #expect(staged.fingerprint.hex == (try xxh128sum(path)))
+    }
+
+    @Test(arguments: [
+        (Int64(0), Int64(5), Int64(5)),
+        (1_700_000_000, 123, 1_700_000_000_000_000_123),
+        (9_223_372_036, 854_775_807, .max),  // the last representable nanosecond
+        (9_223_372_036, 854_775_808, .max),
+        (10_413_792_000, 0, .max),  // 2300-01-01
+        (.max, 999_999_999, .max),
+        (-1, 0, -1_000_000_000),
+        (-9_223_372_037, 0, .min),
+        (.min, 0, .min),
+    ])
+    func nanosecondsSinceTheEpochSaturateInsteadOfTrapping(seconds: Int64, nanoseconds: Int64, expected: Int64) {
+        #expect(nanosecondsSinceEpoch(seconds: seconds, nanoseconds: nanoseconds) == expected)
+    }
+
+    @Test func sumsOfCardSizesSaturateInsteadOfTrapping() {
+        #expect(Int64.max.addingSaturating(1) == .max)
+        #expect(Int64(5).addingSaturating(.max) == .max)
+        #expect(Int64.min.addingSaturating(-1) == .min)
+        #expect(Int64(2).addingSaturating(3) == 5)
+        var plan = ScanPlan(volume: VolumeIdentity(
+            key: "path:/card", rootPath: "/card", mountPoint: nil, pathInFileSystem: "/", fsType: nil, device: nil))
+        for name in ["a", "b"] { plan.add(.file(ScannedFile(path: CardPath(name), size: .max, mtime: 0)), known: [:]) }
+        #expect(plan.totals.toStageBytes == .max)
+    }
+}
+
+/// Whether the card itself is gone, asked after a failed read: a real ext4 card on a loop
+/// device, whole and then pulled.
+@Suite(.serialized)
+struct CardPresenceTests {
+    @Test(needsRoot) func aWholeCardIsThereAndOneWhoseDeviceShrankOrWasUnmountedIsGone() throws {
+        let directory = TemporaryDirectory()
+        let image = directory.path + "/card.img", mountPoint = directory.path + "/mnt"
+        let device = try sh("""
+            truncate -s 64M \(image) && mkfs.ext4 -q -F \(image) && mkdir -p \(mountPoint)
+            losetup -f --show \(image)
+            """).trimmingCharacters(in: .whitespacesAndNewlines)
+        defer { _ = try? sh("umount -l \(mountPoint) 2>/dev/null; losetup -d \(device)") }
+        try sh("mount -o ro \(device) \(mountPoint)")
+        let root = try FileDescriptor(path: mountPoint, flags: O_RDONLY | O_DIRECTORY)
+        let presence = try CardPresence(root: root, rootPath: mountPoint)
+        #expect(presence.check() == nil, "a whole card is there")
+
+        try sh("truncate -s 4M \(image) && losetup -c \(device)")
+        let shrunk = try #require(presence.check())
+        #expect(shrunk.contains("shrank from 64.0 MiB to 4.0 MiB"), "\(shrunk)")
+
+        try sh("truncate -s 0 \(image) && losetup -c \(device)")
+        #expect(presence.check()?.contains("no medium") == true)
+
+        try sh("umount -l \(mountPoint)")
+        #expect(presence.check()?.contains("no longer leads to the card") == true)
+    }
+
+    @Test func aPlainDirectoryIsThereUntilItIsRemoved() throws {
+        let card = TemporaryDirectory()
+        let path = card.path + "/card"
+        #expect(mkdir(path, 0o755) == 0)
+        let presence = try CardPresence(root: try FileDescriptor(path: path, flags: O_RDONLY | O_DIRECTORY), rootPath: path)
+        #expect(presence.check() == nil)
+        #expect(rmdir(path) == 0)
+        #expect(presence.check()?.contains("is gone") == true)
+    }
+}
