@@ -289,7 +289,9 @@ public final class Journal: Sendable {
                     byState[state] = .init(count: row[1], bytes: row[2])
                 }
             }
-            let objects = try Row.fetchOne(db, sql: "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM stagedObject")!
+            // Copies deleted after their uploads verified (staging retention) are no longer held.
+            let objects = try Row.fetchOne(
+                db, sql: "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM stagedObject WHERE removedAt IS NULL")!
             let volumes = try VolumeRecord.order(Column("lastSeen").desc).fetchAll(db)
             let failures = try FileRecord.filter(Column("lastError") != nil).order(Column("updatedAt").desc)
                 .limit(20).fetchAll(db)
@@ -310,6 +312,7 @@ public struct JournalSummary: Sendable, Equatable {
     /// What a journal that does not exist yet holds.
     public static let empty = JournalSummary(files: [:], stagedObjects: .zero, volumes: [], recentFailures: [])
     public var files: [FileState: Tally]
+    /// Staged copies held in the staging area now (those deleted after their upload are not).
     public var stagedObjects: Tally
     public var volumes: [VolumeRecord]
     /// Files whose last attempt failed, newest first (at most 20).
