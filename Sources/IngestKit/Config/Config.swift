@@ -115,6 +115,9 @@ public struct Config: Sendable, Equatable {
                               "connect_timeout", "stall_timeout"])
             config.s3.endpoint = try s3.string("endpoint")
             config.s3.bucket = try s3.string("bucket")
+            if let bucket = config.s3.bucket, !bucket.isEmpty, let problem = BucketName.problem(bucket) {
+                throw s3.fail("bucket", BucketName.fix(bucket, problem: problem, origin: "[s3] bucket"))
+            }
             if let region = try s3.string("region") { config.s3.region = region }
             if let addressing = try s3.string("addressing") {
                 guard let style = S3AddressingStyle(rawValue: addressing) else {
@@ -185,7 +188,12 @@ public struct Config: Sendable, Equatable {
             staging.verify = try Self.parseVerify(verify, key: "INGEST_STAGING_VERIFY", file: nil)
         }
         if let endpoint = value("INGEST_ENDPOINT") { s3.endpoint = endpoint }
-        if let bucket = value("INGEST_BUCKET") { s3.bucket = bucket }
+        if let bucket = value("INGEST_BUCKET") {
+            if let problem = BucketName.problem(bucket) {
+                throw .config(file: nil, key: "INGEST_BUCKET", problem: BucketName.fix(bucket, problem: problem, origin: "INGEST_BUCKET"))
+            }
+            s3.bucket = bucket
+        }
         if let region = value("AWS_REGION") ?? value("AWS_DEFAULT_REGION") { s3.region = region }
     }
 
@@ -342,6 +350,12 @@ public struct S3Settings: Sendable, Equatable {
             throw .config(
                 file: nil, key: "s3.bucket",
                 problem: "no bucket: give --bucket NAME (or INGEST_BUCKET, or [s3] bucket), or use --no-upload to stage only")
+        }
+        // Checked here too, after the flags: --bucket is the last word.
+        if let problem = BucketName.problem(bucket) {
+            throw .config(
+                file: nil, key: "s3.bucket",
+                problem: BucketName.fix(bucket, problem: problem, origin: "--bucket, INGEST_BUCKET or [s3] bucket"))
         }
         let target = UploadTarget(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
         do { _ = try target.destination() } catch { throw .config(file: nil, key: "s3.endpoint", problem: "\(error)") }
