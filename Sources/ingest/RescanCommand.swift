@@ -13,6 +13,11 @@ struct RescanCommand: AsyncParsableCommand {
               - ingests every mounted card the journal knows (by its file system UUID,
                 wherever it is mounted), then each directory of [rescan] roots and --root,
                 one after another, like `ingest PATH`;
+              - aborts the multipart uploads under [s3] prefix, at the configured
+                destination and every one the journal has uploads for, that the
+                journal does not know and that are older than [rescan]
+                orphan_upload_age (default 7d; "off" never): what a run killed
+                between creating an upload and recording it leaves on the server;
               - deletes staged copies whose objects verified longer ago than
                 [staging] retention, and partial copies left by killed runs;
               - prints a summary per card and in total (NDJSON with --json), and with
@@ -28,6 +33,7 @@ struct RescanCommand: AsyncParsableCommand {
               [rescan]
               roots = ["/srv/incoming"]
               metrics_file = "/var/lib/prometheus/node-exporter/ingest.prom"
+              orphan_upload_age = "7d"
 
             The metrics file, for node_exporter's textfile collector, is replaced \
             atomically (mode 0644) and computed from the journal: files and bytes staged, \
@@ -80,6 +86,9 @@ struct RescanCommand: AsyncParsableCommand {
                 config: config, state: state, journal: journal, logger: logger, target: target,
                 makeRunner: { [common, config] sink throws(IngestError) in
                     try common.makeUploadRunner(config: config, state: state, journal: journal, sink: sink, logger: logger)
+                },
+                makeClient: { [common, config] target throws(IngestError) in
+                    try common.makeClient(target, config: config, logger: logger)
                 })
             let display = Task { await console?.runProgressDisplay() }
             defer { display.cancel() }
@@ -95,7 +104,7 @@ struct RescanCommand: AsyncParsableCommand {
                     do { totals = try await journal.totals() } catch {
                         throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
                     }
-                    try PrometheusText.write(PrometheusText.render(IngestMetrics.families(totals)), to: path)
+                    try PrometheusText.write(PrometheusText.render(IngestMetrics.families(totals, orphans: report.orphans)), to: path)
                     written = path
                 } catch {
                     _ = fail(error, json: common.json)

@@ -38,6 +38,7 @@ import TOMLKit
 /// [rescan]
 /// roots = ["/srv/incoming"]       # directories `ingest rescan` ingests besides known cards
 /// metrics_file = "/var/lib/prometheus/node-exporter/ingest.prom"
+/// orphan_upload_age = "7d"        # abort multipart uploads no journal knows once this old
 /// ```
 public struct Config: Sendable, Equatable {
     public static let defaultPath = "/etc/ingest/ingest.toml"
@@ -170,9 +171,14 @@ public struct Config: Sendable, Equatable {
             if let count = try watch.integer("max_cards", in: WatchSettings.maxCardsRange) { config.watch.maxCards = count }
         }
         if let rescan = try root.table("rescan") {
-            try rescan.allowOnly(["roots", "metrics_file"])
+            try rescan.allowOnly(["roots", "metrics_file", "orphan_upload_age"])
             config.rescan.roots = try rescan.absolutePaths("roots") ?? []
             config.rescan.metricsFile = try rescan.absolutePath("metrics_file")
+            if let age = try rescan.string("orphan_upload_age") {
+                config.rescan.orphanUploadAge =
+                    age.trimmingCharacters(in: .whitespaces) == "off"
+                    ? nil : try parseDuration(age, key: "rescan.orphan_upload_age", file: file)
+            }
         }
         try config.upload.check(file: file)
         return config
@@ -400,6 +406,12 @@ public struct RescanSettings: Sendable, Equatable {
     /// Where to write Prometheus text-format metrics (node_exporter's textfile collector);
     /// nil: none are written.
     public var metricsFile: String?
+    /// Multipart uploads under the destinations' prefix that the journal does not know (a
+    /// run killed between creating one and journalling its id) are aborted once they are
+    /// this old; nil (`"off"`): never. Old enough that a run of another station, or of
+    /// another journal, writing under the same prefix has long finished with its uploads.
+    public var orphanUploadAge: Duration? = RescanSettings.defaultOrphanUploadAge
+    public static let defaultOrphanUploadAge: Duration = .seconds(7 * 86400)
     public init() {}
 }
 

@@ -144,7 +144,9 @@ extension Unicode.Scalar {
 /// The metrics `ingest rescan` writes, all from the journal: lifetime totals and the state
 /// as of now, which is what node_exporter serves until the next rescan.
 public enum IngestMetrics {
-    public static func families(_ totals: JournalTotals) -> [MetricFamily] {
+    /// `orphans`: what this rescan's orphan sweep did (not in the journal: it is reported as
+    /// of the last rescan, like the exit status); nil or off, no such families.
+    public static func families(_ totals: JournalTotals, orphans: OrphanSweep? = nil) -> [MetricFamily] {
         let files = totals.files
         func waiting(_ tally: (JournalSummary.Tally) -> Int64) -> [MetricFamily.Sample] {
             [
@@ -205,6 +207,23 @@ public enum IngestMetrics {
             "When the last ingest rescan that finished everything pending ended (Unix time).", totals.lastRescanSuccessAt)
         timestamp(
             "ingest_rescan_last_run_timestamp_seconds", "When the last ingest rescan ended (Unix time).", totals.lastRescanAt)
+        if let orphans, orphans.age != nil {
+            families.append(
+                .init(
+                    "ingest_rescan_orphan_uploads_aborted", .gauge,
+                    help: "Multipart uploads no journal knew, older than [rescan] orphan_upload_age, aborted by the last ingest rescan.",
+                    value: Double(orphans.aborted)))
+            families.append(
+                .init(
+                    "ingest_rescan_orphan_uploads_young", .gauge,
+                    help: "Multipart uploads no journal knows, younger than [rescan] orphan_upload_age, left by the last ingest rescan.",
+                    value: Double(orphans.young)))
+            families.append(
+                .init(
+                    "ingest_rescan_orphan_sweep_failures", .gauge,
+                    help: "Destinations the last ingest rescan could not sweep of orphan multipart uploads (see its output).",
+                    value: Double(orphans.failures)))
+        }
         if let status = totals.lastRescanExitStatus {
             families.append(
                 .init(
