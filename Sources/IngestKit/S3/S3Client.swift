@@ -251,17 +251,23 @@ public final class S3Client: Sendable {
         }
     }
 
-    /// ListParts, every page of it.
+    /// The most pages `ListParts` follows. An upload holds at most 10,000 parts and servers
+    /// send up to 1,000 a page (AWS and SeaweedFS both), so 10 pages hold any upload; 1,000
+    /// leaves room for servers that send as few as 10 a page, and stops one that pages forever.
+    public static let maxListPartsPages = 1_000
+
+    /// ListParts, every page of it (at most ``maxListPartsPages``).
     public func listParts(key: String, uploadID: String) async throws(S3ClientError) -> [ListedPart] {
         var parts: [ListedPart] = []
         var marker: String?
         var pages = 0
         while true {
-            // An upload holds at most 10,000 parts and every page of a real listing at least
-            // one: a server paging past that is paging forever.
             pages += 1
-            guard pages <= S3UploadLimits.maxPartCount else {
-                throw .unexpectedAnswer(status: 200, detail: "ListParts kept paging past \(S3UploadLimits.maxPartCount) pages")
+            guard pages <= Self.maxListPartsPages, parts.count <= S3UploadLimits.maxPartCount else {
+                throw .unexpectedAnswer(
+                    status: 200,
+                    detail: "ListParts kept paging past \(Self.maxListPartsPages) pages or \(S3UploadLimits.maxPartCount) parts, "
+                        + "more than any upload holds")
             }
             var query = [S3QueryItem("uploadId", uploadID)]
             if let marker { query.append(S3QueryItem("part-number-marker", marker)) }
