@@ -425,7 +425,14 @@ final class RescanTests {
         #expect(firstSweep.int("aborted") == 0)
         #expect(firstSweep.int("kept_young") == 1, "the orphan is younger than an hour")
         #expect(try openUploadIDs() == [known, orphan, outside], "nothing was aborted")
-        #expect(try parsePrometheus(metrics)["ingest_rescan_orphan_uploads_young"] == 1)
+        #expect(try parsePrometheus(metrics)["ingest_orphan_uploads_young"] == 1)
+
+        // A day's sweep is done: a rescan soon after does not list again (an age of an hour
+        // sweeps at most hourly; an age of 0, every rescan).
+        let soon = try ingest(["rescan"], state: state, config: patient)
+        #expect(soon.status == 0, "\(soon.stderr)")
+        #expect(soon.events("orphan_uploads_swept").isEmpty)
+        #expect(soon.events("orphan_uploads_sweep_deferred").first?.string("next_after") != nil)
 
         let old = try ingest(["rescan"], state: state, config: eager)
         #expect(old.status == 0, "\(old.stderr)")
@@ -436,8 +443,9 @@ final class RescanTests {
         #expect(old.events("rescan_summary").first?.int("orphan_uploads_aborted") == 1)
         #expect(try openUploadIDs() == [known, outside], "the orphan is gone; the known one and the one outside stay")
         let parsed = try parsePrometheus(metrics)
-        #expect(parsed["ingest_rescan_orphan_uploads_aborted"] == 1)
-        #expect(parsed["ingest_rescan_orphan_sweep_failures"] == 0)
+        #expect(parsed["ingest_orphan_uploads_aborted_total"] == 1)
+        #expect(parsed["ingest_orphan_uploads_young"] == 0)
+        #expect(parsed["ingest_orphan_sweep_failures"] == 0)
 
         // The other process lets go: the known upload finishes from where it was.
         #expect(flock(lock, LOCK_UN) == 0)

@@ -221,6 +221,17 @@ public final class Journal: Sendable {
                 t.column("lastSuccessAt", .datetime)
             }
         }
+        migrator.registerMigration("v4: the orphan sweep") { db in
+            try db.create(table: "orphanSweep") { t in
+                t.primaryKey("id", .integer)
+                t.column("lastRunAt", .datetime).notNull()
+                t.column("lastCompleteAt", .datetime)
+                t.column("lastAborted", .integer).notNull()
+                t.column("lastYoung", .integer).notNull()
+                t.column("lastFailures", .integer).notNull()
+                t.column("abortedTotal", .integer).notNull()
+            }
+        }
         return migrator
     }
 

@@ -29,8 +29,28 @@ public struct OrphanSweep: Sendable, Equatable {
     /// How old an unknown upload must be to be aborted; nil: the sweep is off.
     public var age: Duration?
     public var destinations: [OrphanSweepOutcome] = []
+    /// Not due: the last sweep that reached every destination ran at `last`, and the next
+    /// is due after `next` (see ``interval(age:)``).
+    public var deferred: (last: Date, next: Date)?
 
     public init(age: Duration? = nil) { self.age = age }
+
+    /// The longest a rescan waits between sweeps.
+    public static let maxInterval: Duration = .seconds(86400)
+
+    /// How long after a complete sweep the next one is due: the age, at most a day. An
+    /// upload only becomes an orphan to abort once it is `age` old, so sweeping more often
+    /// gains little, and a rescan run again soon after (by hand, or as tests do) then sends
+    /// nothing when nothing is pending.
+    public static func interval(age: Duration) -> Duration { min(age, maxInterval) }
+
+    /// What the journal keeps of it.
+    public var record: OrphanSweepRecord { OrphanSweepRecord(aborted: aborted, young: young, failures: failures) }
+
+    public static func == (a: OrphanSweep, b: OrphanSweep) -> Bool {
+        a.age == b.age && a.destinations == b.destinations && a.deferred?.last == b.deferred?.last
+            && a.deferred?.next == b.deferred?.next
+    }
 
     public var aborted: Int { destinations.reduce(0) { $0 + $1.aborted } }
     public var young: Int { destinations.reduce(0) { $0 + $1.young } }

@@ -172,7 +172,9 @@ public struct Rescanner: Sendable {
 
         // After every upload of this run ended, so that none of its own is in flight.
         report.orphans = try await sweepOrphans()
-        if let age = report.orphans.age {
+        if let deferred = report.orphans.deferred {
+            progress(.orphanSweepDeferred(last: deferred.last, next: deferred.next))
+        } else if let age = report.orphans.age {
             for outcome in report.orphans.destinations { progress(.orphansSwept(outcome, age: age)) }
         }
 
@@ -186,13 +188,26 @@ public struct Rescanner: Sendable {
 
     /// Aborts, at the configured destination and every one the journal has uploads for, the
     /// multipart uploads under `[s3] prefix` that the journal does not know and that are older
-    /// than `[rescan] orphan_upload_age` (nothing when it is off).
-    func sweepOrphans() async throws(IngestError) -> OrphanSweep {
+    /// than `[rescan] orphan_upload_age` (nothing when it is off), unless the last sweep that
+    /// reached every destination ran less than ``OrphanSweep/interval(age:)`` ago.
+    func sweepOrphans(now: Date = Date()) async throws(IngestError) -> OrphanSweep {
         guard let age = config.rescan.orphanUploadAge else { return OrphanSweep(age: nil) }
+        var sweep = OrphanSweep(age: age)
+        let interval = OrphanSweep.interval(age: age)
         let known: [UploadTarget]
-        do { known = try await journal.uploadTargets() } catch { throw journalError(error) }
+        do {
+            if let last = try await journal.lastCompleteOrphanSweep(), now.timeIntervalSince(last) < interval.inSeconds {
+                sweep.deferred = (last, last.addingTimeInterval(interval.inSeconds))
+                return sweep
+            }
+            known = try await journal.uploadTargets()
+        } catch { throw journalError(error) }
         let sweeper = OrphanSweeper(journal: journal, prefix: config.s3.prefix, age: age, logger: logger, makeClient: makeClient)
-        return await sweeper.sweep(OrphanSweeper.destinations(configured: target, journal: known))
+        sweep = await sweeper.sweep(OrphanSweeper.destinations(configured: target, journal: known), now: now)
+        do { try await journal.noteOrphanSweep(sweep.record, at: now) } catch {
+            throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
+        }
+        return sweep
     }
 
     /// The known cards that are mounted, then the roots; a root that is also a known card

@@ -144,9 +144,7 @@ extension Unicode.Scalar {
 /// The metrics `ingest rescan` writes, all from the journal: lifetime totals and the state
 /// as of now, which is what node_exporter serves until the next rescan.
 public enum IngestMetrics {
-    /// `orphans`: what this rescan's orphan sweep did (not in the journal: it is reported as
-    /// of the last rescan, like the exit status); nil or off, no such families.
-    public static func families(_ totals: JournalTotals, orphans: OrphanSweep? = nil) -> [MetricFamily] {
+    public static func families(_ totals: JournalTotals) -> [MetricFamily] {
         let files = totals.files
         func waiting(_ tally: (JournalSummary.Tally) -> Int64) -> [MetricFamily.Sample] {
             [
@@ -207,22 +205,25 @@ public enum IngestMetrics {
             "When the last ingest rescan that finished everything pending ended (Unix time).", totals.lastRescanSuccessAt)
         timestamp(
             "ingest_rescan_last_run_timestamp_seconds", "When the last ingest rescan ended (Unix time).", totals.lastRescanAt)
-        if let orphans, orphans.age != nil {
+        if let sweptAt = totals.lastOrphanSweepAt {
             families.append(
                 .init(
-                    "ingest_rescan_orphan_uploads_aborted", .gauge,
-                    help: "Multipart uploads no journal knew, older than [rescan] orphan_upload_age, aborted by the last ingest rescan.",
-                    value: Double(orphans.aborted)))
+                    "ingest_orphan_uploads_aborted_total", .counter,
+                    help: "Multipart uploads no journal knew, older than [rescan] orphan_upload_age, aborted by ingest rescan.",
+                    value: Double(totals.orphansAbortedTotal)))
             families.append(
                 .init(
-                    "ingest_rescan_orphan_uploads_young", .gauge,
-                    help: "Multipart uploads no journal knows, younger than [rescan] orphan_upload_age, left by the last ingest rescan.",
-                    value: Double(orphans.young)))
+                    "ingest_orphan_uploads_young", .gauge,
+                    help: "Multipart uploads no journal knows, younger than [rescan] orphan_upload_age, at the last sweep.",
+                    value: Double(totals.lastOrphanSweep.young)))
             families.append(
                 .init(
-                    "ingest_rescan_orphan_sweep_failures", .gauge,
-                    help: "Destinations the last ingest rescan could not sweep of orphan multipart uploads (see its output).",
-                    value: Double(orphans.failures)))
+                    "ingest_orphan_sweep_failures", .gauge,
+                    help: "Destinations the last orphan sweep could not sweep (the rescan's output says why).",
+                    value: Double(totals.lastOrphanSweep.failures)))
+            timestamp(
+                "ingest_orphan_sweep_last_timestamp_seconds", "When ingest rescan last looked for orphan multipart uploads (Unix time).",
+                sweptAt)
         }
         if let status = totals.lastRescanExitStatus {
             families.append(

@@ -10,6 +10,9 @@ public enum RescanEvent: Sendable {
     /// Multipart uploads no journal knows were looked for at one destination, and the old
     /// ones aborted.
     case orphansSwept(OrphanSweepOutcome, age: Duration)
+    /// The orphan sweep was not due: the last one that reached every destination ran at
+    /// `last`; the next is due after `next`.
+    case orphanSweepDeferred(last: Date, next: Date)
     /// The staging area was swept.
     case swept(StagingSweep)
     /// Everything ran; `metricsFile` is where the metrics went, if anywhere.
@@ -50,6 +53,11 @@ extension RescanEvent {
             ]
             object["message"] = outcome.problem.map(JSONValue.string)
             return object
+        case let .orphanSweepDeferred(last, next):
+            return [
+                "event": "orphan_uploads_sweep_deferred", "last_swept_at": .string(last.formatted(.iso8601)),
+                "next_after": .string(next.formatted(.iso8601)),
+            ]
         case .swept(let sweep):
             return [
                 "event": "staging_swept", "staged_copies_removed": .int(sweep.copiesRemoved),
@@ -98,6 +106,8 @@ extension RescanEvent {
             }
         case let .orphansSwept(outcome, age):
             return "Orphan uploads (unknown to the journal, older than \(age.configText)) at " + outcome.text
+        case let .orphanSweepDeferred(last, next):
+            return "Orphan uploads: last looked for at \(last.formatted(.iso8601)); not again before \(next.formatted(.iso8601))"
         case .swept(let sweep):
             return "Staging: removed \(sweep.copiesRemoved) staged copies past their retention, "
                 + "\(sweep.partialsRemoved) partial copies left by interrupted runs"
