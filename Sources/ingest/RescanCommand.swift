@@ -13,13 +13,19 @@ struct RescanCommand: AsyncParsableCommand {
               - ingests every mounted card the journal knows (by its file system UUID,
                 wherever it is mounted), then each directory of [rescan] roots and --root,
                 one after another, like `ingest PATH`;
+              - aborts the multipart uploads under [s3] prefix, at the configured
+                destination and every one the journal has uploads for, that the
+                journal does not know and that are older than [rescan]
+                orphan_upload_age (default 7d; "off" never), at most once a day:
+                what a run killed between creating an upload and recording it
+                leaves on the server;
               - deletes staged copies whose objects verified longer ago than
                 [staging] retention, and partial copies left by killed runs;
               - prints a summary per card and in total (NDJSON with --json), and with
                 [rescan] metrics_file or --metrics-file writes Prometheus metrics.
 
             A card already ingested is only stat()ed: no file on it is read again, and \
-            with nothing pending nothing is sent. A card another ingest is working on is \
+            with nothing pending nothing is sent but the day's orphan sweep. A card another ingest is working on is \
             skipped with a notice. A root that does not exist is reported and the rest \
             goes on. Uploads go to [s3] endpoint and bucket (or --endpoint and --bucket), \
             which must be set.
@@ -28,10 +34,12 @@ struct RescanCommand: AsyncParsableCommand {
               [rescan]
               roots = ["/srv/incoming"]
               metrics_file = "/var/lib/prometheus/node-exporter/ingest.prom"
+              orphan_upload_age = "7d"
 
             The metrics file, for node_exporter's textfile collector, is replaced \
             atomically (mode 0644) and computed from the journal: files and bytes staged, \
-            uploaded, pending and failed, pending uploads, bytes held in staging, and the \
+            uploaded, pending and failed, pending uploads, bytes held in staging, orphan \
+            uploads aborted (once a sweep has run), and the \
             time of the last upload and of the last rescan that finished everything \
             (ingest_rescan_last_success_timestamp_seconds).
 
@@ -81,6 +89,9 @@ struct RescanCommand: AsyncParsableCommand {
                 policy: MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems),
                 makeRunner: { [common, config] sink throws(IngestError) in
                     try common.makeUploadRunner(config: config, state: state, journal: journal, sink: sink, logger: logger)
+                },
+                makeClient: { [common, config] target throws(IngestError) in
+                    try common.makeClient(target, config: config, logger: logger)
                 })
             let display = Task { await console?.runProgressDisplay() }
             defer { display.cancel() }

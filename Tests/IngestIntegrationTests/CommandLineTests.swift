@@ -68,6 +68,43 @@ import Testing
         #expect(run.stderr.contains("not a directory"))
     }
 
+    @Test func aMalformedBucketNameExits78BeforeAnythingIsRecorded() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        _ = try card.write("DCIM/a.JPG", [1, 2, 3])
+        _ = try card.write("DCIM/b.JPG", [4, 5, 6, 7])
+        let state = dir.path + "/state"
+        // Staged without uploading: the journal knows the files and no upload.
+        let staged = try IngestRun.ingest([card.path, "--no-upload", "--state-dir", state, "--json"])
+        #expect(staged.status == 0, "\(staged.stderr)")
+
+        // Nothing listens at the endpoint: the name must be refused before anything is tried.
+        let endpoint = ["--endpoint", "http://127.0.0.1:9"]
+        let config = try dir.write("ingest.toml", Array("[s3]\nbucket = \"Field_Cards\"\n".utf8))
+        let attempts: [(arguments: [String], environment: [String: String], origin: String)] = [
+            ([card.path] + endpoint + ["--bucket", "Field_Cards"], [:], "--bucket"),
+            ([card.path] + endpoint, ["INGEST_BUCKET": "field..cards"], "INGEST_BUCKET"),
+            ([card.path] + endpoint, ["INGEST_CONFIG": config], "[s3] bucket"),
+            (["rescan", "--root", card.path] + endpoint + ["--bucket", "192.168.1.20"], [:], "--bucket"),
+        ]
+        for attempt in attempts {
+            let run = try IngestRun.ingest(
+                attempt.arguments + ["--state-dir", state, "--json"], environment: attempt.environment)
+            #expect(run.status == 78, "\(attempt.arguments): \(run.stderr)")
+            #expect(run.stderr.contains("is not a valid S3 bucket name"), "\(run.stderr)")
+            #expect(run.stderr.contains(attempt.origin), "the message says where to fix it: \(run.stderr)")
+            #expect(run.events("staged").isEmpty && run.events("upload_started").isEmpty)
+        }
+        #expect(try IngestRun.ingest(["--bucket", "Field_Cards", "--state-dir", state, card.path, "--endpoint", "http://127.0.0.1:9"])
+            .stderr.contains("'field-cards'"), "a valid name close to it is suggested")
+
+        let status = try #require(
+            try IngestRun.ingest(["status", "--state-dir", state, "--json"]).events("status").first)
+        #expect(status.int("files_staged") == 2, "the files stay as they were")
+        #expect(status.int("uploads_pending") == 0, "no upload was recorded against a bucket that cannot exist")
+        #expect(status.int("uploads_completed") == 0)
+    }
+
     @Test func aBadConfigNamesTheFileTheKeyAndTheProblemAndExits78() throws {
         let dir = TemporaryDirectory()
         let config = try dir.write("ingest.toml", Array("[staging]\nreserve = \"lots\"\n".utf8))

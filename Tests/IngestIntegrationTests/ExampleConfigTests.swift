@@ -65,6 +65,7 @@ import Testing
         parsed.s3.bucket = nil
         parsed.device = DeviceSettings()
         parsed.scene = SceneSettings()
+        #expect(parsed.rescan.orphanUploadAge == RescanSettings().orphanUploadAge, "orphan_upload_age shows its default")
         parsed.rescan = RescanSettings()
         #expect(parsed == Config())
     }

@@ -135,15 +135,26 @@ struct PartIntegrityTests {
         let elsewhere = try await client.createMultipartUpload(key: "card 2/DCIM/a b.JPG")
 
         let started = Date()
-        let listed = try await client.listMultipartUploads(prefix: "card 1/", pageSize: 2)
+        let listing = try await client.listMultipartUploads(prefix: "card 1/", pageSize: 2)
+        let listed = listing.uploads
+        #expect(listing.listed == open.count && !listing.isTruncated)
+        #expect(listing.pages >= open.count / 2)
         #expect(Dictionary(listed.map { ($0.uploadID, $0.key) }, uniquingKeysWith: { first, _ in first }) == open)
         #expect(listed.count == open.count, "every upload once, across pages of 2")
         #expect(!listed.contains { $0.uploadID == aborted }, "an aborted upload is not listed")
         #expect(!listed.contains { $0.uploadID == elsewhere }, "the prefix is honoured")
         #expect(listed.allSatisfy { abs($0.initiated.timeIntervalSince(started)) < 600 }, "\(listed.map(\.initiated))")
 
-        let everything = try await client.listMultipartUploads()
+        let everything = try await client.listMultipartUploads().uploads
         #expect(Set(everything.map(\.uploadID)) == Set(open.keys).union([elsewhere]))
+
+        let kept = try await client.listMultipartUploads(pageSize: 2, keeping: { $0.key.hasPrefix("card 2/") })
+        #expect(kept.uploads.map(\.uploadID) == [elsewhere], "only what the caller keeps is held")
+        #expect(kept.listed == open.count + 1)
+
+        let bounded = try await client.listMultipartUploads(prefix: "card 1/", pageSize: 1, maxPages: 2)
+        #expect(bounded.isTruncated, "the server had more pages than were followed")
+        #expect(bounded.pages == 2 && bounded.uploads.count == 2)
     }
 
     @Test(.timeLimit(.minutes(3)))

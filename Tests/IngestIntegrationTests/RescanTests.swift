@@ -365,6 +365,101 @@ final class RescanTests {
         #expect(try proxy.stats().requests == 0)
     }
 
+    /// A rescan configuration with a key prefix and an orphan age, no roots.
+    func orphanConfig(age: String, metricsFile: String, in dir: TemporaryDirectory) throws -> String {
+        let text = """
+            [upload]
+            part_size = "5MiB"
+            single_put_threshold = "5MiB"
+            [s3]
+            endpoint = "\(proxy.endpoint)"
+            bucket = "\(bucket)"
+            prefix = "fleet/"
+            stall_timeout = "5s"
+            connect_timeout = "2s"
+            [device]
+            id = "station-7"
+            [rescan]
+            metrics_file = "\(metricsFile)"
+            orphan_upload_age = "\(age)"
+            """
+        return try dir.write("ingest-\(age).toml", Array(text.utf8))
+    }
+
+    func createMultipartUpload(_ key: String) throws -> String {
+        try #require(try json(["s3api", "create-multipart-upload", "--bucket", bucket, "--key", key])["UploadId"] as? String)
+    }
+
+    func openUploadIDs() throws -> Set<String> { Set(try openMultipartUploads().compactMap { $0["UploadId"] as? String }) }
+
+    @Test(.timeLimit(.minutes(5)))
+    func rescanAbortsMultipartUploadsNoJournalKnowsOnceOldEnoughAndKeepsTheRest() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        _ = try card.write("DCIM/CLIP.MP4", randomBytes(12 << 20))
+        let state = TemporaryDirectory()
+        let metrics = dir.path + "/ingest.prom"
+        let patient = try orphanConfig(age: "1h", metricsFile: metrics, in: dir)
+        let eager = try orphanConfig(age: "0s", metricsFile: metrics, in: dir)
+
+        // The journal knows this one: a run killed after its first part.
+        let killed = try ingest([card.path], state: state, config: patient, environment: ["INGEST_TEST_STOP_AT": "after-parts:1"])
+        #expect(killed.status == SIGKILL, "\(killed.stderr)")
+        let pending = try #require(try ingest(["status"], state: state, config: patient).events("pending_upload").first)
+        let logicalID = try #require(pending.string("upload_id"))
+        let known = try #require(try openUploadIDs().first)
+        #expect(try openUploadIDs().count == 1)
+        // These no journal knows: one under the prefix (what a run killed before journalling
+        // its upload id leaves), one outside it (someone else's).
+        let orphan = try createMultipartUpload("fleet/station-7/lost/DCIM/LOST.MP4")
+        let outside = try createMultipartUpload("elsewhere/DCIM/LOST.MP4")
+        // Another process runs the known upload: the rescan leaves it to that one.
+        let lock = open(state.path + "/locks/upload-\(logicalID).lock", O_RDWR | O_CREAT, 0o640)
+        defer { close(lock) }
+        #expect(lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0)
+
+        let young = try ingest(["rescan"], state: state, config: patient)
+        #expect(young.status == 0, "\(young.stderr)")
+        let firstSweep = try #require(young.events("orphan_uploads_swept").first)
+        #expect(young.events("orphan_uploads_swept").count == 1, "one destination: the configured one, which the journal uses")
+        #expect(firstSweep.string("bucket") == bucket && firstSweep.string("prefix") == "fleet/")
+        #expect(firstSweep.int("listed") == 2, "the known upload and the orphan; not the one outside the prefix")
+        #expect(firstSweep.int("aborted") == 0)
+        #expect(firstSweep.int("kept_young") == 1, "the orphan is younger than an hour")
+        #expect(try openUploadIDs() == [known, orphan, outside], "nothing was aborted")
+        #expect(try parsePrometheus(metrics)["ingest_orphan_uploads_young"] == 1)
+
+        // A day's sweep is done: a rescan soon after does not list again (an age of an hour
+        // sweeps at most hourly; an age of 0, every rescan).
+        let soon = try ingest(["rescan"], state: state, config: patient)
+        #expect(soon.status == 0, "\(soon.stderr)")
+        #expect(soon.events("orphan_uploads_swept").isEmpty)
+        #expect(soon.events("orphan_uploads_sweep_deferred").first?.string("next_after") != nil)
+
+        let old = try ingest(["rescan"], state: state, config: eager)
+        #expect(old.status == 0, "\(old.stderr)")
+        let secondSweep = try #require(old.events("orphan_uploads_swept").first)
+        #expect(secondSweep.int("aborted") == 1)
+        #expect(secondSweep.int("kept_young") == 0)
+        #expect(secondSweep.string("message") == nil)
+        #expect(old.events("rescan_summary").first?.int("orphan_uploads_aborted") == 1)
+        #expect(try openUploadIDs() == [known, outside], "the orphan is gone; the known one and the one outside stay")
+        let parsed = try parsePrometheus(metrics)
+        #expect(parsed["ingest_orphan_uploads_aborted_total"] == 1)
+        #expect(parsed["ingest_orphan_uploads_young"] == 0)
+        #expect(parsed["ingest_orphan_sweep_failures"] == 0)
+
+        // The other process lets go: the known upload finishes from where it was.
+        #expect(flock(lock, LOCK_UN) == 0)
+        let finished = try ingest(["rescan"], state: state, config: eager)
+        #expect(finished.status == 0, "\(finished.stderr)")
+        #expect(finished.events("upload_reconciling").count == 1, "resumed with its parts, not restarted")
+        #expect(finished.events("orphan_uploads_swept").first?.int("aborted") == 0)
+        #expect(try openUploadIDs() == [outside])
+        let objects = try json(["s3api", "list-objects-v2", "--bucket", bucket, "--prefix", "fleet/"])["Contents"] as? [[String: Any]] ?? []
+        #expect(objects.count == 1 && (objects.first?["Key"] as? String)?.hasSuffix("/DCIM/CLIP.MP4") == true)
+    }
+
     // MARK: external observers
 
     /// Runs `ingest` under `strace -f -y` and lists, from the kernel's side, the card files

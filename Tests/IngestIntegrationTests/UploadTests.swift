@@ -66,6 +66,26 @@ final class UploadTests {
     }
 
     @Test(.timeLimit(.minutes(5)))
+    func aCardOfManyFilesLeavesNoUploadLockFilesBehind() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let count = 60
+        for i in 0..<count { _ = try card.write("DCIM/IMG_\(1000 + i).JPG", randomBytes(2_000 + i)) }
+        _ = try card.write("DCIM/CLIP.MP4", randomBytes(11 << 20))  // a multipart upload among them
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+
+        let run = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.events("uploaded").count == count + 1)
+        let listed = try json(["s3api", "list-objects-v2", "--bucket", bucket])["Contents"] as? [[String: Any]] ?? []
+        #expect(listed.count == count + 1, "every file is on the server")
+        let locks = try FileManager.default.contentsOfDirectory(atPath: state.path + "/locks")
+        #expect(locks.filter { $0.hasPrefix("upload-") } == [], "each upload's lock file went when its upload ended")
+        #expect(locks.count == 1, "the card's own lock file is all that stays: \(locks)")
+    }
+
+    @Test(.timeLimit(.minutes(5)))
     func everyFileLandsByteForByteWithItsLabelsAndASecondRunSendsNothing() throws {
         let dir = TemporaryDirectory()
         let card = TemporaryDirectory()

@@ -419,6 +419,16 @@ private let fullConfig = """
         #expect(try configFailure { try Config.parse("[rescan]\nroots = [1]\n") }.key == "rescan.roots")
     }
 
+    @Test func orphanUploadAgeIsADurationOrOffAndSevenDaysByDefault() throws {
+        #expect(try Config.parse("").rescan.orphanUploadAge == .seconds(7 * 86400))
+        #expect(try Config.parse("[rescan]\norphan_upload_age = \"36h\"\n").rescan.orphanUploadAge == .seconds(36 * 3600))
+        #expect(try Config.parse("[rescan]\norphan_upload_age = \"0s\"\n").rescan.orphanUploadAge == .zero)
+        #expect(try Config.parse("[rescan]\norphan_upload_age = \"off\"\n").rescan.orphanUploadAge == nil)
+        let failure = try configFailure { try Config.parse("[rescan]\norphan_upload_age = \"a week\"\n") }
+        #expect(failure.key == "rescan.orphan_upload_age")
+        #expect(failure.problem.contains("\"7d\""), "the error shows how to write one")
+    }
+
     @Test func unknownKeyInRescanIsNamedWithTheKnownOnes() throws {
         let failure = try configFailure { try Config.parse("[rescan]\nroot = [\"/srv\"]\n") }
         #expect(failure.key == "rescan.root")

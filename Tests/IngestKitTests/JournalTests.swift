@@ -77,6 +77,22 @@ import Testing
         #expect(summary.recentFailures.map(\.cardPath) == [CardPath("d")])
     }
 
+    @Test func summaryCountsOnlyTheStagedCopiesStillHeld() async throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(path: dir.path + "/journal.sqlite")
+        try await journal.noteVolume(volume)
+        try await journal.record(
+            [.staged(staged("a", size: 10, digest: 1)), .staged(staged("b", size: 4, digest: 2)),
+             .staged(staged("c", size: 3, digest: 3))],
+            volumeKey: volume.key)
+        #expect(try await journal.summary().stagedObjects == .init(count: 3, bytes: 17))
+
+        try await journal.noteStagedCopiesRemoved([Fingerprint(high: 1, low: 1), Fingerprint(high: 3, low: 3)])
+        let summary = try await journal.summary()
+        #expect(summary.stagedObjects == .init(count: 1, bytes: 4), "the deleted copies are not counted")
+        #expect(try await journal.totals().stagedCopies == summary.stagedObjects, "status and the metrics agree")
+    }
+
     @Test func aVolumeKeepsItsFirstSightingAcrossRuns() async throws {
         let dir = TemporaryDirectory()
         let journal = try Journal(path: dir.path + "/journal.sqlite")

@@ -120,6 +120,21 @@ import Testing
         #expect(!names.contains { $0.contains("timestamp") || $0.contains("exit_status") })
     }
 
+    @Test func theOrphanSweepIsReportedOnceOneHasRun() {
+        var totals = Self.totals
+        #expect(!IngestMetrics.families(totals).contains { $0.name.contains("orphan") }, "no sweep yet: no zeros either")
+        totals.lastOrphanSweepAt = Date(timeIntervalSince1970: 1_800_000_050)
+        totals.lastOrphanSweep = OrphanSweepRecord(aborted: 2, young: 1, failures: 1)
+        totals.orphansAbortedTotal = 9
+        let families = IngestMetrics.families(totals)
+        let values = values(families)
+        #expect(values["ingest_orphan_uploads_aborted_total"] == 9)
+        #expect(values["ingest_orphan_uploads_young"] == 1)
+        #expect(values["ingest_orphan_sweep_failures"] == 1)
+        #expect(values["ingest_orphan_sweep_last_timestamp_seconds"] == 1_800_000_050)
+        #expect(Set(families.map(\.name)).count == families.count, "each family once")
+    }
+
     @Test func theFileIsReplacedWholeWithMode0644AndNoTemporaryFileLeft() throws {
         let dir = TemporaryDirectory()
         let path = dir.path + "/ingest.prom"

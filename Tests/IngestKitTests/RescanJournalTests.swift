@@ -63,6 +63,21 @@ import Testing
         #expect(totals.lastRescanSuccessAt == night1)
     }
 
+    @Test func orphanSweepsAddUpTheirAbortsAndOnlyACompleteOneDefersTheNext() async throws {
+        let (_, journal) = try await openJournal()
+        #expect(try await journal.lastCompleteOrphanSweep() == nil)
+        #expect(try await journal.totals().lastOrphanSweepAt == nil)
+        let night1 = Date(timeIntervalSince1970: 1_800_000_000)
+        let night2 = night1.addingTimeInterval(86_400)
+        try await journal.noteOrphanSweep(OrphanSweepRecord(aborted: 3, young: 1, failures: 0), at: night1)
+        try await journal.noteOrphanSweep(OrphanSweepRecord(aborted: 2, young: 0, failures: 1), at: night2)
+        #expect(try await journal.lastCompleteOrphanSweep() == night1, "a sweep that missed a destination is not complete")
+        let totals = try await journal.totals()
+        #expect(totals.lastOrphanSweepAt == night2)
+        #expect(totals.lastOrphanSweep == OrphanSweepRecord(aborted: 2, young: 0, failures: 1))
+        #expect(totals.orphansAbortedTotal == 5)
+    }
+
     @Test func totalsCountFilesByStateTheFailedOnesAndWhatStagingHolds() async throws {
         let (_, journal) = try await openJournal()
         let uploaded = try await stageAndClaim(journal, "uuid:A", "done.jpg", digest: 1, size: 1000)

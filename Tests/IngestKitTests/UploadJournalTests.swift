@@ -52,6 +52,41 @@ import Testing
         #expect(try await journal.pendingUploads().isEmpty)
     }
 
+    @Test func theJournalNamesItsDestinationsAndTheServerIdsOfItsUnfinishedUploads() async throws {
+        let (_, journal) = try await openJournal()
+        let elsewhere = UploadTarget(endpoint: "https://s3.example.net", bucket: "archive", region: "eu-west-1", addressing: .virtualHost)
+        let a = try await stage(journal, "a.jpg", digest: 1)
+        let b = try await stage(journal, "b.jpg", digest: 2)
+        let c = try await stage(journal, "c.jpg", digest: 3)
+        let claimed = try await journal.claim([claim(a), claim(b), claim(c, target: elsewhere)], volumeKey: volume.key)
+        let records = claimed.compactMap { result -> UploadRecord? in
+            if case .upload(let record) = result { return record }
+            return nil
+        }
+        try #require(records.count == 3)
+        #expect(try await journal.uploadTargets() == [target, elsewhere])
+
+        func started(_ record: UploadRecord, serverID: String) async throws {
+            guard case .multipart(let plan) = try PartPlan.plan(fileSize: record.size, preferredPartSize: 8 << 20) else {
+                Issue.record("40 MiB in 8 MiB parts is a multipart upload")
+                return
+            }
+            let snapshot = UploadStateMachine.Snapshot(
+                logicalUploadID: record.id, file: "/staging/\(record.fingerprint)", fingerprint: record.contentFingerprint!,
+                plan: plan, phase: .initiated, uploadID: serverID, parts: [], restartCount: 0, failure: nil)
+            try await journal.persist(snapshot, added: [], removed: [], lastError: nil)
+        }
+        try await started(records[0], serverID: "server-a")
+        try await started(records[1], serverID: "server-b")
+        try await started(records[2], serverID: "server-c")
+        #expect(try await journal.multipartUploadIDs(endpoint: target.endpoint, bucket: target.bucket) == ["server-a", "server-b"])
+        try await journal.completeUpload(id: records[0].id, etag: "\"e-1\"")
+        #expect(
+            try await journal.multipartUploadIDs(endpoint: target.endpoint, bucket: target.bucket) == ["server-b"],
+            "a completed upload forgets its server id")
+        #expect(try await journal.multipartUploadIDs(endpoint: elsewhere.endpoint, bucket: elsewhere.bucket) == ["server-c"])
+    }
+
     @Test func contentAlreadyVerifiedInTheBucketIsRecordedAsUploadedWithoutANewUpload() async throws {
         let (_, journal) = try await openJournal()
         let a = try await stage(journal, "a.jpg", digest: 3)

@@ -38,6 +38,7 @@ import TOMLKit
 /// [rescan]
 /// roots = ["/srv/incoming"]       # directories `ingest rescan` ingests besides known cards
 /// metrics_file = "/var/lib/prometheus/node-exporter/ingest.prom"
+/// orphan_upload_age = "7d"        # abort multipart uploads no journal knows once this old
 /// ```
 public struct Config: Sendable, Equatable {
     public static let defaultPath = "/etc/ingest/ingest.toml"
@@ -163,6 +164,9 @@ public struct Config: Sendable, Equatable {
                               "connect_timeout", "stall_timeout"])
             config.s3.endpoint = try s3.string("endpoint")
             config.s3.bucket = try s3.string("bucket")
+            if let bucket = config.s3.bucket, !bucket.isEmpty, let problem = BucketName.problem(bucket) {
+                throw s3.fail("bucket", BucketName.fix(bucket, problem: problem, origin: "[s3] bucket"))
+            }
             if let region = try s3.string("region") { config.s3.region = region }
             if let addressing = try s3.string("addressing") {
                 guard let style = S3AddressingStyle(rawValue: addressing) else {
@@ -222,9 +226,14 @@ public struct Config: Sendable, Equatable {
             if let count = try watch.integer("max_cards", in: WatchSettings.maxCardsRange) { config.watch.maxCards = count }
         }
         if let rescan = try root.table("rescan") {
-            try rescan.allowOnly(["roots", "metrics_file"])
+            try rescan.allowOnly(["roots", "metrics_file", "orphan_upload_age"])
             config.rescan.roots = try rescan.absolutePaths("roots") ?? []
             config.rescan.metricsFile = try rescan.absolutePath("metrics_file")
+            if let age = try rescan.string("orphan_upload_age") {
+                config.rescan.orphanUploadAge =
+                    age.trimmingCharacters(in: .whitespaces) == "off"
+                    ? nil : try parseDuration(age, key: "rescan.orphan_upload_age", file: file)
+            }
         }
         try config.upload.check(file: file)
         return config
@@ -240,7 +249,12 @@ public struct Config: Sendable, Equatable {
             staging.verify = try Self.parseVerify(verify, key: "INGEST_STAGING_VERIFY", file: nil)
         }
         if let endpoint = value("INGEST_ENDPOINT") { s3.endpoint = endpoint }
-        if let bucket = value("INGEST_BUCKET") { s3.bucket = bucket }
+        if let bucket = value("INGEST_BUCKET") {
+            if let problem = BucketName.problem(bucket) {
+                throw .config(file: nil, key: "INGEST_BUCKET", problem: BucketName.fix(bucket, problem: problem, origin: "INGEST_BUCKET"))
+            }
+            s3.bucket = bucket
+        }
         if let region = value("AWS_REGION") ?? value("AWS_DEFAULT_REGION") { s3.region = region }
     }
 
@@ -398,6 +412,12 @@ public struct S3Settings: Sendable, Equatable {
                 file: nil, key: "s3.bucket",
                 problem: "no bucket: give --bucket NAME (or INGEST_BUCKET, or [s3] bucket), or use --no-upload to stage only")
         }
+        // Checked here too, after the flags: --bucket is the last word.
+        if let problem = BucketName.problem(bucket) {
+            throw .config(
+                file: nil, key: "s3.bucket",
+                problem: BucketName.fix(bucket, problem: problem, origin: "--bucket, INGEST_BUCKET or [s3] bucket"))
+        }
         let target = UploadTarget(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
         do { _ = try target.destination() } catch { throw .config(file: nil, key: "s3.endpoint", problem: "\(error)") }
         return target
@@ -443,6 +463,12 @@ public struct RescanSettings: Sendable, Equatable {
     /// Where to write Prometheus text-format metrics (node_exporter's textfile collector);
     /// nil: none are written.
     public var metricsFile: String?
+    /// Multipart uploads under the destinations' prefix that the journal does not know (a
+    /// run killed between creating one and journalling its id) are aborted once they are
+    /// this old; nil (`"off"`): never. Old enough that a run of another station, or of
+    /// another journal, writing under the same prefix has long finished with its uploads.
+    public var orphanUploadAge: Duration? = RescanSettings.defaultOrphanUploadAge
+    public static let defaultOrphanUploadAge: Duration = .seconds(7 * 86400)
     public init() {}
 }
 

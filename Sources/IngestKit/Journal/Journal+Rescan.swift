@@ -24,6 +24,11 @@ public struct JournalTotals: Sendable, Equatable {
     public var lastRescanExitStatus: Int32?
     /// When the last `ingest rescan` that finished everything ended.
     public var lastRescanSuccessAt: Date?
+    /// The last orphan sweep (nil: none yet) and what it found.
+    public var lastOrphanSweepAt: Date?
+    public var lastOrphanSweep = OrphanSweepRecord()
+    /// Orphan multipart uploads aborted by every sweep.
+    public var orphansAbortedTotal = 0
 
     public init() {}
 
@@ -31,6 +36,20 @@ public struct JournalTotals: Sendable, Equatable {
     public var stagedEver: Tally { files[.staged, default: .zero] + files[.uploaded, default: .zero] }
     /// Files not in the bucket yet (to be staged, or staged and waiting for their upload).
     public var notUploaded: Tally { files[.pending, default: .zero] + files[.staged, default: .zero] }
+}
+
+/// What one orphan sweep found, as the journal keeps it for the metrics.
+public struct OrphanSweepRecord: Sendable, Equatable {
+    public var aborted = 0
+    public var young = 0
+    /// Destinations that could not be swept.
+    public var failures = 0
+
+    public init(aborted: Int = 0, young: Int = 0, failures: Int = 0) {
+        self.aborted = aborted
+        self.young = young
+        self.failures = failures
+    }
 }
 
 extension JournalSummary.Tally {
@@ -64,6 +83,13 @@ extension Journal {
                 totals.lastRescanAt = (row[0] as JournalDate?)?.date
                 totals.lastRescanExitStatus = row[1]
                 totals.lastRescanSuccessAt = (row[2] as JournalDate?)?.date
+            }
+            if let row = try Row.fetchOne(
+                db, sql: "SELECT lastRunAt, lastAborted, lastYoung, lastFailures, abortedTotal FROM orphanSweep WHERE id = 1")
+            {
+                totals.lastOrphanSweepAt = (row[0] as JournalDate?)?.date
+                totals.lastOrphanSweep = OrphanSweepRecord(aborted: row[1], young: row[2], failures: row[3])
+                totals.orphansAbortedTotal = row[4]
             }
             return totals
         }
@@ -102,6 +128,32 @@ extension Journal {
     /// The keys of every volume the journal has seen.
     public func volumeKeys() async throws -> Set<String> {
         try await database.read { db in Set(try String.fetchAll(db, sql: "SELECT key FROM volume")) }
+    }
+
+    /// When the last orphan sweep that reached every destination ran; nil if none has.
+    public func lastCompleteOrphanSweep() async throws -> Date? {
+        try await database.read { db in
+            try JournalDate.fetchOne(db, sql: "SELECT lastCompleteAt FROM orphanSweep WHERE id = 1")?.date
+        }
+    }
+
+    /// Records an orphan sweep: its time (as complete only when every destination was
+    /// swept, so that a failed one is tried again on the next rescan) and what it found.
+    public func noteOrphanSweep(_ sweep: OrphanSweepRecord, at date: Date = Date()) async throws {
+        try await database.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO orphanSweep (id, lastRunAt, lastCompleteAt, lastAborted, lastYoung, lastFailures, abortedTotal)
+                    VALUES (1, ?1, ?2, ?3, ?4, ?5, ?3)
+                    ON CONFLICT(id) DO UPDATE SET lastRunAt = excluded.lastRunAt,
+                      lastCompleteAt = COALESCE(excluded.lastCompleteAt, orphanSweep.lastCompleteAt),
+                      lastAborted = excluded.lastAborted, lastYoung = excluded.lastYoung,
+                      lastFailures = excluded.lastFailures, abortedTotal = orphanSweep.abortedTotal + excluded.lastAborted
+                    """,
+                arguments: [
+                    JournalDate(date), sweep.failures == 0 ? JournalDate(date) : nil, sweep.aborted, sweep.young, sweep.failures,
+                ])
+        }
     }
 
     /// Records how a rescan ended: its time, its exit status, and (when it finished

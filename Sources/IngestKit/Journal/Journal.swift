@@ -229,7 +229,18 @@ public final class Journal: Sendable {
                 t.column("lastSuccessAt", .datetime)
             }
         }
-        migrator.registerMigration("v4: failures counted, quarantine") { db in
+        migrator.registerMigration("v4: the orphan sweep") { db in
+            try db.create(table: "orphanSweep") { t in
+                t.primaryKey("id", .integer)
+                t.column("lastRunAt", .datetime).notNull()
+                t.column("lastCompleteAt", .datetime)
+                t.column("lastAborted", .integer).notNull()
+                t.column("lastYoung", .integer).notNull()
+                t.column("lastFailures", .integer).notNull()
+                t.column("abortedTotal", .integer).notNull()
+            }
+        }
+        migrator.registerMigration("v5: failures counted, quarantine") { db in
             for table in ["file", "upload"] {
                 try db.alter(table: table) { t in
                     t.add(column: "failures", .integer).notNull().defaults(to: 0)
@@ -317,7 +328,9 @@ public final class Journal: Sendable {
                     byState[state] = .init(count: row[1], bytes: row[2])
                 }
             }
-            let objects = try Row.fetchOne(db, sql: "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM stagedObject")!
+            // Copies deleted after their uploads verified (staging retention) are no longer held.
+            let objects = try Row.fetchOne(
+                db, sql: "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM stagedObject WHERE removedAt IS NULL")!
             let volumes = try VolumeRecord.order(Column("lastSeen").desc).fetchAll(db)
             let failures = try FileRecord.filter(Column("lastError") != nil).order(Column("updatedAt").desc)
                 .limit(20).fetchAll(db)
@@ -338,6 +351,7 @@ public struct JournalSummary: Sendable, Equatable {
     /// What a journal that does not exist yet holds.
     public static let empty = JournalSummary(files: [:], stagedObjects: .zero, volumes: [], recentFailures: [])
     public var files: [FileState: Tally]
+    /// Staged copies held in the staging area now (those deleted after their upload are not).
     public var stagedObjects: Tally
     public var volumes: [VolumeRecord]
     /// Files whose last attempt failed, newest first (at most 20).

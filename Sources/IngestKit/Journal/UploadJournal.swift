@@ -397,6 +397,33 @@ extension Journal {
         }
     }
 
+    /// Every destination the journal has uploads for, in the order first used: where
+    /// `ingest rescan` looks for multipart uploads no journal knows.
+    public func uploadTargets() async throws -> [UploadTarget] {
+        try await database.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT endpoint, bucket, region, addressing FROM upload
+                    GROUP BY endpoint, bucket ORDER BY MIN(createdAt)
+                    """
+            ).compactMap { row in
+                guard let addressing = S3AddressingStyle(rawValue: row[3]) else { return nil }
+                return UploadTarget(endpoint: row[0], bucket: row[1], region: row[2], addressing: addressing)
+            }
+        }
+    }
+
+    /// The server's multipart upload ids the journal holds for uploads to this bucket: the
+    /// uploads a run started and has not finished (completed uploads forget theirs).
+    public func multipartUploadIDs(endpoint: String, bucket: String) async throws -> Set<String> {
+        try await database.read { db in
+            Set(try String.fetchAll(
+                db, sql: "SELECT uploadID FROM upload WHERE endpoint = ? AND bucket = ? AND uploadID IS NOT NULL",
+                arguments: [endpoint, bucket]))
+        }
+    }
+
     /// Recently failed or pending uploads, for `ingest status`.
     public func uploadSummary() async throws -> UploadSummary {
         try await database.read { db in

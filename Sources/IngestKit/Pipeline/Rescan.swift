@@ -91,6 +91,8 @@ public struct RescanReport: Sendable, Equatable {
     public var resume: ResumeOutcome
     public var cards: [CardOutcome] = []
     public var sweep = StagingSweep()
+    /// Multipart uploads no journal knows, aborted at the destinations.
+    public var orphans = OrphanSweep()
     /// The journal's totals once everything ran.
     public var totals = JournalTotals()
     public var seconds: Double = 0
@@ -127,8 +129,8 @@ public struct RescanReport: Sendable, Equatable {
 
 /// `ingest rescan`: the nightly job. Finds the mounted cards the journal knows and the
 /// configured roots, resumes every pending upload none of them carries, ingests each of
-/// them in turn like `ingest PATH` (which finishes its own pending uploads), then sweeps
-/// the staging area.
+/// them in turn like `ingest PATH` (which finishes its own pending uploads), then aborts the
+/// multipart uploads no journal knows at every destination, then sweeps the staging area.
 public struct Rescanner: Sendable {
     public let config: Config
     public let state: StateDirectory
@@ -138,12 +140,15 @@ public struct Rescanner: Sendable {
     public let target: UploadTarget
     /// A new upload runner that reports to the sink; each one is finished after one use.
     public let makeRunner: @Sendable (any EventSink) throws(IngestError) -> UploadRunner
+    /// An S3 client for one destination, for the orphan sweep.
+    public let makeClient: @Sendable (UploadTarget) throws(IngestError) -> S3Client
     /// Which mounts may be cards: the `--device` policy.
     public let policy: MountPolicy
 
     public init(
         config: Config, state: StateDirectory, journal: Journal, logger: Logger, target: UploadTarget,
-        policy: MountPolicy, makeRunner: @escaping @Sendable (any EventSink) throws(IngestError) -> UploadRunner
+        policy: MountPolicy, makeRunner: @escaping @Sendable (any EventSink) throws(IngestError) -> UploadRunner,
+        makeClient: @escaping @Sendable (UploadTarget) throws(IngestError) -> S3Client
     ) {
         self.policy = policy
         self.config = config
@@ -152,6 +157,7 @@ public struct Rescanner: Sendable {
         self.logger = logger
         self.target = target
         self.makeRunner = makeRunner
+        self.makeClient = makeClient
     }
 
     /// Runs the rescan; `progress` hears each step's outcome as it ends. Throws only what
@@ -174,12 +180,44 @@ public struct Rescanner: Sendable {
             report.cards.append(outcome)
         }
 
+        // After every upload of this run ended, so that none of its own is in flight.
+        report.orphans = try await sweepOrphans()
+        if let deferred = report.orphans.deferred {
+            progress(.orphanSweepDeferred(last: deferred.last, next: deferred.next))
+        } else if let age = report.orphans.age {
+            for outcome in report.orphans.destinations { progress(.orphansSwept(outcome, age: age)) }
+        }
+
         report.sweep = try await StagingArea(root: state.stagingPath)
             .sweep(journal: journal, retention: config.upload.stagingRetention)
         progress(.swept(report.sweep))
         do { report.totals = try await journal.totals() } catch { throw journalError(error) }
         report.seconds = Date().timeIntervalSince(started)
         return report
+    }
+
+    /// Aborts, at the configured destination and every one the journal has uploads for, the
+    /// multipart uploads under `[s3] prefix` that the journal does not know and that are older
+    /// than `[rescan] orphan_upload_age` (nothing when it is off), unless the last sweep that
+    /// reached every destination ran less than ``OrphanSweep/interval(age:)`` ago.
+    func sweepOrphans(now: Date = Date()) async throws(IngestError) -> OrphanSweep {
+        guard let age = config.rescan.orphanUploadAge else { return OrphanSweep(age: nil) }
+        var sweep = OrphanSweep(age: age)
+        let interval = OrphanSweep.interval(age: age)
+        let known: [UploadTarget]
+        do {
+            if let last = try await journal.lastCompleteOrphanSweep(), now.timeIntervalSince(last) < interval.inSeconds {
+                sweep.deferred = (last, last.addingTimeInterval(interval.inSeconds))
+                return sweep
+            }
+            known = try await journal.uploadTargets()
+        } catch { throw journalError(error) }
+        let sweeper = OrphanSweeper(journal: journal, prefix: config.s3.prefix, age: age, logger: logger, makeClient: makeClient)
+        sweep = await sweeper.sweep(OrphanSweeper.destinations(configured: target, journal: known), now: now)
+        do { try await journal.noteOrphanSweep(sweep.record, at: now) } catch {
+            throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
+        }
+        return sweep
     }
 
     /// The known cards that are mounted, then the roots; a root that is also a known card

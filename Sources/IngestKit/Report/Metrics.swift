@@ -213,6 +213,26 @@ public enum IngestMetrics {
             "When the last ingest rescan that finished everything pending ended (Unix time).", totals.lastRescanSuccessAt)
         timestamp(
             "ingest_rescan_last_run_timestamp_seconds", "When the last ingest rescan ended (Unix time).", totals.lastRescanAt)
+        if let sweptAt = totals.lastOrphanSweepAt {
+            families.append(
+                .init(
+                    "ingest_orphan_uploads_aborted_total", .counter,
+                    help: "Multipart uploads no journal knew, older than [rescan] orphan_upload_age, aborted by ingest rescan.",
+                    value: Double(totals.orphansAbortedTotal)))
+            families.append(
+                .init(
+                    "ingest_orphan_uploads_young", .gauge,
+                    help: "Multipart uploads no journal knows, younger than [rescan] orphan_upload_age, at the last sweep.",
+                    value: Double(totals.lastOrphanSweep.young)))
+            families.append(
+                .init(
+                    "ingest_orphan_sweep_failures", .gauge,
+                    help: "Destinations the last orphan sweep could not sweep (the rescan's output says why).",
+                    value: Double(totals.lastOrphanSweep.failures)))
+            timestamp(
+                "ingest_orphan_sweep_last_timestamp_seconds", "When ingest rescan last looked for orphan multipart uploads (Unix time).",
+                sweptAt)
+        }
         if let status = totals.lastRescanExitStatus {
             families.append(
                 .init(

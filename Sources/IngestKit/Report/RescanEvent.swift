@@ -7,6 +7,12 @@ public enum RescanEvent: Sendable {
     case resumed(ResumeOutcome)
     /// One card or root is done, or was skipped.
     case card(CardOutcome)
+    /// Multipart uploads no journal knows were looked for at one destination, and the old
+    /// ones aborted.
+    case orphansSwept(OrphanSweepOutcome, age: Duration)
+    /// The orphan sweep was not due: the last one that reached every destination ran at
+    /// `last`; the next is due after `next`.
+    case orphanSweepDeferred(last: Date, next: Date)
     /// The staging area was swept.
     case swept(StagingSweep)
     /// Everything ran; `metricsFile` is where the metrics went, if anywhere.
@@ -38,6 +44,20 @@ extension RescanEvent {
                 object["upload_error"] = summary.uploadError.map { .string($0.message) }
             }
             return object
+        case let .orphansSwept(outcome, age):
+            var object: [String: JSONValue] = [
+                "event": "orphan_uploads_swept", "endpoint": .string(outcome.target.endpoint),
+                "bucket": .string(outcome.target.bucket), "prefix": .string(outcome.prefix),
+                "age_seconds": .double(age.inSeconds), "listed": .int(outcome.listed), "aborted": .int(outcome.aborted),
+                "kept_young": .int(outcome.young), "truncated": .bool(outcome.truncated),
+            ]
+            object["message"] = outcome.problem.map(JSONValue.string)
+            return object
+        case let .orphanSweepDeferred(last, next):
+            return [
+                "event": "orphan_uploads_sweep_deferred", "last_swept_at": .string(last.formatted(.iso8601)),
+                "next_after": .string(next.formatted(.iso8601)),
+            ]
         case .swept(let sweep):
             return [
                 "event": "staging_swept", "staged_copies_removed": .int(sweep.copiesRemoved),
@@ -53,7 +73,9 @@ extension RescanEvent {
                 "failed": .int(report.failed), "upload_failed": .int(report.uploadsFailed),
                 "pending": .int(report.totals.notUploaded.count), "pending_bytes": .int(report.totals.notUploaded.bytes),
                 "uploads_pending": .int(report.totals.pendingUploads.count),
-                "staged_copies_removed": .int(report.sweep.copiesRemoved), "seconds": .double(report.seconds),
+                "staged_copies_removed": .int(report.sweep.copiesRemoved),
+                "orphan_uploads_aborted": .int(report.orphans.aborted),
+                "orphan_sweeps_failed": .int(report.orphans.failures), "seconds": .double(report.seconds),
                 "exit_status": .int(exitStatus.rawValue),
             ]
             object["metrics_file"] = metricsFile.map(JSONValue.string)
@@ -82,6 +104,10 @@ extension RescanEvent {
                 if let problem = summary?.uploadError { line += "\n  upload error: \(problem)" }
                 return line
             }
+        case let .orphansSwept(outcome, age):
+            return "Orphan uploads (unknown to the journal, older than \(age.configText)) at " + outcome.text
+        case let .orphanSweepDeferred(last, next):
+            return "Orphan uploads: last looked for at \(last.formatted(.iso8601)); not again before \(next.formatted(.iso8601))"
         case .swept(let sweep):
             return "Staging: removed \(sweep.copiesRemoved) staged copies past their retention, "
                 + "\(sweep.partialsRemoved) partial copies left by interrupted runs"
@@ -96,6 +122,11 @@ extension RescanEvent {
                 "  pending: \(report.totals.notUploaded.count) files (\(ByteCount(report.totals.notUploaded.bytes))) "
                     + "not in the bucket yet, \(report.totals.pendingUploads.count) uploads",
             ]
+            if report.orphans.aborted > 0 || report.orphans.failures > 0 {
+                lines.append(
+                    "  orphan multipart uploads aborted: \(report.orphans.aborted)"
+                        + (report.orphans.failures > 0 ? " (\(report.orphans.failures) destinations could not be swept)" : ""))
+            }
             if let metricsFile { lines.append("  metrics written to \(metricsFile)") }
             lines.append(String(format: "  done in %.1f s, exit status %d", report.seconds, exitStatus.rawValue))
             return lines.joined(separator: "\n")
@@ -128,5 +159,16 @@ extension CardOutcome {
         case .busy, .unavailable: true
         case .ingested, .failed: false
         }
+    }
+}
+
+extension OrphanSweepOutcome {
+    /// One line for people: where, and what came of it.
+    public var text: String {
+        let place = "s3://\(target.bucket)/\(prefix) at \(target.endpoint)"
+        var line = "\(place): \(listed) unfinished listed, \(aborted) aborted, \(young) younger kept"
+        if truncated { line += " (listing stopped after \(S3Client.maxListPages) pages: the rest next time)" }
+        if let problem { line += "; stopped: \(problem)" }
+        return line
     }
 }

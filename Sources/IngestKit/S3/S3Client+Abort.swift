@@ -5,7 +5,7 @@ extension S3Client {
     /// upload the server no longer knows counts as aborted.
     public func abortUploads(key: String, known: String?) async throws(S3ClientError) -> Int {
         var ids: Set<String> = known.map { [$0] } ?? []
-        for upload in try await listMultipartUploads(prefix: key) where upload.key == key {
+        for upload in try await listMultipartUploads(prefix: key, keeping: { $0.key == key }).uploads {
             ids.insert(upload.uploadID)
         }
         for id in ids.sorted() { try await abortMultipartUpload(key: key, uploadID: id) }

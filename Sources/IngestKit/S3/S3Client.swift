@@ -108,6 +108,19 @@ public struct ListedUpload: Sendable, Hashable {
     }
 }
 
+/// What `ListMultipartUploads` showed: the uploads kept, out of how many listed.
+public struct MultipartUploadListing: Sendable, Equatable {
+    /// The uploads the caller kept, in the server's order.
+    public var uploads: [ListedUpload] = []
+    /// Every upload listed, kept or not.
+    public var listed = 0
+    public var pages = 0
+    /// The listing stopped at its page bound while the server said there was more.
+    public var isTruncated = false
+
+    public init() {}
+}
+
 /// An object, as `ListObjectsV2` reports it.
 public struct ListedObject: Sendable, Hashable {
     public var key: String
@@ -238,11 +251,24 @@ public final class S3Client: Sendable {
         }
     }
 
-    /// ListParts, every page of it.
+    /// The most pages `ListParts` follows. An upload holds at most 10,000 parts and servers
+    /// send up to 1,000 a page (AWS and SeaweedFS both), so 10 pages hold any upload; 1,000
+    /// leaves room for servers that send as few as 10 a page, and stops one that pages forever.
+    public static let maxListPartsPages = 1_000
+
+    /// ListParts, every page of it (at most ``maxListPartsPages``).
     public func listParts(key: String, uploadID: String) async throws(S3ClientError) -> [ListedPart] {
         var parts: [ListedPart] = []
         var marker: String?
+        var pages = 0
         while true {
+            pages += 1
+            guard pages <= Self.maxListPartsPages, parts.count <= S3UploadLimits.maxPartCount else {
+                throw .unexpectedAnswer(
+                    status: 200,
+                    detail: "ListParts kept paging past \(Self.maxListPartsPages) pages or \(S3UploadLimits.maxPartCount) parts, "
+                        + "more than any upload holds")
+            }
             var query = [S3QueryItem("uploadId", uploadID)]
             if let marker { query.append(S3QueryItem("part-number-marker", marker)) }
             let response = try await perform("GET", key: key, query: query)
@@ -295,8 +321,17 @@ public final class S3Client: Sendable {
             customerKeyAlgorithm: response[header: "x-amz-server-side-encryption-customer-algorithm"])
     }
 
-    /// ListMultipartUploads under `prefix`, every page of it: the uploads begun and neither
-    /// completed nor aborted (a rescan aborts the ones no journal knows).
+    /// The most pages a listing follows: a server (or something posing as one) that answers
+    /// truncated page after truncated page, each with new markers, would otherwise be
+    /// followed forever. 100 pages of the default 1,000 entries hold 100,000 unfinished
+    /// uploads, far beyond what one station leaves.
+    public static let maxListPages = 100
+
+    /// ListMultipartUploads under `prefix`: the uploads begun and neither completed nor
+    /// aborted (a rescan aborts the ones no journal knows). Only those `keeping` accepts are
+    /// kept, so a long listing costs the memory of what is kept, not of what is listed; at
+    /// most `maxPages` pages are followed (``MultipartUploadListing/isTruncated`` then says
+    /// the server had more).
     ///
     /// Keys are asked for as they are, not URL-encoded (`encoding-type=url`): SeaweedFS 4.48
     /// answers `<EncodingType>url</EncodingType>` to that but sends the keys unencoded, so
@@ -308,8 +343,11 @@ public final class S3Client: Sendable {
     /// it: AWS orders by key and sends both; SeaweedFS orders by upload ID and sends only the
     /// second. `pageSize` (`max-uploads`, at most 1,000) is for tests; the server's default
     /// is 1,000.
-    public func listMultipartUploads(prefix: String = "", pageSize: Int? = nil) async throws(S3ClientError) -> [ListedUpload] {
-        var uploads: [ListedUpload] = []
+    public func listMultipartUploads(
+        prefix: String = "", pageSize: Int? = nil, maxPages: Int = S3Client.maxListPages,
+        keeping: (ListedUpload) -> Bool = { _ in true }
+    ) async throws(S3ClientError) -> MultipartUploadListing {
+        var listing = MultipartUploadListing()
         var markers: (key: String?, uploadID: String?) = (nil, nil)
         while true {
             var query = [S3QueryItem("uploads")]
@@ -318,6 +356,7 @@ public final class S3Client: Sendable {
             if let key = markers.key { query.append(S3QueryItem("key-marker", key)) }
             if let uploadID = markers.uploadID { query.append(S3QueryItem("upload-id-marker", uploadID)) }
             let response = try await perform("GET", key: "", query: query)
+            listing.pages += 1
             guard let document = S3XMLDocument.parse(response.body, records: ["Upload"]) else {
                 throw .unexpectedAnswer(status: response.status, detail: "ListMultipartUploadsResult is not XML")
             }
@@ -328,14 +367,23 @@ public final class S3Client: Sendable {
                     throw .unexpectedAnswer(
                         status: response.status, detail: "an Upload without Key, UploadId or an ISO 8601 Initiated")
                 }
-                uploads.append(ListedUpload(key: key, uploadID: uploadID, initiated: initiated))
+                let upload = ListedUpload(key: key, uploadID: uploadID, initiated: initiated)
+                listing.listed += 1
+                if keeping(upload) { listing.uploads.append(upload) }
             }
-            guard document.fields["IsTruncated"] == "true" else { return uploads }
+            guard document.fields["IsTruncated"] == "true" else { return listing }
             let next = (key: document.fields["NextKeyMarker"], uploadID: document.fields["NextUploadIdMarker"])
             guard next.key != nil || next.uploadID != nil, next.key != markers.key || next.uploadID != markers.uploadID
             else {
                 throw .unexpectedAnswer(
                     status: response.status, detail: "a truncated ListMultipartUploads page without new markers")
+            }
+            guard listing.pages < maxPages else {
+                listing.isTruncated = true
+                logger.warning(
+                    "ListMultipartUploads has more pages than are followed",
+                    metadata: ["prefix": "\(prefix)", "pages": "\(listing.pages)"])
+                return listing
             }
             markers = next
         }

@@ -1,12 +1,13 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// The directory that holds everything `ingest` keeps between runs:
 ///
 /// ```
 /// journal.sqlite   (+ -wal, -shm)   the journal
 /// staging/                          staged copies, named by fingerprint
-/// locks/                            one lock file per volume, device and upload in use
+/// locks/                            one lock file per volume and device, one per upload while it runs
 /// ```
 public struct StateDirectory: Sendable {
     public let path: String
@@ -59,31 +60,73 @@ public struct StateDirectory: Sendable {
     /// Takes the lock of one upload, so that two processes (a card's ingest and a `resume`,
     /// two cards with the same photo) never drive one upload at once. Nil when another
     /// process holds it: that one will finish it.
+    ///
+    /// The lock file lives only while the lock is held: releasing it removes the file, so a
+    /// card of 20,000 files leaves no 20,000 lock files behind.
     public func lockUpload(_ id: String) throws(IngestError) -> VolumeLock? {
-        try lock(at: "\(locksPath)/upload-\(id).lock", note: "upload \(id)")
+        try lock(at: "\(locksPath)/upload-\(id).lock", note: "upload \(id)", removeOnRelease: true)
     }
 
-    private func lock(at lockPath: String, note: String) throws(IngestError) -> VolumeLock? {
-        let fd: FileDescriptor
-        do { fd = try FileDescriptor(path: lockPath, flags: O_RDWR | O_CREAT | O_CLOEXEC, mode: 0o640) } catch {
-            throw .stateUnusable(path: lockPath, reason: error.reason)
+    /// How many times a lock is tried again when its file was removed (by the holder it was
+    /// waiting for) between opening and locking it; each retry means another process made
+    /// progress, so running out means something other than `ingest` keeps removing it.
+    static let lockAttempts = 100
+
+    /// Opens (creating) and locks the file at `lockPath`. Lock files that are removed on
+    /// release follow the usual protocol: the holder removes the file while it still holds
+    /// the lock, and a locker, once `flock` succeeds, checks that the file it locked is still
+    /// the one at the path (same device and inode from `fstat` and `stat`); if not, it locked
+    /// a file already removed, and it starts again with the new one. Two processes can then
+    /// never both hold one path's lock.
+    private func lock(at lockPath: String, note: String, removeOnRelease: Bool = false) throws(IngestError) -> VolumeLock? {
+        for _ in 0..<Self.lockAttempts {
+            let fd: FileDescriptor
+            do { fd = try FileDescriptor(path: lockPath, flags: O_RDWR | O_CREAT | O_CLOEXEC, mode: 0o640) } catch {
+                throw .stateUnusable(path: lockPath, reason: error.reason)
+            }
+            if flock(fd.raw, LOCK_EX | LOCK_NB) != 0 {
+                if errno == EWOULDBLOCK { return nil }
+                throw .stateUnusable(path: lockPath, reason: SystemError.last("flock").reason)
+            }
+            guard Self.isStillAt(lockPath, fd) else { continue }  // dropping `fd` closes it, which unlocks it
+            // For people looking at a held lock: who holds it, and for what.
+            let text = "\(getpid()) \(note)\n"
+            _ = ftruncate(fd.raw, 0)
+            _ = text.withCString { pwrite(fd.raw, $0, strlen($0), 0) }
+            return VolumeLock(file: fd, removing: removeOnRelease ? lockPath : nil)
         }
-        if flock(fd.raw, LOCK_EX | LOCK_NB) != 0 {
-            if errno == EWOULDBLOCK { return nil }
-            throw .stateUnusable(path: lockPath, reason: SystemError.last("flock").reason)
-        }
-        // For people looking at a held lock: who holds it, and for what.
-        let text = "\(getpid()) \(note)\n"
-        _ = ftruncate(fd.raw, 0)
-        _ = text.withCString { pwrite(fd.raw, $0, strlen($0), 0) }
-        return VolumeLock(file: fd)
+        throw .stateUnusable(
+            path: lockPath,
+            reason: "its lock file was replaced \(Self.lockAttempts) times while it was being locked; "
+                + "something other than ingest is removing files in \(locksPath)")
+    }
+
+    /// Whether `path` names the very file open as `fd`.
+    static func isStillAt(_ path: String, _ fd: FileDescriptor) -> Bool {
+        var atPath = stat()
+        guard let open = try? fd.stat(), stat(path, &atPath) == 0 else { return false }
+        return open.st_dev == atPath.st_dev && open.st_ino == atPath.st_ino
     }
 }
 
-/// A held lock (of a volume or an upload); released when released or dropped, or when the process dies.
+/// A held lock (of a volume, a device or an upload); released when released or dropped, or
+/// when the process dies. A lock whose file is removed on release removes it while it still
+/// holds the lock (see ``StateDirectory`` for why that is safe against a racing locker).
 public final class VolumeLock: Sendable {
     private let file: FileDescriptor
-    fileprivate init(file: FileDescriptor) { self.file = file }
-    public func release() { flock(file.raw, LOCK_UN) }
+    private let removing: String?
+    private let released = Mutex(false)
+
+    fileprivate init(file: FileDescriptor, removing: String?) {
+        self.file = file
+        self.removing = removing
+    }
+
+    public func release() {
+        guard !released.withLock({ was in defer { was = true }; return was }) else { return }
+        if let removing, StateDirectory.isStillAt(removing, file) { unlink(removing) }
+        flock(file.raw, LOCK_UN)
+    }
+
     deinit { release() }
 }

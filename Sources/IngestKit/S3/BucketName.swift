@@ -1,0 +1,57 @@
+/// S3's rules for bucket names, checked when the configuration and the command line are
+/// read: a name no server can have must fail before anything is staged or recorded against
+/// it, not after (SeaweedFS answers it with a 400 per request; others create nothing).
+///
+/// The rules every S3 region and S3-compatible server shares: 3 to 63 characters; lowercase
+/// letters, digits, dots and hyphens only; a letter or digit first and last; no two dots in
+/// a row; not an IPv4 address. AWS's reserved prefixes and suffixes (`xn--`, `-s3alias`…)
+/// are AWS's own and are left to it.
+public enum BucketName {
+    /// Why `name` cannot be a bucket, in a phrase that names the broken rule; nil when it can.
+    public static func problem(_ name: String) -> String? {
+        let bytes = Array(name.utf8)
+        guard (3...63).contains(bytes.count) else {
+            return "it is \(name.unicodeScalars.count) characters long; a bucket name has 3 to 63"
+        }
+        func isLetterOrDigit(_ byte: UInt8) -> Bool {
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+        }
+        if let bad = name.unicodeScalars.first(where: { scalar in
+            !(scalar.isASCII && (isLetterOrDigit(UInt8(scalar.value)) || scalar == "." || scalar == "-"))
+        }) {
+            let what = ("A"..."Z").contains(bad) ? "an uppercase letter ('\(bad)')" : "'\(bad)'"
+            return "it holds \(what); a bucket name holds only lowercase letters, digits, dots and hyphens"
+        }
+        guard isLetterOrDigit(bytes.first!), isLetterOrDigit(bytes.last!) else {
+            return "it begins or ends with '.' or '-'; a bucket name begins and ends with a letter or digit"
+        }
+        if name.contains("..") { return "it holds two dots in a row ('..')" }
+        if isIPv4Address(name) { return "it is written like an IP address; a bucket name cannot be one" }
+        return nil
+    }
+
+    /// The message for a name that breaks a rule: the rule, and how to fix it where it was
+    /// given (`origin`, like "[s3] bucket" or "--bucket"), with a valid name close to it when
+    /// there is one.
+    public static func fix(_ name: String, problem: String, origin: String) -> String {
+        var text = "'\(name)' is not a valid S3 bucket name: \(problem). "
+        let suggestion = String(name.lowercased().map { $0 == "_" || $0 == " " ? "-" : $0 })
+        if suggestion != name, Self.problem(suggestion) == nil {
+            text += "Give the bucket's real name in \(origin), like '\(suggestion)'."
+        } else {
+            text += "Give the bucket's real name in \(origin): 3 to 63 lowercase letters, digits, dots and hyphens, "
+                + "beginning and ending with a letter or digit."
+        }
+        return text
+    }
+
+    /// Four dot-separated decimal numbers (`192.168.5.4`), as S3 recognises an address.
+    static func isIPv4Address(_ name: String) -> Bool {
+        let groups = name.split(separator: ".", omittingEmptySubsequences: false)
+        return groups.count == 4
+            && groups.allSatisfy { group in
+                (1...3).contains(group.count) && group.allSatisfy(\.isASCII) && group.allSatisfy(\.isNumber)
+                    && Int(group).map { $0 <= 255 } == true
+            }
+    }
+}
