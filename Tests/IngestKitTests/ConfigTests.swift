@@ -342,6 +342,26 @@ private let fullConfig = """
         }.key == "s3.endpoint")
     }
 
+    @Test func plainHTTPToAnotherHostNeedsAllowHTTPAndLoopbackNeverDoes() throws {
+        for endpoint in ["http://127.0.0.1:8333", "http://localhost:9000", "http://[::1]:8333", "https://s3.example.net"] {
+            let config = try Config.parse("[s3]\nendpoint = \"\(endpoint)\"\nbucket = \"cards\"\n")
+            _ = try config.s3.target()
+        }
+        for endpoint in ["http://10.0.0.5:8333", "http://s3.example.net", "http://127.example.net", "http://128.0.0.1"] {
+            let config = try Config.parse("[s3]\nendpoint = \"\(endpoint)\"\nbucket = \"cards\"\n")
+            let refused = try configFailure { () throws -> Config in
+                _ = try config.s3.target()
+                return config
+            }
+            #expect(refused.key == "s3.allow_http", "\(endpoint)")
+            #expect(refused.problem.contains("Use https") && refused.problem.contains("allow_http = true"))
+            let allowed = try Config.parse("[s3]\nendpoint = \"\(endpoint)\"\nbucket = \"cards\"\nallow_http = true\n")
+            _ = try allowed.s3.target()
+        }
+        #expect(try configFailure { try Config.parse("[s3]\nallow_http = \"yes\"\n") }.key == "s3.allow_http")
+        #expect(try Config.parse("[upload]\nsign_payloads = true\n").upload.signPayloads)
+    }
+
     @Test func watchTakesTwoCardsAtOnceUnlessConfiguredAndTheBoundIsChecked() throws {
         #expect(try Config.parse("").watch.maxCards == 2)
         #expect(try Config.parse("[watch]\nmax_cards = 4\n").watch.maxCards == 4)

@@ -76,7 +76,8 @@ public struct Config: Sendable, Equatable {
             let text: String
             do {
                 let file = try FileDescriptor(path: path, flags: O_RDONLY)
-                if let reason = untrustedReason(try file.stat()) {
+                // A regular file is checked; /dev/null ("no configuration") is the system's.
+                if case let info = try file.stat(), info.isRegularFile, let reason = untrustedReason(info) {
                     throw IngestError.config(
                         file: path, key: nil,
                         problem: "is not trusted: \(reason.replacingOccurrences(of: "FILE", with: path))")
@@ -161,7 +162,7 @@ public struct Config: Sendable, Equatable {
         }
         if let s3 = try root.table("s3") {
             try s3.allowOnly(["endpoint", "bucket", "region", "addressing", "prefix", "key_template", "object_tags",
-                              "connect_timeout", "stall_timeout"])
+                              "connect_timeout", "stall_timeout", "allow_http"])
             config.s3.endpoint = try s3.string("endpoint")
             config.s3.bucket = try s3.string("bucket")
             if let bucket = config.s3.bucket, !bucket.isEmpty, let problem = BucketName.problem(bucket) {
@@ -182,10 +183,12 @@ public struct Config: Sendable, Equatable {
             if let keys = try s3.strings("object_tags") { config.s3.objectTagKeys = keys }
             if let timeout = try s3.duration("connect_timeout") { config.s3.connectTimeout = timeout }
             if let timeout = try s3.duration("stall_timeout") { config.s3.stallTimeout = timeout }
+            if let allow = try s3.bool("allow_http") { config.s3.allowHTTP = allow }
         }
         if let upload = try root.table("upload") {
             try upload.allowOnly(["part_size", "single_put_threshold", "max_restarts", "files_in_flight",
-                                  "parts_in_flight", "bytes_in_flight", "checksum", "quarantine_after"])
+                                  "parts_in_flight", "bytes_in_flight", "checksum", "quarantine_after",
+                                  "sign_payloads"])
             if let size = try upload.string("part_size") { config.upload.partSize = try parseSize(size, key: "upload.part_size", file: file) }
             if let size = try upload.string("single_put_threshold") {
                 config.upload.singlePutThreshold = try parseSize(size, key: "upload.single_put_threshold", file: file)
@@ -194,6 +197,7 @@ public struct Config: Sendable, Equatable {
             if let count = try upload.integer("files_in_flight", in: 1...64) { config.upload.filesInFlight = count }
             if let count = try upload.integer("parts_in_flight", in: 1...64) { config.upload.partsInFlight = count }
             if let count = try upload.integer("quarantine_after", in: 1...1000) { config.upload.quarantineAfter = count }
+            if let sign = try upload.bool("sign_payloads") { config.upload.signPayloads = sign }
             if let checksum = try upload.string("checksum") {
                 guard let algorithm = PartDigestAlgorithm(rawValue: checksum.uppercased()) else {
                     let choices = PartDigestAlgorithm.allCases.map { $0.rawValue.lowercased() }.joined(separator: ", ")
@@ -318,6 +322,12 @@ private struct TableReader {
         return TableReader(table: child, prefix: key(name), file: file)
     }
 
+    func bool(_ name: String) throws(IngestError) -> Bool? {
+        guard let value = table[name] else { return nil }
+        guard let flag = value.bool else { throw fail(name, "must be true or false, not \(value.type)") }
+        return flag
+    }
+
     func integer(_ name: String, in range: ClosedRange<Int>) throws(IngestError) -> Int? {
         guard let value = table[name] else { return nil }
         guard let number = value.int else { throw fail(name, "must be a whole number, not \(value.type)") }
@@ -396,6 +406,8 @@ public struct S3Settings: Sendable, Equatable {
     public var connectTimeout: Duration = .seconds(10)
     /// A transfer that moves less than 1 KiB/s for this long is cut and retried.
     public var stallTimeout: Duration = .seconds(30)
+    /// Whether a plain `http://` endpoint on another host is accepted (loopback always is).
+    public var allowHTTP = false
 
     public init() {}
 
@@ -419,7 +431,15 @@ public struct S3Settings: Sendable, Equatable {
                 problem: BucketName.fix(bucket, problem: problem, origin: "--bucket, INGEST_BUCKET or [s3] bucket"))
         }
         let target = UploadTarget(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
-        do { _ = try target.destination() } catch { throw .config(file: nil, key: "s3.endpoint", problem: "\(error)") }
+        let destination: S3Destination
+        do { destination = try target.destination() } catch { throw .config(file: nil, key: "s3.endpoint", problem: "\(error)") }
+        if destination.endpoint.isPlainHTTPOverNetwork, !allowHTTP {
+            throw .config(
+                file: nil, key: "s3.allow_http",
+                problem: "the endpoint \(endpoint) is plain http to another host: anyone on the way can read the "
+                    + "cards' contents and change them. Use https, or set [s3] allow_http = true on a network you "
+                    + "trust (bodies are then signed with their SHA-256, which costs CPU)")
+        }
         return target
     }
 

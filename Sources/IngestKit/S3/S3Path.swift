@@ -217,6 +217,16 @@ public struct S3Endpoint: Sendable, Hashable, CustomStringConvertible {
         return host
     }
 
+    /// The host is this machine (`localhost`, 127.0.0.0/8, `[::1]`): plain HTTP never leaves it.
+    public var isLoopback: Bool {
+        if host == "localhost" || host == "[::1]" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets.first == "127" && octets.allSatisfy { UInt8($0) != nil }
+    }
+
+    /// Plain HTTP to another host: anyone on the path can read and change what is sent.
+    public var isPlainHTTPOverNetwork: Bool { scheme == "http" && !isLoopback }
+
     /// The host is an IP address, which cannot take a bucket name in front of it.
     var isIPAddress: Bool {
         host.hasPrefix("[") || (host.split(separator: ".").count == 4 && host.allSatisfy { $0.isNumber || $0 == "." })

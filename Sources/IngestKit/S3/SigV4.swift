@@ -39,8 +39,11 @@ public struct AWSCredentials: Sendable, Equatable, CustomStringConvertible, Cust
 
 /// The `x-amz-content-sha256` value: the hex SHA-256 of the body, or `UNSIGNED-PAYLOAD`.
 ///
-/// Parts are always sent with their real hash, so S3 refuses a part that was changed on the
-/// way; `UNSIGNED-PAYLOAD` is for requests whose body does not matter.
+/// Over TLS, parts and objects go `UNSIGNED-PAYLOAD`: TLS protects the bytes, and the
+/// CRC32C the server checks (from the card's read) catches corruption. Over plain HTTP to
+/// another host ([s3] allow_http) or with `[upload] sign_payloads`, they carry their real
+/// hash (``ofFile(path:offset:length:)``), so a man in the middle who changes the body and
+/// recomputes its CRC32C still breaks the signature.
 public struct PayloadHash: Sendable, Hashable, CustomStringConvertible {
     /// The header value: 64 lower-case hex digits or `UNSIGNED-PAYLOAD`.
     public let value: String
@@ -67,8 +70,17 @@ public struct PayloadHash: Sendable, Hashable, CustomStringConvertible {
     /// The hash of an empty body, for GET, HEAD, DELETE and bodiless POSTs such as `?uploads`.
     public static let emptyBody = PayloadHash(sha256Of: [UInt8]())
 
-    /// The body is not covered by the signature. Never for parts.
+    /// The body is not covered by the signature: only where TLS protects it.
     public static let unsigned = PayloadHash(value: "UNSIGNED-PAYLOAD")
+
+    /// The SHA-256 of a range of a file, read in 1 MiB blocks (call off the concurrency pool).
+    public static func ofFile(path: String, offset: Int64, length: Int64) throws(SystemError) -> PayloadHash {
+        let blockSize = min(1 << 20, max(Int(length + 4095) / 4096 * 4096, 4096))
+        let reader = try FileRangeReader(path: path, offset: offset, length: length, buffer: AlignedBuffer(size: blockSize))
+        var hash = SHA256()
+        while case let bytes = try reader.next(), !bytes.isEmpty { hash.update(bufferPointer: bytes) }
+        return PayloadHash(hash.finalize())
+    }
 
     public var description: String { value }
 }

@@ -37,6 +37,9 @@ public struct UploadSettings: Sendable, Equatable {
     /// `ingest status` and the metrics, and a non-zero exit status for every run that meets
     /// it, until it succeeds or is forgotten.
     public var quarantineAfter = 5
+    /// Sign every body with its SHA-256 even over TLS (it always is over plain HTTP to
+    /// another host): costs one more read and hash of each part.
+    public var signPayloads = false
 
     public var cut: UploadCut { UploadCut(partSize: partSize, singlePutThreshold: singlePutThreshold) }
 
@@ -372,10 +375,15 @@ struct ObjectUploader: Sendable {
         case .success(let value): (digest, fromCard) = value
         case .failure(let error): return .done(await handle(.unreadable(error)))
         }
+        let payloadHash: PayloadHash
+        switch await bodyHash(of: (0, size)) {
+        case .success(let hash): payloadHash = hash
+        case .failure(let error): return .done(await handle(.unreadable(error)))
+        }
         do {
             _ = try await limiter.withPermit(max(size, 1)) { () async throws(S3ClientError) -> String in
                 try await client.putObject(
-                    key: record.key, body: .file(path: path, offset: 0, length: size), payloadHash: .unsigned,
+                    key: record.key, body: .file(path: path, offset: 0, length: size), payloadHash: payloadHash,
                     headers: record.requestHeaders + digest.headers + [.ifNoneMatchAny])
             }
         } catch {
@@ -664,16 +672,31 @@ struct ObjectUploader: Sendable {
             case .success(let value): (digest, fromCard) = value
             case .failure(let error): return .unreadable(error)
             }
+            let payloadHash: PayloadHash
+            switch await bodyHash(of: range) {
+            case .success(let hash): payloadHash = hash
+            case .failure(let error): return .unreadable(error)
+            }
             do throws(S3ClientError) {
                 let etag = try await client.uploadPart(
                     key: record.key, uploadID: uploadID, partNumber: number,
-                    body: .file(path: stagedPath, offset: range.offset, length: range.length), payloadHash: .unsigned,
+                    body: .file(path: stagedPath, offset: range.offset, length: range.length), payloadHash: payloadHash,
                     headers: digest.headers)
                 return .acknowledged(uploadID: uploadID, number: number, etag: etag, digest: digest)
             } catch {
                 if fromCard, error.isBadDigest { return .damaged(number: number) }
                 return .failed(uploadID: uploadID, number: number, error: error)
             }
+        }
+    }
+
+    /// `UNSIGNED-PAYLOAD` where TLS (or the loopback) protects the body; its SHA-256 over
+    /// plain HTTP to another host, or with `[upload] sign_payloads` (``PayloadHash``).
+    private func bodyHash(of range: (offset: Int64, length: Int64)) async -> Result<PayloadHash, SystemError> {
+        guard settings.signPayloads || client.destination.endpoint.isPlainHTTPOverNetwork else { return .success(.unsigned) }
+        let path = stagedPath
+        return await onDedicatedThread("ingest-sha256") { () -> Result<PayloadHash, SystemError> in
+            Result { () throws(SystemError) in try PayloadHash.ofFile(path: path, offset: range.offset, length: range.length) }
         }
     }
 
