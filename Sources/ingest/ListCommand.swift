@@ -33,34 +33,38 @@ struct ListCommand: AsyncParsableCommand {
             let target = try config.s3.target()
             let client = try common.makeClient(target, config: config, logger: logger)
             let what = "listing \(target.displayName)"
-            let objects: [ListedObject]
-            do { objects = try await client.listObjectsV2(prefix: prefix) } catch {
+            var count = 0
+            var bytes: Int64 = 0
+            // Page by page: a bucket of millions of objects lists in the memory of one page.
+            do {
+                try await client.listObjectsV2(prefix: prefix) { objects in
+                    let heads = await heads(of: objects.map(\.key), client: client)
+                    for (object, head) in zip(objects, heads) { print(object, head: head) }
+                    count += objects.count
+                    bytes = objects.reduce(bytes) { $0.addingReportingOverflow($1.size).overflow ? .max : $0 + $1.size }
+                }
+            } catch {
                 throw .upload(UploadError(error, what: what, target: target))
             }
-            let heads = await heads(of: objects.map(\.key), client: client)
-            for (object, head) in zip(objects, heads) {
-                let labels = ObjectLabelKeys.decoded(head?.metadata ?? [:])
-                let fingerprint = labels[ObjectLabelKeys.fingerprint]
-                let original = labels[ObjectLabelKeys.originalPath]
-                if common.json {
-                    var line: [String: JSONValue] = [
-                        "event": "object", "key": .string(object.key), "size": .int(object.size),
-                    ]
-                    line["xxh128"] = fingerprint.map(JSONValue.string)
-                    line["original_path"] = original.map(JSONValue.string)
-                    line["etag"] = .string(object.etag)
-                    ReportOutput.standardOutput.write(JSONValue.line(line) + "\n")
-                } else {
-                    let size = String(object.size).leftPadded(to: 12)
-                    ReportOutput.standardOutput.write("\(size)  \((fingerprint ?? "-").leftPadded(to: 32))  \(object.key)\n")
-                }
-            }
-            if !common.json {
-                let bytes = objects.reduce(Int64(0)) { $0 + $1.size }
-                ReportOutput.standardError.line("\(objects.count) objects, \(ByteCount(bytes))")
-            }
+            if !common.json { ReportOutput.standardError.line("\(count) objects, \(ByteCount(bytes))") }
         } catch {
             throw fail(error, json: common.json)
+        }
+    }
+
+    private func print(_ object: ListedObject, head: ObjectHead?) {
+        let labels = ObjectLabelKeys.decoded(head?.metadata ?? [:])
+        let fingerprint = labels[ObjectLabelKeys.fingerprint]
+        let original = labels[ObjectLabelKeys.originalPath]
+        if common.json {
+            var line: [String: JSONValue] = ["event": "object", "key": .string(object.key), "size": .int(object.size)]
+            line["xxh128"] = fingerprint.map(JSONValue.string)
+            line["original_path"] = original.map(JSONValue.string)
+            line["etag"] = .string(object.etag)
+            ReportOutput.standardOutput.write(JSONValue.line(line) + "\n")
+        } else {
+            let size = String(object.size).leftPadded(to: 12)
+            ReportOutput.standardOutput.line("\(size)  \((fingerprint ?? "-").leftPadded(to: 32))  \(object.key)")
         }
     }
 

@@ -38,15 +38,15 @@ import Testing
         #expect(try template.key(for: context(uuid: nil)).contains("/no-uuid/"))
     }
 
-    @Test func aVolumeWithoutLabelIsNamedByItsDisplayName() throws {
+    @Test func aPlainDirectoryIsLabelledByItsName() throws {
         let volume = VolumeIdentity(
             key: "path:/srv/incoming", rootPath: "/srv/incoming", mountPoint: nil, pathInFileSystem: "/srv/incoming",
             fsType: nil, device: nil)
         let file = ScannedFile(path: CardPath("a.jpg"), size: 1, mtime: mtime)
         let context = KeyContext(device: "host", volume: volume, file: file, fingerprint: fingerprint, runDate: runDate)
-        #expect(context.label == "/srv/incoming" && context.fsUUID == nil)
+        #expect(context.label == "incoming" && context.fsUUID == nil)
         let cardID = KeyContext.cardID(volumeKey: "path:/srv/incoming")
-        #expect(try KeyTemplate().key(for: context) == "host/2024-03-05/%2Fsrv%2Fincoming-\(cardID)/a.jpg")
+        #expect(try KeyTemplate().key(for: context) == "host/2024-03-05/incoming-\(cardID)/a.jpg")
     }
 
     @Test func theCardIDIsEightHexDigitsOfTheVolumesKeyAndTellsCardsApart() throws {

@@ -400,6 +400,15 @@ public final class S3Client: Sendable {
     /// (`max-keys`, at most 1,000) is for tests; the server's default is 1,000.
     public func listObjectsV2(prefix: String = "", pageSize: Int? = nil) async throws(S3ClientError) -> [ListedObject] {
         var objects: [ListedObject] = []
+        try await listObjectsV2(prefix: prefix, pageSize: pageSize) { objects += $0 }
+        return objects
+    }
+
+    /// ListObjectsV2 page by page: `page` takes each page's objects before the next is asked
+    /// for, so a listing of any length holds one page in memory.
+    public func listObjectsV2(
+        prefix: String = "", pageSize: Int? = nil, page: ([ListedObject]) async -> Void
+    ) async throws(S3ClientError) {
         var token: String?
         while true {
             var query = [S3QueryItem("list-type", "2"), S3QueryItem("encoding-type", "url")]
@@ -411,6 +420,7 @@ public final class S3Client: Sendable {
                 throw .unexpectedAnswer(status: response.status, detail: "ListBucketResult is not XML")
             }
             let encoded = document.fields["EncodingType"] == "url"
+            var objects: [ListedObject] = []
             for record in document.records["Contents", default: []] {
                 guard let rawKey = record["Key"], let size = record["Size"].flatMap(Int64.init),
                     let etag = record["ETag"], let lastModified = record["LastModified"].flatMap(ServerClock.parseISO8601)
@@ -424,7 +434,8 @@ public final class S3Client: Sendable {
                 }
                 objects.append(ListedObject(key: key, size: size, etag: etag, lastModified: lastModified))
             }
-            guard document.fields["IsTruncated"] == "true" else { return objects }
+            await page(objects)
+            guard document.fields["IsTruncated"] == "true" else { return }
             guard let next = document.fields["NextContinuationToken"], next != token else {
                 throw .unexpectedAnswer(status: response.status, detail: "a truncated ListObjectsV2 page without a new token")
             }

@@ -198,7 +198,7 @@ public enum KeyField: String, Sendable, CaseIterable {
     case date
     /// The day of the run, UTC, `YYYY-MM-DD`: for keys grouped by when data arrived.
     case ingestDate = "ingest_date"
-    /// The card's file system label, else its volume's display name.
+    /// The card's file system label, else its device node, or a plain directory's name.
     case label
     /// The card's file system UUID, or `no-uuid`.
     case uuid
@@ -247,8 +247,11 @@ public struct KeyContext: Sendable, Equatable {
 
     /// The context of a scanned file of `volume`.
     public init(device: String, volume: VolumeIdentity, file: ScannedFile, fingerprint: Fingerprint, runDate: Date) {
+        // A plain directory is labelled by its own name: {card_id} tells two of one name apart.
+        let label = volume.device?.fsLabel
+            ?? (volume.device == nil ? String(volume.rootPath.split(separator: "/").last ?? "") : volume.displayName)
         self.init(
-            device: device, label: volume.device?.fsLabel ?? volume.displayName, fsUUID: volume.device?.fsUUID,
+            device: device, label: label, fsUUID: volume.device?.fsUUID,
             cardID: Self.cardID(volumeKey: volume.key), path: file.path, mtime: file.mtime, runDate: runDate,
             fingerprint: fingerprint)
     }
