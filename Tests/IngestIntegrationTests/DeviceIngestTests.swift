@@ -139,10 +139,10 @@ func populateCard(_ root: String, small: Int, big: Int = 0, bigMiB: Int = 0, aft
 /// A card of `sizeMiB` written by ``populateCard(_:small:big:bigMiB:after:)``, its files'
 /// `xxh128sum`s taken, then unmounted and detached: pulled out, ready to be inserted.
 func pulledOutCard(
-    sizeMiB: Int, label: String, imageName: String = "card.img", small: Int, big: Int = 0, bigMiB: Int = 0,
-    after: Int = 0
+    sizeMiB: Int, label: String, uuid: String = UUID().uuidString.lowercased(), imageName: String = "card.img",
+    small: Int, big: Int = 0, bigMiB: Int = 0, after: Int = 0
 ) throws -> (card: LoopCard, sums: [[UInt8]: String]) {
-    let card = try LoopCard(sizeMiB: sizeMiB, label: label, imageName: imageName)
+    let card = try LoopCard(sizeMiB: sizeMiB, label: label, uuid: uuid, imageName: imageName)
     try populateCard(card.mountPoint, small: small, big: big, bigMiB: bigMiB, after: after)
     let sums = try xxh128sums(under: card.mountPoint)
     try card.detach()
@@ -261,6 +261,40 @@ final class DeviceIngestTests {
         #expect(firstRun.status == 0, "\(firstRun.stderr)")
         #expect(firstRun.summary?.int("staged") == 6)
         #expect(try !mountPoints().contains("/run/ingest/cards/\(card.kernelName)"))
+    }
+
+    /// Two cards cloned from one image share a file-system UUID. Inserted at once, the
+    /// second is no second trigger: it waits for the first and is ingested too.
+    @Test(.timeLimit(.minutes(5)))
+    func aClonedCardInsertedWhileItsTwinIsIngestedWaitsAndIsIngestedToo() throws {
+        let udev = try Udevd()
+        defer { udev.stop() }
+        let uuid = UUID().uuidString.lowercased()
+        let first = try pulledOutCard(sizeMiB: 200, label: "CLONE", uuid: uuid, small: 3, big: 1, bigMiB: 120)
+        let twin = try LoopCard(sizeMiB: 32, label: "CLONE", uuid: uuid, imageName: "twin.img")
+        try sh("cd \(twin.mountPoint) && mkdir -p DCIM/TWIN && for i in 1 2 3 4; do head -c 5000 /dev/urandom > DCIM/TWIN/T_$i.JPG; done")
+        let twinSums = try xxh128sums(under: twin.mountPoint)
+        try twin.detach()
+        try sh("sync; echo 3 > /proc/sys/vm/drop_caches")
+        try first.card.insert()
+        try twin.insert()
+        let state = TemporaryDirectory()
+        let arguments = { (device: String) in ["--device", device, "--no-upload", "--state-dir", state.path, "--json"] }
+
+        let one = try IngestRun.start(arguments(first.card.device), environment: destination.environment)
+        try stop(one, whenItHasRead: 16 << 20)
+        let other = try IngestRun.start(arguments(twin.device), environment: destination.environment)
+        sleep(3)
+        #expect(other.process.isRunning, "the twin waits while its clone holds the identity")
+        kill(one.pid, SIGCONT)
+        let oneRun = IngestRun(result: try one.wait())
+        let otherRun = IngestRun(result: try other.wait())
+        #expect(oneRun.status == 0, "\(oneRun.stderr)")
+        #expect(otherRun.status == 0, "\(otherRun.stderr)")
+        #expect(otherRun.events("notice").isEmpty, "not reported busy")
+        #expect(oneRun.summary?.int("staged") == first.sums.count)
+        #expect(otherRun.summary?.int("staged") == twinSums.count)
+        #expect(Set(otherRun.events("staged").compactMap { $0.string("xxh128") }) == Set(twinSums.values))
     }
 
     @Test(.timeLimit(.minutes(8)))

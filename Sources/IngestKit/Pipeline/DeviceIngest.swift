@@ -25,8 +25,14 @@ public struct DeviceIngest: Sendable {
         self.logger = logger
     }
 
-    /// Ingests the card at `node` with `ingestor`. Throws `.deviceBusy` or `.volumeBusy` when
-    /// another process has the card: a second trigger, which the caller reports as a notice.
+    /// How long a card waits when another process ingests a card with the same identity (a
+    /// cloned card in another reader): long enough for any card to finish, and the card's
+    /// removal or a shutdown ends the wait at once.
+    public static let cloneWait: Duration = .seconds(12 * 3600)
+
+    /// Ingests the card at `node` with `ingestor`. Throws `.deviceBusy` when another process
+    /// has this device: a second trigger, which the caller reports as a notice. A card whose
+    /// identity another process is ingesting from another device waits for it.
     public func run(
         device node: String, ingestor: Ingestor, sink: some EventSink, stop: IngestStop = IngestStop()
     ) async throws(IngestError) -> RunSummary {
@@ -50,6 +56,8 @@ public struct DeviceIngest: Sendable {
         if mount.isOurs {
             logger.info("mounted the card read-only", metadata: ["device": "\(node)", "mount_point": "\(mount.path)"])
         }
+        var ingestor = ingestor
+        ingestor.volumeWait = Self.cloneWait
         let result: Result<RunSummary, IngestError>
         do { result = .success(try await ingestor.ingest(path: mount.path, sink: sink, stop: stop)) } catch {
             // A run that ended before it awaited its uploads (a card busy elsewhere, an

@@ -76,6 +76,11 @@ public struct Ingestor: Sendable {
     public let logger: Logger
     /// nil: stage only (`--no-upload`).
     public let upload: UploadRequest?
+    /// How long to wait for a volume another process is ingesting, instead of failing with
+    /// `.volumeBusy` at once: a card given by its own device (``DeviceIngest``) whose file
+    /// system has the UUID of one being ingested elsewhere is a second card (a clone), not
+    /// a second trigger, and must be ingested too.
+    public var volumeWait: Duration = .zero
 
     public init(config: Config, state: StateDirectory, journal: Journal, logger: Logger, upload: UploadRequest? = nil) {
         self.config = config
@@ -95,7 +100,7 @@ public struct Ingestor: Sendable {
         if let upload { stop.attach(upload.runner) }
         let volume = try VolumeIdentity.identify(path: path)
         sink.emit(.volume(volume))
-        let lock = try state.lockVolume(volume)
+        let lock = try await lockVolume(volume, stop: stop)
         defer { lock.release() }
         let known: [CardPath: FileRecord]
         do {
@@ -161,6 +166,25 @@ public struct Ingestor: Sendable {
         if let stopped { throw stopped }
         if let labelProblem { throw labelProblem }
         return summary
+    }
+
+    /// The volume's lock; when another process holds it, tried again each second for up to
+    /// ``volumeWait`` (and while no stop is asked for).
+    private func lockVolume(_ volume: VolumeIdentity, stop: IngestStop) async throws(IngestError) -> VolumeLock {
+        let deadline = ContinuousClock.now + volumeWait
+        var said = false
+        while true {
+            do { return try state.lockVolume(volume) } catch {
+                guard case .volumeBusy = error, ContinuousClock.now < deadline, stop.reason == nil else { throw error }
+                if !said {
+                    logger.notice(
+                        "another ingest holds a card with this identity (a cloned card?): waiting for it",
+                        metadata: ["volume": "\(volume.key)"])
+                    said = true
+                }
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
     }
 
     /// Uploads of this card an earlier run left unfinished: queued first. Returns the card's
