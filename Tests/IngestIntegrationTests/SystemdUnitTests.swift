@@ -145,6 +145,14 @@ import Testing
             #expect(opened.contains("AF_INET"), "the upload's sockets were traced")
             #expect(opened.isSubset(of: families), "\(service) refuses sockets of \(opened.subtracting(families).sorted())")
 
+            // Nothing a card holds can exhaust the station or leave secrets in a core file.
+            #expect(try Self.setting("MemoryMax", of: service) == "512M")
+            #expect(try Self.setting("TasksMax", of: service) == "64")
+            #expect(try Self.setting("LimitCORE", of: service) == "0")
+            #expect(try Self.setting("DevicePolicy", of: service) == "closed")
+            // Every thread and process the traced runs made fits in TasksMax= many times over.
+            #expect(calls.filter { ["clone", "clone3", "fork", "vfork"].contains($0.name) }.count < 64)
+
             // RestrictNamespaces=yes: no namespace is made or entered.
             #expect(try Self.setting("RestrictNamespaces", of: service) == "yes")
             #expect(!calls.contains { ["unshare", "setns"].contains($0.name) || $0.arguments.contains("CLONE_NEW") })
