@@ -129,3 +129,22 @@ import Testing
         }
     }
 }
+
+/// A hostile card of many special files or empty files is counted, not listed without end.
+@Suite struct ScanPlanReportTests {
+    @Test func skipsAndNoticesPastTheLimitAreCountedNotListed() {
+        let volume = VolumeIdentity(
+            key: "path:/c", rootPath: "/c", mountPoint: nil, pathInFileSystem: "/c", fsType: nil, device: nil)
+        var plan = ScanPlan(volume: volume)
+        let extra = 250
+        for index in 0..<(ScanPlan.reportLimit + extra) {
+            plan.add(.skipped(CardPath("fifo\(index)"), .special(kind: "FIFO")), known: [:])
+            plan.add(.file(ScannedFile(path: CardPath("empty\(index)"), size: 0, mtime: 0)), known: [:])
+        }
+        #expect(plan.notableSkips.count == ScanPlan.reportLimit)
+        #expect(plan.notices.count == ScanPlan.reportLimit)
+        #expect(plan.totals.unlisted == 2 * extra)
+        #expect(plan.totals.skipped == ScanPlan.reportLimit + extra)
+        #expect(plan.toStage.count == ScanPlan.reportLimit + extra, "every file is still staged")
+    }
+}

@@ -7,10 +7,15 @@ public struct ScanPlan: Sendable {
     public var totals = ScanTotals()
     /// New files, files changed since they were staged, and files pending from earlier runs.
     public var toStage: [ScannedFile] = []
-    /// Skipped entries worth telling (litter and exclusions are only counted).
+    /// Skipped entries worth telling (litter and exclusions are only counted), the first
+    /// ``reportLimit``.
     public var notableSkips: [(CardPath, SkipReason)] = []
-    /// Files ingested that deserve a word (names that are not UTF-8, empty files).
+    /// Files ingested that deserve a word (names that are not UTF-8, empty files), the first
+    /// ``reportLimit``.
     public var notices: [(ScannedFile, code: String, message: String)] = []
+    /// How many skips and notices each list keeps: a card of a million FIFOs or empty files
+    /// is counted, not listed (``ScanTotals/unlisted``).
+    public static let reportLimit = 1000
 
     /// Scans `volume` and sorts what it finds against what the journal `known`s: reads no
     /// file contents, changes nothing.
@@ -29,7 +34,9 @@ public struct ScanPlan: Sendable {
         switch finding {
         case let .skipped(path, reason):
             totals.skipped += 1
-            if reason.isNotable { notableSkips.append((path, reason)) }
+            if reason.isNotable {
+                if notableSkips.count < Self.reportLimit { notableSkips.append((path, reason)) } else { totals.unlisted += 1 }
+            }
         case .file(let file):
             if let record = known[file.path], record.state != .pending, record.size == file.size, record.mtime == file.mtime {
                 totals.known += 1
@@ -37,15 +44,19 @@ public struct ScanPlan: Sendable {
                 return
             }
             if !file.path.isValidUTF8 {
-                notices.append((file, "name-not-utf8", "name is not valid UTF-8; ingested under its raw bytes"))
+                notice(file, "name-not-utf8", "name is not valid UTF-8; ingested under its raw bytes")
             }
             if file.size == 0 {
-                notices.append((file, "empty-file", "empty file; ingested like any other"))
+                notice(file, "empty-file", "empty file; ingested like any other")
             }
             totals.toStage += 1
             totals.toStageBytes = totals.toStageBytes.addingSaturating(file.size)
             toStage.append(file)
         }
+    }
+
+    private mutating func notice(_ file: ScannedFile, _ code: String, _ message: String) {
+        if notices.count < Self.reportLimit { notices.append((file, code, message)) } else { totals.unlisted += 1 }
     }
 }
 

@@ -10,6 +10,8 @@ public struct ScanTotals: Sendable, Equatable, Codable {
     public var knownBytes: Int64 = 0
     /// Entries passed over (litter, exclusions, special files, links…).
     public var skipped = 0
+    /// Skips and notices counted but not reported one by one, past ``ScanPlan/reportLimit``.
+    public var unlisted = 0
     public init() {}
 }
 
@@ -91,7 +93,8 @@ extension IngestEvent {
                     "code": .string(code), "message": .string(message)]
         case .scanned(let totals):
             return ["event": "scanned", "to_stage": .int(totals.toStage), "to_stage_bytes": .int(totals.toStageBytes),
-                    "known": .int(totals.known), "known_bytes": .int(totals.knownBytes), "skipped": .int(totals.skipped)]
+                    "known": .int(totals.known), "known_bytes": .int(totals.knownBytes), "skipped": .int(totals.skipped),
+                    "unlisted": .int(totals.unlisted)]
         case .stagingStarted:
             return ["event": "staging"]
         case .staged(let staged):

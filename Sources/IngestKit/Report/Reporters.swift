@@ -95,7 +95,8 @@ public final class ConsoleReporter: EventSink, Sendable {
             }
             print(
                 "Found \(totals.toStage) files to copy (\(ByteCount(totals.toStageBytes))), "
-                    + "\(totals.known) already ingested (\(ByteCount(totals.knownBytes))), \(totals.skipped) skipped")
+                    + "\(totals.known) already ingested (\(ByteCount(totals.knownBytes))), \(totals.skipped) skipped"
+                    + (totals.unlisted > 0 ? " (\(totals.unlisted) more skips and notes not listed)" : ""))
         case .stagingStarted(let stager):
             progress.withLock {
                 $0.stager = stager
