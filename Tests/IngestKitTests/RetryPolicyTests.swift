@@ -75,12 +75,12 @@ private func response(_ status: Int, _ code: String? = nil, date: String? = nil,
         // Codes with their own recovery.
         (response(404, "NoSuchUpload"), .uploadGone),
         (response(400, "ExpiredToken"), .expiredCredentials),
+        (response(403, "InvalidAccessKeyId"), .expiredCredentials),
         (response(403, "RequestTimeTooSkewed"), .clockSkew),
         (response(400, "BadDigest"), .corruptedBody),
         (response(400, "XAmzContentSHA256Mismatch"), .corruptedBody),
         // Codes that fail fast.
         (response(403, "AccessDenied"), .permanent),
-        (response(403, "InvalidAccessKeyId"), .permanent),
         (response(403, "SignatureDoesNotMatch"), .permanent),
         (response(404, "NoSuchBucket"), .permanent),
         (response(404, "NoSuchKey"), .permanent),

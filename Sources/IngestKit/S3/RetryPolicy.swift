@@ -156,7 +156,10 @@ public struct RetryPolicy: Sendable, Equatable {
         if code.isThrottling { return .throttled }
         switch code {
         case .requestTimeTooSkewed: return .clockSkew
-        case .expiredToken: return .expiredCredentials
+        // A server may forget a temporary key the moment it expires and answer
+        // InvalidAccessKeyId for a request signed just before: worth one refresh (a static key
+        // comes back the same, and the request then fails as before).
+        case .expiredToken, .invalidAccessKeyId: return .expiredCredentials
         case .noSuchUpload: return .uploadGone
         case .badDigest, .xAmzContentSHA256Mismatch: return .corruptedBody
         case .requestTimeout, .internalError, .serviceUnavailable, .conditionalRequestConflict: return .transient

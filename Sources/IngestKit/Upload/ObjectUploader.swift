@@ -568,8 +568,12 @@ struct ObjectUploader: Sendable {
                     case .finish(let outcome):
                         group.cancelAll()
                         switch outcome {
-                        case .uploaded: return .done(.uploaded(alreadyThere: false))
-                        case .alreadyUploaded: return .done(.uploaded(alreadyThere: true))
+                        case .uploaded:
+                            await abortStrayUploads()
+                            return .done(.uploaded(alreadyThere: false))
+                        case .alreadyUploaded:
+                            await abortStrayUploads()
+                            return .done(.uploaded(alreadyThere: true))
                         case .aborted: return .done(.aborted)
                         case .failed(let failure): return .done(.failed(Self.error(failure, cause: cause, record: record)))
                         }
@@ -603,6 +607,15 @@ struct ObjectUploader: Sendable {
                 }
             }
         }
+    }
+
+    /// The object is in place: any multipart upload still open at its key is a stray, one
+    /// whose `CreateMultipartUpload` answer was lost (a kill before the journal write, a
+    /// connection cut after the server answered, a retry that created a second). Aborted
+    /// now, so none waits for the rescan's sweep; a failure to list or abort only waits
+    /// for that sweep.
+    private func abortStrayUploads() async {
+        _ = try? await client.abortUploads(key: record.key, known: nil)
     }
 
     /// Parts the server holds that the journal never recorded (acknowledged just before a
