@@ -89,8 +89,9 @@ GET    /stats   JSON: connections, requests, forwarded, injected (by action),
                 bytes_to_upstream, bytes_to_client, upstream_failures,
                 acknowledged_puts (PUTs answered 2xx), resent_acknowledged and
                 resent_acknowledged_bytes (PUTs, and their body bytes, of an object or
-                part -- path and partNumber, whatever the uploadId -- that the server
-                had acknowledged before: bytes sent again that were not in flight),
+                part -- path, partNumber and the body's checksum headers, whatever the
+                uploadId -- that the server had acknowledged before: bytes sent again
+                that were not in flight),
                 stall_hangups (stalls the client gave up on before they ended: its
                 timeout fired), per-rule 'matched' and 'fired', and the last 1000
                 injections ('events').
@@ -316,7 +317,11 @@ class Rules:
             return
         path, _, query = request.target.partition("?")
         part = [field for field in query.split("&") if field.startswith("partNumber=")]
-        ident = path + ("?" + part[0] if part else "")
+        # The body's own checksums, when the client sends them: other bytes to the same
+        # place are an overwrite, not a re-send.
+        digests = sorted(f"{key}={value}" for key, value in request.headers
+                         if key.startswith("x-amz-checksum-") or key in ("content-md5", "x-amz-meta-xxh128"))
+        ident = " ".join([path + ("?" + part[0] if part else ""), *digests])
         with self.lock:
             self.acknowledged_puts += 1
             if ident in self.acknowledged:
