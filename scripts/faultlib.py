@@ -239,17 +239,25 @@ def write_file(root: bytes | str, relative: bytes | str, data: bytes, mtime: flo
 
 
 def hash_files(paths: list[bytes]) -> list[str]:
-    """xxh128sum of each file (the external oracle), in order."""
-    hashes: list[str] = []
-    for start in range(0, len(paths), 200):
-        batch = paths[start:start + 200]
-        out = subprocess.run(["xxh128sum", "--", *batch], check=True, capture_output=True).stdout
+    """xxh128sum of each file (the external oracle), in order. Names holding a newline or a
+    backslash (which xxh128sum may print raw or escaped) are hashed one by one from stdin."""
+    hashes: dict[int, str] = {}
+    plain = [(i, p) for i, p in enumerate(paths) if b"\n" not in p and b"\\" not in p]
+    for index, path in enumerate(paths):
+        if b"\n" in path or b"\\" in path:
+            with open(path, "rb") as stdin:
+                out = subprocess.run(["xxh128sum"], stdin=stdin, check=True, capture_output=True).stdout
+            hashes[index] = out.split(b" ", 1)[0].decode()
+    for start in range(0, len(plain), 200):
+        batch = plain[start:start + 200]
+        out = subprocess.run(["xxh128sum", "--", *[p for _, p in batch]], check=True, capture_output=True).stdout
         lines = out.split(b"\n")
-        for index, path in enumerate(batch):
-            line = lines[index]
-            # xxh128sum escapes names with a backslash or newline ("\hash  name"): take the hash only.
-            hashes.append(line.lstrip(b"\\").split(b" ", 1)[0].decode())
-    return hashes
+        for (index, path), line in zip(batch, lines):
+            digest, _, name = line.partition(b"  ")
+            if name != path:
+                raise RuntimeError(f"xxh128sum printed {line!r} for {path!r}")
+            hashes[index] = digest.decode()
+    return [hashes[i] for i in range(len(paths))]
 
 
 @dataclass
@@ -597,11 +605,13 @@ def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: 
             else:
                 seen[v["xxh128"]] = v["Key"]
     for version in real:
-        bad = version["xxh128"] not in expected_hashes
-        bad = bad or (version["recorded"] is not None and version["recorded"] != version["xxh128"])
-        if bad:
+        if version["xxh128"] not in expected_hashes:
             count.corrupt += 1
-            count.notes.append(f"corrupt {version['Key']!r}")
+            count.notes.append(f"corrupt {version['Key']!r}: its bytes ({version['xxh128']}) are no card file's")
+        elif version["recorded"] is not None and version["recorded"] != version["xxh128"]:
+            count.corrupt += 1
+            count.notes.append(f"corrupt {version['Key']!r}: bytes {version['xxh128']}, "
+                               f"x-amz-meta-xxh128 {version['recorded']}")
     uploads = client.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
     count.open_uploads = len(uploads)
     distinct: dict[str, int] = {f.xxh128: f.size for f in files}
