@@ -676,7 +676,7 @@ def scene_file(kind: str):
                 out.write(b'scene = "a\x00b"\n')
         state = ctx.state()
         ctx.expect_empty = True
-        run = ctx.run(card, state, timeout=20)
+        run = ctx.run(card, state, timeout=10)
         ok_status = run.status == 65
         ok_message = "ingest-scene.toml" in run.stderr
         if not ok_status or not ok_message:
@@ -720,7 +720,7 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
         ("same label, other bytes, one after the other", same_label(False), 1, True),
         ("same label, other bytes, at once", same_label(True), 1, True),
         ("two stations, same card", two_stations(True), 1, False),
-        ("two stations, same label, other bytes", two_stations(True), 1, False),
+        ("two stations, same label, other bytes", two_stations(False), 1, True),
         ("hostile names", hostile_names, 1, True),
     ]
     for kind in ("symlink-dev-zero", "fifo", "symlink-host-file", "65KiB", "tags-device", "nul-in-value"):
