@@ -614,6 +614,8 @@ def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: 
                                f"x-amz-meta-xxh128 {version['recorded']}")
     uploads = client.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
     count.open_uploads = len(uploads)
+    for upload in uploads:
+        count.notes.append(f"open multipart upload {upload.get('UploadId', '')[:12]}… of {upload['Key']!r}")
     distinct: dict[str, int] = {f.xxh128: f.size for f in files}
     count.needed_bytes = sum(distinct.values())
     return count
