@@ -538,8 +538,10 @@ class Count:
         return max(0, self.sent_bytes - self.needed_bytes)
 
 
-def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: str, versioned: bool) -> Count:
-    """Downloads every version of every object under `prefix` and counts against the card files."""
+def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: str, versioned: bool,
+                 known: list[CardFile] = ()) -> Count:
+    """Downloads every version of every object under `prefix` and counts against the card files
+    (`files`: expected in the bucket; `known`: on a card, but not expected)."""
     count = Count(expected=len(files))
     versions: list[dict] = []  # Key, VersionId, IsLatest, DeleteMarker
     if versioned:
@@ -576,7 +578,7 @@ def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: 
     for version, digest, recorded in zip(real, hashes, meta):
         version["xxh128"] = digest
         version["recorded"] = recorded
-    expected_hashes = {f.xxh128 for f in files}
+    expected_hashes = {f.xxh128 for f in files} | {f.xxh128 for f in known}
     count.versions = len(real)
     current = [v for v in versions if v["IsLatest"] and not v["DeleteMarker"]]
     count.objects = len(current)
