@@ -41,6 +41,9 @@ import tempfile
 import threading
 import time
 import traceback
+
+import botocore.config
+import botocore.session
 from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -449,6 +452,7 @@ exec cat '{current}'
     with open(os.open(config, os.O_WRONLY | os.O_CREAT, 0o600), "w") as out:
         out.write(f"[default]\ncredential_process = {helper}\n")
     keys: list[tuple[str, str, float]] = []  # access key, secret, expiration
+    harness_trouble: list[str] = []
     stop = threading.Event()
     lifetime, grace = 4.0, 1.0
 
@@ -459,7 +463,20 @@ exec cat '{current}'
         weed.extra = {k: secret for k, secret, expires in keys if expires + grace > now}
         weed.write_identities()
         weed.reload()
-        time.sleep(0.5)  # the server knows it before anyone is given it
+        # The server must know the key before anyone is given it: asked with the key itself.
+        probe = botocore.session.get_session().create_client(
+            "s3", endpoint_url=weed.endpoint, region_name="us-east-1", aws_access_key_id=key[0],
+            aws_secret_access_key=key[1], config=botocore.config.Config(retries={"max_attempts": 1}))
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                probe.head_bucket(Bucket=BUCKET)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    harness_trouble.append(f"SeaweedFS did not take key {key[0]} within 5 s")
+                    break
+                time.sleep(0.05)
         expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(key[2]))
         text = ('{"Version": 1, "AccessKeyId": "%s", "SecretAccessKey": "%s", "Expiration": "%s"}'
                 % (key[0], key[1], expires))
@@ -489,6 +506,8 @@ exec cat '{current}'
             invocations = len(lines.readlines())
         ctx.row.notes.append(f"first run: {first.seconds:.1f} s, status {first.status}, {len(keys)} keys made, "
                              f"credential_process run {invocations} times, {refreshes} credentials_refreshing events")
+        if harness_trouble:
+            ctx.row.notes += harness_trouble[:3]
         if first.status != 0:
             ctx.row.checks_failed.append(f"credentials expiring mid-upload: status {first.status}: {tail(first.stderr, 400)}")
         ctx.finish(card, state, env=env)
