@@ -297,8 +297,8 @@ def kill_at(point: str):
         ctx.expect(card)
         state = ctx.state()
         if point == "random":
-            # A clean run of this card takes about a second: a moment within it.
-            run = ctx.run(card, state, kill_after=ctx.rng.uniform(0.02, 0.9))
+            # A clean run of this card takes well under a second here: a moment within it.
+            run = ctx.run(card, state, kill_after=ctx.rng.uniform(0.02, 0.5))
             if not run.killed:
                 ctx.row.notes.append(f"run ended (status {run.status}) before its random kill")
         elif point == "resume-reconciling":
@@ -856,6 +856,8 @@ def main() -> int:
                 F.log(f"  {item}")
     except KeyboardInterrupt:
         F.log("interrupted")
+        if harness.rows:
+            harness.rows[-1].error = "interrupted"
     finally:
         F.CLEANUP.run()
         if not args.keep:
@@ -879,7 +881,7 @@ def main() -> int:
         with open(args.markdown, "w") as out:
             out.write(text + "\n\n" + (notes + "\n\n" if notes else "") + summary + "\n")
     if interrupted:
-        return 130
+        return 128 + interrupted[0]
     if any(row.error for row in harness.rows):
         return 2
     return 1 if failed else 0
