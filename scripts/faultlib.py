@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import signal
 import socket
@@ -221,10 +220,6 @@ class Proxy:
 
 # ---------------------------------------------------------------------------
 # Cards
-
-
-def random_bytes(size: int, rng: random.Random) -> bytes:
-    return rng.randbytes(size)
 
 
 def write_file(root: bytes | str, relative: bytes | str, data: bytes, mtime: float | None = None) -> None:
@@ -621,10 +616,6 @@ def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: 
     distinct: dict[str, int] = {f.xxh128: f.size for f in files}
     count.needed_bytes = sum(distinct.values())
     return count
-
-
-def nfc(text: str) -> str:
-    return unicodedata.normalize("NFC", text)
 
 
 def nfd(text: str) -> str:
