@@ -33,7 +33,7 @@ STATEDIR        = /var/lib/ingest
 UNITS           = ingest@.service ingest-rescan.service ingest-rescan.timer
 SUBST           = sed -e 's|@BINDIR@|$(BINDIR)|g'
 
-.PHONY: help deps venv build release test demo bench bench-stage bench-upload clean install uninstall
+.PHONY: help deps venv build release test faults faults-short demo bench bench-stage bench-upload clean install uninstall
 
 help: ## List the targets
 	@echo "Usage: make TARGET   (start with 'make demo' or 'make test')"
@@ -60,10 +60,23 @@ release: deps ## Release build (.build/release/ingest)
 # them running than there are threads, async tests starve and miss their time limits.
 TEST_WIDTH ?= $(shell nproc)
 
-test: deps venv ## Build and run all tests (root: loop devices, udevd; SeaweedFS on loopback)
+test: deps venv faults-short ## Build and run all tests (root: loop devices, udevd; SeaweedFS on loopback)
 	$(SWIFT_BUILD) --build-tests
 	$(SWIFT) test --scratch-path $(BUILD_DIR) $(SWIFTFLAGS) --skip-build --disable-xctest \
 		--experimental-maximum-parallelization-width $(TEST_WIDTH)
+
+# The fault suite: the release binary against a real SeaweedFS on 127.0.0.1, killed, cut off,
+# starved and fed hostile cards, then every object downloaded and counted (scripts/faults.py).
+# FAULTS_FLAGS passes options: --only REGEX, --reps N, --seed N, --keep. Root: loop devices, tmpfs.
+FAULTS_FLAGS ?=
+
+faults: release venv ## Fault suite, every scenario (~10 min): kills, proxy faults, pulled card, full disk… counted by download
+	@mkdir -p out
+	INGEST=$(INGEST) VENV=$(VENV) $(VENV)/bin/python scripts/faults.py --markdown out/faults.md $(FAULTS_FLAGS)
+
+faults-short: release venv ## Fault suite, a subset once each (~3 min; part of make test)
+	@mkdir -p out
+	INGEST=$(INGEST) VENV=$(VENV) $(VENV)/bin/python scripts/faults.py --short --markdown out/faults-short.md $(FAULTS_FLAGS)
 
 demo: release venv ## Ingest a sample card (an ext4 loop device when root) into a local SeaweedFS S3 twice, then show what landed
 	INGEST=$(INGEST) bash scripts/demo.sh

@@ -87,6 +87,11 @@ Admin endpoint (127.0.0.1:ADMIN_PORT)
 -------------------------------------
 GET    /stats   JSON: connections, requests, forwarded, injected (by action),
                 bytes_to_upstream, bytes_to_client, upstream_failures,
+                acknowledged_puts (PUTs answered 2xx), resent_acknowledged and
+                resent_acknowledged_bytes (PUTs, and their body bytes, of an object or
+                part -- path, partNumber and the body's checksum headers, whatever the
+                uploadId -- that the server had acknowledged before: bytes sent again
+                that were not in flight),
                 stall_hangups (stalls the client gave up on before they ended: its
                 timeout fired), per-rule 'matched' and 'fired', and the last 1000
                 injections ('events').
@@ -276,6 +281,12 @@ class Rules:
             self.bytes_to_client = 0
             self.injected = {action: 0 for action in ACTIONS}
             self.events: list[dict] = []
+            # PUT bodies the server acknowledged (2xx), by object path and part number
+            # (the upload id left out: a part sent again to a new upload is sent again).
+            self.acknowledged: set[str] = set()
+            self.acknowledged_puts = 0
+            self.resent_acknowledged = 0
+            self.resent_acknowledged_bytes = 0
 
     def replace(self, texts: list[str]) -> None:
         rules = [Rule.parse(text, position, self.seed) for position, text in enumerate(texts)]
@@ -299,6 +310,26 @@ class Rules:
         with self.lock:
             setattr(self, name, getattr(self, name) + amount)
 
+    def acknowledge(self, request: "Request", status: int) -> None:
+        """Counts a PUT the server answered with 2xx; one it had acknowledged before (the same
+        path and part number) is a re-send of bytes that were not in flight."""
+        if request.method != "PUT" or not 200 <= status < 300:
+            return
+        path, _, query = request.target.partition("?")
+        part = [field for field in query.split("&") if field.startswith("partNumber=")]
+        # The body's own checksums, when the client sends them: other bytes to the same
+        # place are an overwrite, not a re-send.
+        digests = sorted(f"{key}={value}" for key, value in request.headers
+                         if key.startswith("x-amz-checksum-") or key in ("content-md5", "x-amz-meta-xxh128"))
+        ident = " ".join([path + ("?" + part[0] if part else ""), *digests])
+        with self.lock:
+            self.acknowledged_puts += 1
+            if ident in self.acknowledged:
+                self.resent_acknowledged += 1
+                self.resent_acknowledged_bytes += request.content_length or 0
+            else:
+                self.acknowledged.add(ident)
+
     def stats(self) -> dict:
         with self.lock:
             return {
@@ -310,6 +341,9 @@ class Rules:
                 "bytes_to_upstream": self.bytes_to_upstream,
                 "bytes_to_client": self.bytes_to_client,
                 "injected": dict(self.injected),
+                "acknowledged_puts": self.acknowledged_puts,
+                "resent_acknowledged": self.resent_acknowledged,
+                "resent_acknowledged_bytes": self.resent_acknowledged_bytes,
                 "rules": [rule.summary() for rule in self.rules],
                 "events": list(self.events),
             }
@@ -703,6 +737,7 @@ class Session:
         response = self.relay_response_head(request)
         keep_alive = self.relay_response_body(request, response)
         self.rules.count("forwarded")
+        self.rules.acknowledge(request, response.status)
         return keep_alive
 
     def relay_response_head(self, request: Request, interim_ends: bool = False) -> Response:

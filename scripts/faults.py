@@ -1,0 +1,890 @@
+#!/usr/bin/env python3
+"""make faults: the real release binary against a real SeaweedFS on 127.0.0.1, under faults, counted.
+
+Each scenario makes its cards, runs `ingest` (with --json, so that it can be killed from
+outside at a chosen event), injects its faults, then reruns / resumes until ingest says it is
+done (bounded), and counts by DOWNLOADING every version of every object it left in the bucket
+and comparing xxh128sum with the card's files — never by trusting ingest's journal or output.
+
+Counted per scenario (summed over its repetitions):
+  runs       ingest invocations          faults    faults injected (kills, proxy faults, …)
+  expected   files on the card(s)        verified  expected files whose bytes are a current object
+  lost       expected files whose bytes are no current object (after the reruns)
+  replaced   keys whose versions hold different bytes (the bucket is versioned)
+  duplicate  current objects holding bytes another current object holds
+  corrupt    object versions whose bytes are no card file's, or differ from their x-amz-meta-xxh128
+  open       multipart uploads left open (ListMultipartUploads)
+  re-sent    body bytes of PUTs (objects, parts) the server had already acknowledged, sent again:
+             bytes re-sent beyond the parts in flight (the fault proxy counts them)
+  extra      all bytes the proxy forwarded beyond one copy of each distinct content
+             (re-sent + parts in flight when a fault hit + requests' heads)
+Exit status 1 when any scenario loses, replaces, duplicates, corrupts or leaves open anything,
+or a bad input does not get its documented exit status and message; 2 when the harness fails.
+
+  faults.py [--short] [--only REGEX] [--reps N] [--markdown FILE] [--keep] [--list]
+  env: INGEST (binary, default .build/release/ingest), VENV (default .venv), FAULTS_WORK (/var/tmp)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+import botocore.config
+import botocore.session
+from dataclasses import dataclass, field
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import faultlib as F  # noqa: E402
+
+MiB = 1048576
+CARD_MTIME = 1780315200.0  # 2026-06-01 12:00 UTC: one {date} for every card, so paths collide as on real cards
+BUCKET = "faults"
+
+
+# ---------------------------------------------------------------------------
+# A scenario's bookkeeping
+
+
+@dataclass
+class Row:
+    name: str
+    runs: int = 0
+    faults: int = 0
+    expected: int = 0
+    verified: int = 0
+    lost: int = 0
+    replaced: int = 0
+    duplicates: int = 0
+    corrupt: int = 0
+    open_uploads: int = 0
+    resent: int = 0  # acknowledged parts/objects sent again (the proxy's count)
+    extra: int = 0  # everything sent beyond one copy of each distinct content
+    sent: int = 0
+    checks_failed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.lost or self.replaced or self.duplicates or self.corrupt or self.open_uploads
+                    or self.checks_failed or self.error)
+
+    def add(self, count: F.Count) -> None:
+        self.expected += count.expected
+        self.verified += count.verified
+        self.lost += count.lost
+        self.replaced += count.replaced
+        self.duplicates += count.duplicates
+        self.corrupt += count.corrupt
+        self.open_uploads += count.open_uploads
+        self.extra += count.resent_bytes
+        self.sent += count.sent_bytes
+        self.notes += count.notes
+
+
+class Harness:
+    def __init__(self, args) -> None:
+        self.args = args
+        self.repo = F.REPO
+        self.binary = os.environ.get("INGEST") or os.path.join(self.repo, ".build", "release", "ingest")
+        self.venv = os.environ.get("VENV") or os.path.join(self.repo, ".venv")
+        base = os.environ.get("FAULTS_WORK") or "/var/tmp"
+        self.work = tempfile.mkdtemp(dir=base, prefix="ingest-faults.")
+        self.admin = ("faults-admin-" + secrets.token_hex(4), secrets.token_hex(20))
+        self.seed = args.seed
+        self.counter = 0
+        self.rows: list[Row] = []
+        self.weed: F.Weed | None = None
+        self.proxy: F.Proxy | None = None
+
+    # -- set-up ---------------------------------------------------------------
+
+    def start(self) -> None:
+        F.log(f"work directory {self.work}")
+        self.weed = F.Weed(self.venv, os.path.join(self.work, "weed"), *self.admin)
+        self.weed.start()
+        self.weed.wait()
+        self.client = self.weed.client()
+        self.client.create_bucket(Bucket=BUCKET)
+        self.client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        status = self.client.get_bucket_versioning(Bucket=BUCKET).get("Status")
+        self.versioned = status == "Enabled"
+        if not self.versioned:
+            F.log("bucket versioning is not available: 'replaced' can only be seen as a lost file")
+        self.proxy = F.Proxy(self.venv, self.weed.s3_port, self.seed, os.path.join(self.work, "proxy.log"))
+        F.log(f"SeaweedFS (pid {self.weed.process.pid}) on {self.weed.endpoint}, fault proxy on {self.proxy.endpoint}")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "INGEST_"))}
+        home = os.path.join(self.work, "home")
+        os.makedirs(home, exist_ok=True)
+        env.update({
+            "HOME": home, "AWS_ACCESS_KEY_ID": self.admin[0], "AWS_SECRET_ACCESS_KEY": self.admin[1],
+            "AWS_REGION": "us-east-1", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+            "AWS_EC2_METADATA_DISABLED": "true", "LC_ALL": "C.UTF-8",
+        })
+        self.ingest = F.Ingest(self.binary, env)
+
+    # -- per scenario -----------------------------------------------------------
+
+    def scenario_dir(self, name: str) -> str:
+        self.counter += 1
+        path = os.path.join(self.work, f"{self.counter:03d}-{re.sub('[^a-z0-9]+', '-', name.lower())[:40]}")
+        os.makedirs(path)
+        return path
+
+
+class Context:
+    """One repetition of one scenario: its own directory, station id (the keys' first field),
+    state directories, configuration and random data; the proxy's counters start at zero."""
+
+    def __init__(self, harness: Harness, row: Row, rep: int, config_extra: str = "") -> None:
+        self.h = harness
+        self.row = row
+        self.dir = harness.scenario_dir(f"{row.name}-{rep}")
+        self.device_id = "s" + os.path.basename(self.dir).split("-")[0] + "-" + secrets.token_hex(2)
+        self.rng = random.Random(f"{harness.seed}/{row.name}/{rep}")
+        self.config = os.path.join(self.dir, "ingest.toml")
+        with open(self.config, "w") as out:
+            out.write(f"""[device]
+id = "{self.device_id}"
+
+[s3]
+connect_timeout = "3s"
+stall_timeout = "5s"
+
+[upload]
+part_size = "5MiB"
+single_put_threshold = "5MiB"
+
+[staging]
+reserve = "1MiB"
+{config_extra}""")
+        self.files: list[F.CardFile] = []
+        self.faults = 0
+        self.expect_empty = False
+        self.known: list[F.CardFile] = []  # card files that must not be uploaded
+        self.audit_hook = None
+        harness.proxy.rules([])
+        harness.proxy.reset()
+
+    def state(self, name: str = "state") -> str:
+        path = os.path.join(self.dir, name)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    # -- cards --
+
+    def card(self, name: str, spec: list[tuple[bytes | str, int]], root: str | None = None) -> str:
+        """A plain directory card: (relative path, size) pairs of random bytes, one mtime."""
+        root = root or os.path.join(self.dir, name)
+        os.makedirs(root, exist_ok=True)
+        for relative, size in spec:
+            F.write_file(root, relative, self.rng.randbytes(size), CARD_MTIME)
+        return root
+
+    def mixed_spec(self, big: bool = True) -> list[tuple[str, int]]:
+        """Three multipart files (3 and 4 parts of 5 MiB), small photos, an empty file, a copy."""
+        spec: list[tuple[str, int]] = []
+        if big:
+            spec += [("DCIM/100MEDIA/DJI_0100.MP4", 12 * MiB + 12345), ("DCIM/100MEDIA/DJI_0101.MP4", 16 * MiB + 7),
+                     ("DCIM/101MEDIA/DJI_0102.MP4", 11 * MiB)]
+        for index in range(8):
+            spec.append((f"DCIM/100MEDIA/DJI_{index + 1:04d}.JPG", self.rng.randint(64 * 1024, 1 * MiB)))
+        spec.append(("MISC/EMPTY.TXT", 0))
+        return spec
+
+    def mixed_card(self, name: str = "card", big: bool = True) -> str:
+        root = self.card(name, self.mixed_spec(big))
+        shutil.copyfile(os.path.join(root, "DCIM/100MEDIA/DJI_0001.JPG"), os.path.join(root, "MISC/DJI_0001-copy.JPG"))
+        os.utime(os.path.join(root, "MISC/DJI_0001-copy.JPG"), (CARD_MTIME, CARD_MTIME))
+        return root
+
+    def expect(self, root: str) -> None:
+        self.files += F.card_files(root)
+
+    # -- ingest --
+
+    def run(self, card: str | None, state: str, *, resume: bool = False, timeout: float = 180,
+            device: str | None = None, **kw) -> F.Run:
+        if resume:
+            args = ["resume", "--state-dir", state, "--config", self.config, "--json"]
+        elif device:
+            args = ["--device", device, "--endpoint", self.h.proxy.endpoint, "--bucket", BUCKET, "--state-dir", state,
+                    "--config", self.config, "--json"]
+        else:
+            args = [card, "--endpoint", self.h.proxy.endpoint, "--bucket", BUCKET, "--state-dir", state,
+                    "--config", self.config, "--json"]
+        run = self.h.ingest.run(args, timeout=timeout, **kw)
+        self.row.runs += 1
+        if run.killed:
+            self.faults += 1
+        if run.timed_out:
+            self.row.checks_failed.append(f"{' '.join(args[:1])}: no answer within {timeout:.0f} s (killed)")
+        if run.status == 70 or "Fatal error" in run.stderr or run.status in (-signal.SIGSEGV, -signal.SIGABRT,
+                                                                              -signal.SIGILL, -signal.SIGTRAP):
+            self.row.checks_failed.append(f"ingest crashed (status {run.status}): {tail(run.stderr)}")
+        return run
+
+    def finish(self, card: str | None, state: str, attempts: int = 5, resume_first: bool = True, **kw) -> F.Run | None:
+        """Resume, then ingest the card again, until a run ends with status 0 (bounded)."""
+        last = None
+        for attempt in range(attempts):
+            if resume_first and attempt == 0:
+                self.run(None, state, resume=True, **kw)
+            last = self.run(card, state, **kw) if card else self.run(None, state, resume=True, **kw)
+            if last.status == 0:
+                return last
+            time.sleep(0.5)
+        self.row.notes.append(f"not done after {attempts} reruns: last status {last.status}: {tail(last.stderr)}")
+        return last
+
+    def audit(self) -> F.Count:
+        count = F.audit_prefix(self.h.client, BUCKET, self.device_id + "/", self.files, self.dir, self.h.versioned,
+                               self.known)
+        stats = self.h.proxy.stats()
+        count.sent_bytes = stats["bytes_to_upstream"]
+        self.row.resent += stats.get("resent_acknowledged_bytes", 0)
+        self.faults += sum(stats["injected"].values())
+        if self.expect_empty and count.versions:
+            self.row.checks_failed.append(f"{count.versions} object(s) uploaded from a card with a bad input")
+        self.row.faults += self.faults
+        self.row.add(count)
+        return count
+
+
+def tail(text: str, limit: int = 300) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return (lines[-1] if lines else "")[:limit]
+
+
+# ---------------------------------------------------------------------------
+# Scenarios
+
+KILL_POINTS: dict[str, object] = {
+    # name: predicate(event, run) -> kill now
+    "scanned": lambda e, r: e["event"] == "scanned",
+    "staging-begins": lambda e, r: e["event"] == "staging",
+    "first-staged": lambda e, r: e["event"] == "staged",
+    "mid-staging": lambda e, r: e["event"] == "staged" and r.count("staged") == 6,
+    "upload-preparing": lambda e, r: e["event"] == "upload_preparing",
+    "multipart-initiating": lambda e, r: e["event"] == "upload_initiating" and e.get("size", 0) > 5 * MiB,
+    "part-1-uploaded": lambda e, r: e["event"] == "part_uploaded" and e.get("part") == 1,
+    "mid-parts": lambda e, r: e["event"] == "part_uploaded" and e.get("part") == 2 and e.get("parts", 0) >= 3,
+    "last-part-uploaded": lambda e, r: e["event"] == "part_uploaded" and e.get("part") == e.get("parts"),
+    "completing": lambda e, r: e["event"] == "upload_completing",
+    "first-uploaded": lambda e, r: e["event"] == "uploaded",
+    "late-uploaded": lambda e, r: e["event"] == "uploaded" and r.count("uploaded") == 8,
+    "summary": lambda e, r: e["event"] == "summary",
+}
+
+
+def kill_at(point: str):
+    def scenario(ctx: Context) -> None:
+        card = ctx.mixed_card()
+        ctx.expect(card)
+        state = ctx.state()
+        if point == "random":
+            # A clean run of this card takes well under a second here: a moment within it.
+            run = ctx.run(card, state, kill_after=ctx.rng.uniform(0.02, 0.5))
+            if not run.killed:
+                ctx.row.notes.append(f"run ended (status {run.status}) before its random kill")
+        elif point == "resume-reconciling":
+            ctx.run(card, state, kill_when=KILL_POINTS["mid-parts"])
+            ctx.run(None, state, resume=True,
+                    kill_when=lambda e, r: e["event"] in ("upload_reconciling", "part_uploaded"))
+        else:
+            run = ctx.run(card, state, kill_when=KILL_POINTS[point])
+            if not run.killed:
+                ctx.row.notes.append(f"event for kill point {point} never came (status {run.status})")
+        ctx.finish(card, state)
+    return scenario
+
+
+def proxy_faults(rules: list[str], big: bool = True, seconds: float | None = None, start_on: str | None = None):
+    """The proxy's rules while the first run goes: from its start, or from the first `start_on`
+    event; for `seconds` only, when given (a storm)."""
+    def scenario(ctx: Context) -> None:
+        card = ctx.mixed_card(big=big)
+        ctx.expect(card)
+        state = ctx.state()
+        timers: list[threading.Timer] = []
+
+        def begin() -> None:
+            ctx.h.proxy.rules(rules)
+            if seconds is not None:
+                timers.append(threading.Timer(seconds, lambda: ctx.h.proxy.rules([])))
+                timers[-1].start()
+
+        def on_event(event, run) -> None:
+            if start_on and event["event"] == start_on and not timers and not getattr(run, "begun", False):
+                run.begun = True
+                begin()
+
+        if not start_on:
+            begin()
+        run = ctx.run(card, state, timeout=240, on_event=on_event)
+        for timer in timers:
+            timer.cancel()
+        if run.status != 0:
+            ctx.row.notes.append(f"first run: status {run.status}: {tail(run.stderr, 200)}")
+        ctx.h.proxy.rules([])
+        ctx.finish(card, state)
+    return scenario
+
+
+def server_restart(ctx: Context) -> None:
+    card = ctx.mixed_card()
+    ctx.expect(card)
+    state = ctx.state()
+    weed = ctx.h.weed
+    restarted = threading.Event()
+
+    def restart() -> None:
+        weed.stop(kill=True)
+        time.sleep(2)
+        weed.start()
+        try:
+            weed.wait(90)
+        finally:
+            restarted.set()
+
+    def on_event(event, run) -> None:
+        if event["event"] == "part_uploaded" and event.get("part") == 2 and not restarted.is_set() \
+                and not getattr(run, "restarting", False):
+            run.restarting = True
+            ctx.faults += 1
+            threading.Thread(target=restart, daemon=True).start()
+
+    ctx.run(card, state, on_event=on_event, timeout=240)
+    if not restarted.wait(120):
+        raise RuntimeError("SeaweedFS did not come back")
+    ctx.finish(card, state)
+
+
+def card_pulled(ctx: Context) -> None:
+    loop = F.LoopCard(os.path.join(ctx.dir, "card.img"), os.path.join(ctx.dir, "mnt"), 200, "PULLCARD")
+    spec = [(f"DCIM/100MEDIA/DJI_{i:04d}.JPG", ctx.rng.randint(1 * MiB, 3 * MiB)) for i in range(1, 41)]
+    spec.append(("DCIM/100MEDIA/DJI_0041.MP4", 12 * MiB))
+    ctx.card("card", spec, root=loop.mountpoint)
+    ctx.expect(loop.mountpoint)
+    loop.remount_ro()  # a cold page cache: the copy reads the "card"
+    state = ctx.state()
+    cgroup = F.throttle_reads(loop.device, 40 * MiB)  # a card reads at 40 MB/s
+    pulled = []
+
+    def pull(event, run) -> bool:
+        if event["event"] == "staged" and run.count("staged") == 3 and not pulled:
+            loop.pull()
+            pulled.append(1)
+            ctx.faults += 1
+        return False
+
+    run = ctx.run(loop.mountpoint, state, on_event=pull, timeout=240, cgroup=cgroup)
+    if pulled and run.status != 74:
+        ctx.row.checks_failed.append(f"card pulled mid-copy: exit {run.status}, documented 74: {tail(run.stderr)}")
+    if not pulled:
+        ctx.row.notes.append("the copy ended before the card could be pulled")
+    loop.reinsert()
+    F.release_cgroup(cgroup)
+    ctx.finish(loop.mountpoint, state)
+    loop.release()
+
+
+def staging_full(ctx: Context) -> None:
+    card = ctx.card("card", [(f"DCIM/100MEDIA/DJI_{i:04d}.JPG", 4 * MiB + i) for i in range(1, 13)]
+                    + [("DCIM/100MEDIA/DJI_0013.MP4", 14 * MiB)])
+    ctx.expect(card)
+    tmpfs = F.Tmpfs(os.path.join(ctx.dir, "state"), "24m")
+    state = tmpfs.mountpoint
+    statuses = []
+    for _ in range(8):
+        run = ctx.run(card, state, timeout=240)
+        statuses.append(run.status)
+        if run.status == 73:
+            ctx.faults += 1
+        if run.status == 0:
+            break
+    if 73 not in statuses:
+        ctx.row.notes.append(f"staging never filled up (statuses {statuses})")
+    if any(s not in (0, 73, 1) for s in statuses):
+        ctx.row.checks_failed.append(f"full staging disk: statuses {statuses}, documented 73 then 0")
+    if statuses[-1] != 0:
+        ctx.row.notes.append(f"not done after {len(statuses)} runs on a 24 MiB staging disk: {statuses}")
+    ctx.audit_hook = tmpfs.release
+
+
+def credentials_expiring(ctx: Context) -> None:
+    """credential_process hands out keys that live 4 s, and says so ("Expiration"); the server
+    forgets each key 1 s after that expiration (SeaweedFS reloads its identities on SIGHUP), and
+    a new key is made every second. ingest renews 300 s before an expiration, so with these it
+    must fetch fresh credentials for every request, mid-upload, and never send a request signed
+    with a key past its expiration. (SeaweedFS answers an unknown key with 403
+    InvalidAccessKeyId where AWS would say ExpiredToken.)"""
+    weed = ctx.h.weed
+    card = ctx.mixed_card()
+    ctx.expect(card)
+    state = ctx.state()
+    creds = os.path.join(ctx.dir, "creds")
+    os.makedirs(creds, mode=0o700)
+    current = os.path.join(creds, "current")
+    calls = os.path.join(creds, "calls")
+    helper = os.path.join(creds, "credential-process")
+    with open(helper, "w") as out:
+        out.write(f"""#!/bin/sh
+echo x >> '{calls}'
+exec cat '{current}'
+""")
+    os.chmod(helper, 0o700)
+    config = os.path.join(creds, "config")
+    with open(os.open(config, os.O_WRONLY | os.O_CREAT, 0o600), "w") as out:
+        out.write(f"[default]\ncredential_process = {helper}\n")
+    keys: list[tuple[str, str, float]] = []  # access key, secret, expiration
+    harness_trouble: list[str] = []
+    stop = threading.Event()
+    lifetime, grace = 4.0, 1.0
+
+    def rotate() -> None:
+        now = time.time()
+        key = ("FAULTSTEMP" + secrets.token_hex(6).upper(), secrets.token_hex(20), now + 0.5 + lifetime)
+        keys.append(key)
+        weed.extra = {k: secret for k, secret, expires in keys if expires + grace > now}
+        weed.write_identities()
+        weed.reload()
+        # The server must know the key before anyone is given it: asked with the key itself.
+        probe = botocore.session.get_session().create_client(
+            "s3", endpoint_url=weed.endpoint, region_name="us-east-1", aws_access_key_id=key[0],
+            aws_secret_access_key=key[1], config=botocore.config.Config(retries={"max_attempts": 1}))
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                probe.head_bucket(Bucket=BUCKET)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    harness_trouble.append(f"SeaweedFS did not take key {key[0]} within 5 s")
+                    break
+                time.sleep(0.05)
+        expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(key[2]))
+        text = ('{"Version": 1, "AccessKeyId": "%s", "SecretAccessKey": "%s", "Expiration": "%s"}'
+                % (key[0], key[1], expires))
+        temporary = current + ".new"
+        with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+            out.write(text)
+        os.replace(temporary, current)
+
+    def rotator() -> None:
+        while not stop.wait(0.5):
+            rotate()
+            ctx.faults += 1
+
+    rotate()
+    thread = threading.Thread(target=rotator, daemon=True)
+    thread.start()
+    env = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_CONFIG_FILE": config,
+           "AWS_SHARED_CREDENTIALS_FILE": os.path.join(creds, "none")}
+    # Stretch the upload over several key lifetimes: parts held 3 s without an answer (then
+    # retried), others answered 503 SlowDown (retried after a backoff).
+    ctx.h.proxy.rules(["stall:PUT:partNumber=:count=16:seconds=3", "slowdown:PUT:*:every=2:count=8"])
+    try:
+        first = ctx.run(card, state, timeout=240, env=env)
+        ctx.h.proxy.rules([])
+        refreshes = first.count("credentials_refreshing")
+        with open(calls) as lines:
+            invocations = len(lines.readlines())
+        ctx.row.notes.append(f"first run: {first.seconds:.1f} s, status {first.status}, {len(keys)} keys made, "
+                             f"credential_process run {invocations} times, {refreshes} credentials_refreshing events")
+        if harness_trouble:
+            ctx.row.notes += harness_trouble[:3]
+        if first.status != 0:
+            ctx.row.checks_failed.append(f"credentials expiring mid-upload: status {first.status}: {tail(first.stderr, 400)}")
+        ctx.finish(card, state, env=env)
+    finally:
+        stop.set()
+        thread.join(5)
+        weed.extra = {}
+        weed.write_identities()
+        weed.reload()
+
+
+def journal_kills(kills: int, files: int):
+    """Many small files, so that the journal commits all the time; ingest is killed at a random
+    moment of each run (each run takes up what the last left), then run to the end; the
+    journal must pass SQLite's integrity check, and nothing may be lost."""
+    def scenario(ctx: Context) -> None:
+        spec = [(f"DCIM/{100 + i // 200}MEDIA/IMG_{i:04d}.JPG", ctx.rng.randint(1, 8192)) for i in range(files)]
+        card = ctx.card("card", spec)
+        ctx.expect(card)
+        state = ctx.state()
+        for _ in range(kills):
+            ctx.run(card, state, kill_after=ctx.rng.uniform(0.1, 0.8))
+        check_journal(ctx, state)
+        ctx.finish(card, state)
+        check_journal(ctx, state)
+    return scenario
+
+
+def check_journal(ctx: Context, state: str) -> None:
+    journal = os.path.join(state, "journal.sqlite")
+    if not os.path.exists(journal):
+        return
+    answer = subprocess.run(["sqlite3", "-readonly", journal, "PRAGMA integrity_check;"], capture_output=True,
+                            text=True, timeout=60)
+    if answer.stdout.strip() != "ok":
+        ctx.row.checks_failed.append(f"journal integrity_check: {answer.stdout.strip()[:200]} {answer.stderr.strip()[:200]}")
+
+
+def racing(ctx: Context) -> None:
+    card = ctx.mixed_card()
+    ctx.expect(card)
+    state = ctx.state()
+    runs = run_together(ctx, [(card, state), (card, state)])
+    statuses = sorted(run.status for run in runs)
+    if statuses not in ([0, 0], [0, 75]):
+        ctx.row.checks_failed.append(f"two ingests of one card at once: statuses {statuses}, documented 0 and 75")
+    ctx.finish(card, state, resume_first=False)
+
+
+def racing_device(ctx: Context) -> None:
+    """Two `ingest --device` for one unmounted card at once (two udev triggers): each mounts it
+    itself; the second must step aside (a notice, exit 0)."""
+    loop = F.LoopCard(os.path.join(ctx.dir, "card.img"), os.path.join(ctx.dir, "mnt"), 96, "RACECARD")
+    ctx.card("card", ctx.mixed_spec(), root=loop.mountpoint)
+    ctx.expect(loop.mountpoint)
+    subprocess.run(["sync"], check=False)
+    subprocess.run(["umount", loop.mountpoint], check=True)
+    state = ctx.state()
+    env = {"RUNTIME_DIRECTORY": ctx.state("run")}
+    runs = run_together(ctx, [(loop.device, state), (loop.device, state)], env=env, device=True)
+    statuses = sorted(run.status for run in runs)
+    if statuses != [0, 0]:
+        ctx.row.checks_failed.append(f"two ingest --device at once: statuses {statuses}, documented 0 and 0 (a notice)")
+    for _ in range(3):
+        last = ctx.run(None, state, device=loop.device, env=env)
+        if last.status == 0:
+            break
+    loop.release()
+
+
+def run_together(ctx: Context, jobs: list[tuple[str, str]], timeout: float = 240, env=None,
+                 device: bool = False) -> list[F.Run]:
+    results: list[F.Run | None] = [None] * len(jobs)
+
+    def one(index: int, card: str, state: str) -> None:
+        if device:
+            results[index] = ctx.run(None, state, timeout=timeout, device=card, env=env)
+        else:
+            results[index] = ctx.run(card, state, timeout=timeout, env=env)
+
+    threads = [threading.Thread(target=one, args=(i, card, state)) for i, (card, state) in enumerate(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout + 30)
+    return [run for run in results if run is not None]
+
+
+def twin_cards(ctx: Context, label: str = "FIELDCARD") -> tuple[F.LoopCard, F.LoopCard]:
+    """Two ext4 cards with the same label and the same paths, different bytes."""
+    cards = []
+    for name in ("a", "b"):
+        loop = F.LoopCard(os.path.join(ctx.dir, f"{name}.img"), os.path.join(ctx.dir, f"mnt-{name}"), 64, label)
+        ctx.card(name, [(f"DCIM/100MEDIA/DJI_{i:04d}.JPG", 200000 + i) for i in range(1, 6)]
+                 + [("DCIM/100MEDIA/DJI_0006.MP4", 7 * MiB)], root=loop.mountpoint)
+        ctx.expect(loop.mountpoint)
+        loop.remount_ro()
+        cards.append(loop)
+    return cards[0], cards[1]
+
+
+def same_label(together: bool):
+    def scenario(ctx: Context) -> None:
+        a, b = twin_cards(ctx)
+        state = ctx.state()
+        if together:
+            run_together(ctx, [(a.mountpoint, state), (b.mountpoint, state)])
+        ctx.finish(a.mountpoint, state, resume_first=False)
+        ctx.finish(b.mountpoint, state, resume_first=False)
+        a.release()
+        b.release()
+    return scenario
+
+
+def two_stations(same_content: bool):
+    def scenario(ctx: Context) -> None:
+        s1, s2 = ctx.state("station-1"), ctx.state("station-2")
+        if same_content:
+            card = ctx.mixed_card()
+            ctx.expect(card)
+            run_together(ctx, [(card, s1), (card, s2)])
+            ctx.finish(card, s1, resume_first=False)
+            ctx.finish(card, s2, resume_first=False)
+        else:
+            a, b = twin_cards(ctx)
+            run_together(ctx, [(a.mountpoint, s1), (b.mountpoint, s2)])
+            ctx.finish(a.mountpoint, s1, resume_first=False)
+            ctx.finish(b.mountpoint, s2, resume_first=False)
+            a.release()
+            b.release()
+    return scenario
+
+
+HOSTILE_NAMES: list[bytes] = [
+    b"a\nb.jpg", b"a_b.jpg",                       # a newline, and what it would be escaped to
+    b"\xff\xfe.jpg", b"%FF%FE.jpg",                # bytes that are not UTF-8, and their percent-spelling
+    b"t\tb.jpg", b"t%09b.jpg",                     # a tab
+    "café.jpg".encode(), F.nfd("café.jpg").encode(),  # NFC and NFD twins
+    b"x\\y.jpg", b"x/y.jpg",                       # a backslash, and a directory
+    b"a b.jpg", b"a+b.jpg", b"a%20b.jpg",          # space, plus, percent (URL encoding traps)
+    b"q?x=1#f.jpg", b"q%3Fx=1%23f.jpg",            # query and fragment characters
+    b"...", b". .", b"..jpg", b"...jpg/....",      # names of dots
+    b"%2e%2e/x.jpg", b"%2E%2E/x.jpg",              # a name that percent-decodes to ..
+    b"Case.JPG", b"case.jpg",                      # case twins
+    b"L" * 251 + b".jpg",                          # 255 bytes, the longest name ext4 allows
+    b"d" * 200 + b"/" + b"e" * 200 + b"/" + "é".encode() * 100 + b".jpg",  # a long path
+    b"emoji-\xf0\x9f\x93\xb7.jpg", b"ctrl-\x01\x7f.jpg",
+]
+
+
+def hostile_names(ctx: Context) -> None:
+    root = os.path.join(ctx.dir, "card")
+    os.makedirs(root)
+    for name in HOSTILE_NAMES:
+        F.write_file(root, name, ctx.rng.randbytes(ctx.rng.randint(100, 5000)), CARD_MTIME)
+    ctx.expect(root)
+    state = ctx.state()
+    run = ctx.run(root, state)
+    if run.status not in (0, 1):
+        ctx.row.notes.append(f"first run: status {run.status}: {tail(run.stderr)}")
+    ctx.finish(root, state, resume_first=False)
+
+
+def scene_file(kind: str):
+    """A hostile ingest-scene.toml: a clear message, exit 65, nothing uploaded, no hang."""
+    def scenario(ctx: Context) -> None:
+        card = ctx.card("card", [("DCIM/100MEDIA/DJI_0001.JPG", 40000)])
+        target = os.path.join(card, "ingest-scene.toml")
+        if kind == "symlink-dev-zero":
+            os.symlink("/dev/zero", target)
+        elif kind == "fifo":
+            os.mkfifo(target)
+        elif kind == "symlink-host-file":
+            # A host file that parses: followed, it would label the card (and upload it).
+            host = os.path.join(ctx.dir, "host-file.toml")
+            with open(host, "w") as out:
+                out.write('scene = "read-from-the-host"\n')
+            os.symlink(host, target)
+        elif kind == "65KiB":
+            with open(target, "w") as out:
+                out.write('scene = "big"\n' + ("# padding padding padding padding padding padding padding\n" * 1200))
+        elif kind == "tags-device":
+            with open(target, "w") as out:
+                out.write('scene = "s"\n[tags]\ndevice = "x"\n')
+        elif kind == "nul-in-value":
+            with open(target, "wb") as out:
+                out.write(b'scene = "a\x00b"\n')
+        state = ctx.state()
+        ctx.expect_empty = True
+        ctx.known = F.card_files(card, skip=())
+        run = ctx.run(card, state, timeout=10)
+        ok_status = run.status == 65
+        ok_message = "ingest-scene.toml" in run.stderr
+        if not ok_status or not ok_message:
+            ctx.row.checks_failed.append(
+                f"exit {run.status}{' (timed out)' if run.timed_out else ''}, documented 65 with a message naming "
+                f"ingest-scene.toml; said: {tail(run.stderr) or '(nothing)'}")
+        else:
+            ctx.row.notes.append(f"exit 65: {tail(run.stderr, 160)}")
+        ctx.faults += 1
+        # Nothing of this card may be in the bucket (expect_empty): any object is a failed check.
+    return scenario
+
+
+# name, function, repetitions (full), in the short form?
+def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
+    r = reps or (1 if short else 3)
+    out: list[tuple[str, object, int, bool]] = []
+    short_kills = {"first-staged", "multipart-initiating", "mid-parts", "last-part-uploaded", "completing",
+                   "first-uploaded", "random", "resume-reconciling"}
+    for point in list(KILL_POINTS) + ["random", "resume-reconciling"]:
+        out.append((f"kill -9 at {point}", kill_at(point), r, point in short_kills))
+    out += [
+        ("proxy: resets", proxy_faults(["reset:PUT:partNumber=:every=3:count=4", "reset:PUT:*:every=5:count=3",
+                                        "reset:POST:uploadId=:count=1"]), r, True),
+        ("proxy: stalls", proxy_faults(["stall:PUT:partNumber=:every=4:count=2:seconds=20",
+                                        "stall:POST:uploadId=:count=1:seconds=20"]), 1, False),
+        ("proxy: 503 storm at start (3 s of 503 SlowDown)", proxy_faults(["slowdown:*:*:count=1000"], seconds=3), r, False),
+        ("proxy: 503 storm mid-upload (3 s)", proxy_faults(["slowdown:*:*:count=1000"], seconds=3,
+                                                           start_on="part_uploaded"), r, True),
+        ("proxy: 500s", proxy_faults(["error500:PUT,POST:*:every=2:count=12"]), r, False),
+        ("proxy: answers cut off", proxy_faults(["truncate:POST:uploadId=:count=2",
+                                                 "truncate:PUT:partNumber=:every=3:count=2",
+                                                 "truncate:PUT:*:every=4:count=2"]), r, True),
+        ("proxy: CreateMultipartUpload answers cut off", proxy_faults(["truncate:POST:?uploads:count=2"]), r, True),
+        ("server killed and restarted", server_restart, max(1, r - 1), True),
+        ("card pulled mid-copy", card_pulled, 1, True),
+        ("staging disk full", staging_full, 1, True),
+        ("credentials expiring mid-upload", credentials_expiring, r, True),
+        ("journal: kill -9 at random moments", journal_kills(3, 1000) if short else journal_kills(8, 2500), 1, True),
+        ("racing triggers (one card, two ingests)", racing, r, True),
+        ("racing triggers (ingest --device twice at once)", racing_device, 1, True),
+        ("same label, other bytes, one after the other", same_label(False), 1, True),
+        ("same label, other bytes, at once", same_label(True), 1, True),
+        ("two stations, same card", two_stations(True), 1, False),
+        ("two stations, same label, other bytes", two_stations(False), 1, True),
+        ("hostile names", hostile_names, 1, True),
+    ]
+    for kind in ("symlink-dev-zero", "fifo", "symlink-host-file", "65KiB", "tags-device", "nul-in-value"):
+        out.append((f"ingest-scene.toml: {kind}", scene_file(kind), 1, True))
+    return [(name, fn, 1 if short else reps_, ) for name, fn, reps_, in_short in out if in_short or not short]
+
+
+# ---------------------------------------------------------------------------
+# Report
+
+
+COLUMNS = ["scenario", "runs", "faults", "expected", "verified", "lost", "replaced", "duplicate", "corrupt",
+           "open", "re-sent MiB", "extra MiB", "result"]
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join(["---"] + ["--:"] * 11 + [":--"]) + "|"]
+    for row in rows:
+        if row.error:
+            result = "ERROR"
+        elif row.failed:
+            result = "**FAIL**"
+        else:
+            result = "ok"
+        lines.append("| " + " | ".join([
+            row.name.replace("|", "\\|"), str(row.runs), str(row.faults), str(row.expected), str(row.verified),
+            str(row.lost), str(row.replaced), str(row.duplicates), str(row.corrupt), str(row.open_uploads),
+            f"{row.resent / MiB:.1f}", f"{row.extra / MiB:.1f}", result]) + " |")
+    return "\n".join(lines)
+
+
+def details(rows: list[Row]) -> str:
+    out = []
+    for row in rows:
+        items = ([f"check: {c}" for c in row.checks_failed] + ([f"error: {row.error}"] if row.error else [])
+                 + row.notes)
+        if not items:
+            continue
+        shown = dedupe(items)
+        out.append(f"- **{row.name}**: " + "; ".join(shown[:6]) + (f"; … ({len(shown) - 6} more)" if len(shown) > 6 else ""))
+    return "\n".join(out)
+
+
+def dedupe(items: list[str]) -> list[str]:
+    seen, out = set(), []
+    for item in items:
+        if item not in seen:
+            seen.add(item)
+            out.append(item.replace("|", "\\|").replace("\n", " "))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--short", action="store_true", help="a subset, one repetition each (make faults-short)")
+    parser.add_argument("--only", help="run only scenarios whose name matches this regular expression")
+    parser.add_argument("--reps", type=int, help="repetitions of the repeated scenarios (default 3; short 1)")
+    parser.add_argument("--seed", type=int, default=int(os.environ.get("FAULTS_SEED", "11")))
+    parser.add_argument("--markdown", help="also write the table and notes to this file")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (cards, states, logs)")
+    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    args = parser.parse_args()
+    chosen = scenarios(args.short, args.reps)
+    if args.only:
+        chosen = [s for s in chosen if re.search(args.only, s[0])]
+    if args.list:
+        for name, _, reps in chosen:
+            print(f"{reps}x  {name}")
+        return 0
+    if os.geteuid() != 0:
+        print("faults: run as root (loop devices, mounts, tmpfs, cgroups)", file=sys.stderr)
+        return 2
+    harness = Harness(args)
+    started = time.monotonic()
+    interrupted = []
+
+    def on_signal(signum, frame):
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        harness.start()
+        for name, fn, reps in chosen:
+            row = Row(name)
+            harness.rows.append(row)
+            began = time.monotonic()
+            for rep in range(reps):
+                ctx = Context(harness, row, rep)
+                try:
+                    fn(ctx)
+                except KeyboardInterrupt:
+                    raise
+                except Exception as error:
+                    row.error = f"{type(error).__name__}: {error}"
+                    traceback.print_exc()
+                finally:
+                    try:
+                        ctx.audit()
+                    except Exception as error:
+                        row.error = row.error or f"audit: {type(error).__name__}: {error}"
+                        traceback.print_exc()
+                    if ctx.audit_hook:
+                        ctx.audit_hook()
+            row.seconds = time.monotonic() - began
+            F.log(f"{name}: runs {row.runs}, faults {row.faults}, expected {row.expected}, verified {row.verified}, "
+                  f"lost {row.lost}, replaced {row.replaced}, dup {row.duplicates}, corrupt {row.corrupt}, "
+                  f"open {row.open_uploads}{' FAIL' if row.failed else ''} ({row.seconds:.0f} s)")
+            for item in dedupe(row.checks_failed + ([row.error] if row.error else []) + row.notes):
+                F.log(f"  {item}")
+    except KeyboardInterrupt:
+        F.log("interrupted")
+        if harness.rows:
+            harness.rows[-1].error = "interrupted"
+    finally:
+        F.CLEANUP.run()
+        if not args.keep:
+            shutil.rmtree(harness.work, ignore_errors=True)
+        else:
+            F.log(f"kept {harness.work}")
+    seconds = time.monotonic() - started
+    text = table(harness.rows)
+    notes = details(harness.rows)
+    failed = [row for row in harness.rows if row.failed]
+    form = "make faults-short" if args.short else "make faults"
+    summary = (f"{len(harness.rows)} scenarios, {len(failed)} failing, in {seconds / 60:.1f} min "
+               f"({form}, seed {args.seed}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
+    print(text)
+    print()
+    if notes:
+        print(notes)
+        print()
+    print(summary)
+    if args.markdown:
+        with open(args.markdown, "w") as out:
+            out.write(text + "\n\n" + (notes + "\n\n" if notes else "") + summary + "\n")
+    if interrupted:
+        return 128 + interrupted[0]
+    if any(row.error for row in harness.rows):
+        return 2
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
