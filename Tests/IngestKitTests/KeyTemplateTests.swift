@@ -49,6 +49,22 @@ import Testing
         #expect(try KeyTemplate().key(for: context) == "host/2024-03-05/incoming-\(cardID)/a.jpg")
     }
 
+    @Test func aWholeCardIsLabelledByItsLabelAndAFolderOfADiskByItsName() throws {
+        let disk = BlockDevice(node: "/dev/vda1", udevProperties: ["ID_FS_LABEL": "rootfs", "ID_FS_UUID": "R00T"])
+        let file = ScannedFile(path: CardPath("a.jpg"), size: 1, mtime: mtime)
+        let folder = VolumeIdentity(
+            key: "uuid:R00T/srv/incoming", rootPath: "/srv/incoming", mountPoint: "/", pathInFileSystem: "/srv/incoming",
+            fsType: "ext4", device: disk)
+        #expect(KeyContext(device: "h", volume: folder, file: file, fingerprint: fingerprint, runDate: runDate).label == "incoming")
+        let card = VolumeIdentity(
+            key: "uuid:R00T", rootPath: "/media/DRONE", mountPoint: "/media/DRONE", pathInFileSystem: "/", fsType: "vfat",
+            device: BlockDevice(node: "/dev/sdb1", udevProperties: ["ID_FS_LABEL": "DRONE"]))
+        #expect(KeyContext(device: "h", volume: card, file: file, fingerprint: fingerprint, runDate: runDate).label == "DRONE")
+        var unlabelled = card
+        unlabelled.device = BlockDevice(node: "/dev/sdb1", udevProperties: [:])
+        #expect(KeyContext(device: "h", volume: unlabelled, file: file, fingerprint: fingerprint, runDate: runDate).label == "/dev/sdb1")
+    }
+
     @Test func theCardIDIsEightHexDigitsOfTheVolumesKeyAndTellsCardsApart() throws {
         let first = KeyContext.cardID(volumeKey: "uuid:1b6e2f0a-0000-4000-8000-000000000001")
         let second = KeyContext.cardID(volumeKey: "uuid:1b6e2f0a-0000-4000-8000-000000000002")

@@ -247,9 +247,11 @@ public struct KeyContext: Sendable, Equatable {
 
     /// The context of a scanned file of `volume`.
     public init(device: String, volume: VolumeIdentity, file: ScannedFile, fingerprint: Fingerprint, runDate: Date) {
-        // A plain directory is labelled by its own name: {card_id} tells two of one name apart.
-        let label = volume.device?.fsLabel
-            ?? (volume.device == nil ? String(volume.rootPath.split(separator: "/").last ?? "") : volume.displayName)
+        // A whole card by its label (else its device node); a directory by its own name:
+        // {card_id} tells two of one name apart.
+        let label =
+            volume.device != nil && volume.pathInFileSystem == "/"
+            ? volume.displayName : String(volume.rootPath.split(separator: "/").last ?? "")
         self.init(
             device: device, label: label, fsUUID: volume.device?.fsUUID,
             cardID: Self.cardID(volumeKey: volume.key), path: file.path, mtime: file.mtime, runDate: runDate,
