@@ -651,7 +651,12 @@ HOSTILE_NAMES: list[bytes] = [
     b"...", b". .", b"..jpg", b"...jpg/....",      # names of dots
     b"%2e%2e/x.jpg", b"%2E%2E/x.jpg",              # a name that percent-decodes to ..
     b"Case.JPG", b"case.jpg",                      # case twins
-    b"L" * 251 + b".jpg",                          # 255 bytes, the longest name ext4 allows
+    # 240 bytes: a long name. Not 255, the longest ext4 allows: with versioning on (which
+    # this suite needs to count replaced objects) SeaweedFS 4.48 keeps an object's versions
+    # in a directory named NAME.versions, which its filer refuses past 255 bytes, so the
+    # PutObject of a 247-255-byte name fails with 500 there and nowhere else (checked with
+    # aws s3api put-object: without versioning, 255 bytes are stored).
+    b"L" * 236 + b".jpg",
     b"d" * 200 + b"/" + b"e" * 200 + b"/" + "é".encode() * 100 + b".jpg",  # a long path
     b"emoji-\xf0\x9f\x93\xb7.jpg", b"ctrl-\x01\x7f.jpg",
 ]
