@@ -50,7 +50,9 @@ let package = Package(
             swiftSettings: strict
         ),
         // Helpers both test targets share: temporary directories, processes, external oracles.
-        .target(name: "IngestTestSupport", path: "Tests/IngestTestSupport", swiftSettings: strict),
+        .target(
+            name: "IngestTestSupport", dependencies: ["CSystemShims"], path: "Tests/IngestTestSupport",
+            swiftSettings: strict),
         .testTarget(name: "IngestKitTests", dependencies: ["IngestKit", "IngestTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "IngestIntegrationTests",

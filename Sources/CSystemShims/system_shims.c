@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <unistd.h>
 #include "system_shims.h"
 
@@ -33,4 +34,8 @@ int ingest_set_direct_io(int fd, int on) {
 
 int ingest_name_this_thread(const char *name) {
     return pthread_setname_np(pthread_self(), name);
+}
+
+int ingest_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
 }

@@ -380,7 +380,7 @@ struct CardIngestTests {
                 kill(child.pid, SIGSTOP)
                 return
             }
-            if !child.process.isRunning { break }
+            if !child.isRunning { break }
             usleep(500)
         }
         throw CommandFailed(command: "ingest (did not read \(bytes) bytes in time)", result: try child.wait(timeout: 5))

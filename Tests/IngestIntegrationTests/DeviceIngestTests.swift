@@ -101,20 +101,20 @@ func waitFor(
     while Date() < deadline {
         let now = eventsSoFar(child)
         if condition(now) { return now }
-        guard child.process.isRunning else { break }
+        guard child.isRunning else { break }
         usleep(1000)
     }
     let now = eventsSoFar(child)
     if condition(now) { return now }
     throw CommandFailed(
         command: "ingest (never printed \(what))",
-        result: ProcessResult(status: child.process.isRunning ? -1 : child.process.terminationStatus, stdout: Data(), stderr: now.stderr))
+        result: ProcessResult(status: child.isRunning ? -1 : child.terminationStatus, stdout: Data(), stderr: now.stderr))
 }
 
 /// Stops `child` (SIGSTOP) once it has read `bytes`; fails if it ends first.
 func stop(_ child: ChildProcess, whenItHasRead bytes: Int64, limit: TimeInterval = 120) throws {
     let deadline = Date().addingTimeInterval(limit)
-    while Date() < deadline, child.process.isRunning {
+    while Date() < deadline, child.isRunning {
         if let read = child.bytesRead, read >= bytes {
             kill(child.pid, SIGSTOP)
             return
@@ -285,7 +285,7 @@ final class DeviceIngestTests {
         try stop(one, whenItHasRead: 16 << 20)
         let other = try IngestRun.start(arguments(twin.device), environment: destination.environment)
         sleep(3)
-        #expect(other.process.isRunning, "the twin waits while its clone holds the identity")
+        #expect(other.isRunning, "the twin waits while its clone holds the identity")
         kill(one.pid, SIGCONT)
         let oneRun = IngestRun(result: try one.wait())
         let otherRun = IngestRun(result: try other.wait())

@@ -98,7 +98,7 @@ final class FaultProxy: @unchecked Sendable {
                 self.adminPort = adminPort
                 return
             }
-            guard process.process.isRunning else { break }
+            guard process.isRunning else { break }
             usleep(20_000)
         }
         kill(process.pid, SIGKILL)
@@ -128,7 +128,7 @@ final class FaultProxy: @unchecked Sendable {
 
     /// SIGTERM, then SIGKILL if it has not stopped within a few seconds.
     func stop() {
-        guard process.process.isRunning else { return }
+        guard process.isRunning else { return }
         kill(process.pid, SIGTERM)
         if (try? process.wait(timeout: 5)) == nil { kill(process.pid, SIGKILL) }
         _ = try? process.wait(timeout: 5)

@@ -69,10 +69,10 @@ final class SeaweedFS {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if let result = try? aws(["s3api", "list-buckets"], timeout: 10), result.status == 0 { return nil }
-            guard server.process.isRunning else { break }
+            guard server.isRunning else { break }
             usleep(250_000)
         }
-        let running = server.process.isRunning
+        let running = server.isRunning
         stop()
         let failure = CommandFailed(command: "weed server (S3 not answering within \(timeout) s)", result: try server.wait(timeout: 5))
         if running { throw failure }  // a server that ran and never answered: no second try
@@ -112,7 +112,7 @@ final class SeaweedFS {
 
     /// SIGTERM, then SIGKILL after a grace period: weed can take long to stop.
     func stop() {
-        guard let server, server.process.isRunning else { return }
+        guard let server, server.isRunning else { return }
         kill(server.pid, SIGTERM)
         if (try? server.wait(timeout: 5)) == nil { kill(server.pid, SIGKILL) }
         _ = try? server.wait(timeout: 5)

@@ -11,16 +11,7 @@ private func referenceDigest(of bytes: [UInt8]) throws -> String {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("fingerprint-\(UUID().uuidString)")
     try Data(bytes).write(to: url)
     defer { try? FileManager.default.removeItem(at: url) }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/xxh128sum")
-    process.arguments = [url.path]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    let output = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    try #require(process.terminationStatus == 0)
-    let digest = String(String(decoding: output, as: UTF8.self).prefix(32))
+    let digest = String(try runTool("/usr/bin/xxh128sum", [url.path]).prefix(32))
     try #require(digest.count == 32 && digest.allSatisfy(\.isHexDigit))
     return digest
 }

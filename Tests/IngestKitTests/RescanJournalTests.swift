@@ -135,10 +135,8 @@ import Testing
 
     /// A process id no process has: that of a child that has exited and been reaped.
     func deadPID() -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/true")
-        try? process.run()
-        process.waitUntilExit()
-        return process.processIdentifier
+        let child = try? ChildProcess("/bin/true", [])
+        _ = try? child?.wait()
+        return child?.pid ?? Int32.max
     }
 }

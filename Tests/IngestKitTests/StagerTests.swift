@@ -168,11 +168,9 @@ final class OutcomeLog: Sendable {
         let state = TemporaryDirectory()
         let area = try StagingArea(root: state.path + "/staging")
         // A process that has exited: its pid is free (until reused, which a test cannot see).
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/bin/true")
-        try child.run()
-        child.waitUntilExit()
-        let dead = "\(area.partialDirectory)/\(child.processIdentifier)-1.partial"
+        let child = try ChildProcess("/bin/true", [])
+        _ = try child.wait()
+        let dead = "\(area.partialDirectory)/\(child.pid)-1.partial"
         let live = "\(area.partialDirectory)/\(getpid())-2.partial"
         #expect(FileManager.default.createFile(atPath: dead, contents: Data([1])))
         #expect(FileManager.default.createFile(atPath: live, contents: Data([2])))

@@ -1,3 +1,4 @@
+import CSystemShims
 import Foundation
 import Glibc
 
@@ -26,23 +27,62 @@ public struct CommandFailed: Error, CustomStringConvertible {
 }
 
 /// A started child process; output goes to temporary files, so neither pipe can fill up.
+///
+/// Spawned with posix_spawn(3) directly, not Foundation's `Process`: on Linux, Swift 6.3's
+/// `Process.run()` reads past a buffer while it lists `/proc/self/fd` and crashes the test
+/// process now and then (swift-corelibs-foundation PR 5472), which a suite that starts
+/// thousands of processes meets.
 public final class ChildProcess: @unchecked Sendable {
-    public let process = Process()
+    public let pid: pid_t
+    public let executable: String
     private let outputs = TemporaryDirectory()
+    private var exitStatus: Int32?
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        _ = FileManager.default.createFile(atPath: outputs.path + "/out", contents: nil)
-        _ = FileManager.default.createFile(atPath: outputs.path + "/err", contents: nil)
-        process.standardOutput = FileHandle(forWritingAtPath: outputs.path + "/out")
-        process.standardError = FileHandle(forWritingAtPath: outputs.path + "/err")
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        self.executable = executable
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputs.path + "/out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, outputs.path + "/err", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        // Nothing else of the test process leaks into the child (as Foundation's Process does).
+        ingest_spawn_close_from(&actions, 3)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let env = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in env ?? [] { free(pointer) }
+        }
+        var child: pid_t = 0
+        let status =
+            if var env { posix_spawn(&child, executable, &actions, nil, argv, &env) } else {
+                posix_spawn(&child, executable, &actions, nil, argv, environ)
+            }
+        guard status == 0 else {
+            throw CommandFailed(
+                command: executable,
+                result: ProcessResult(status: -1, stdout: Data(), stderr: "posix_spawn: \(String(cString: strerror(status)))"))
+        }
+        pid = child
     }
 
-    public var pid: Int32 { process.processIdentifier }
+    /// Whether the process has not exited yet (it is reaped as soon as it has).
+    public var isRunning: Bool { reap(blocking: false) == nil }
+
+    /// The exit status (or 128 + the signal that ended it), once it has exited.
+    public var terminationStatus: Int32 { reap(blocking: false) ?? -1 }
+
+    private func reap(blocking: Bool) -> Int32? {
+        if let exitStatus { return exitStatus }
+        var raw: Int32 = 0
+        var result: pid_t
+        repeat { result = waitpid(pid, &raw, blocking ? 0 : WNOHANG) } while result == -1 && errno == EINTR
+        guard result == pid else { return nil }
+        let signal = raw & 0x7f
+        exitStatus = signal == 0 ? (raw >> 8) & 0xff : signal
+        return exitStatus
+    }
 
     /// What the process has written to its standard output so far (it may still be running).
     public var standardOutputSoFar: String {
@@ -57,11 +97,11 @@ public final class ChildProcess: @unchecked Sendable {
     /// Waits for the exit, at most `timeout` seconds (then kills it and says so).
     public func wait(timeout: TimeInterval = 600) throws -> ProcessResult {
         let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning {
+        while isRunning {
             if Date() > deadline {
                 kill(pid, SIGKILL)
-                process.waitUntilExit()
-                throw CommandFailed(command: "\(process.executableURL!.path) (timed out after \(timeout) s)", result: collect())
+                _ = reap(blocking: true)
+                throw CommandFailed(command: "\(executable) (timed out after \(timeout) s)", result: collect())
             }
             usleep(10_000)
         }
@@ -70,7 +110,7 @@ public final class ChildProcess: @unchecked Sendable {
 
     private func collect() -> ProcessResult {
         ProcessResult(
-            status: process.terminationStatus,
+            status: terminationStatus,
             stdout: FileManager.default.contents(atPath: outputs.path + "/out") ?? Data(),
             stderr: String(decoding: FileManager.default.contents(atPath: outputs.path + "/err") ?? Data(), as: UTF8.self))
     }

@@ -68,19 +68,11 @@ public func randomBytes(_ count: Int) -> [UInt8] {
 
 /// Runs a program and returns its standard output (fails the caller on a non-zero exit).
 public func runTool(_ path: String, _ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = FileHandle.nullDevice  // xxh128sum draws progress there
-    try process.run()
-    let output = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw POSIXError(.EIO, userInfo: [NSLocalizedDescriptionKey: "\(path) exited \(process.terminationStatus)"])
+    let result = try run(path, arguments)  // its standard error (xxh128sum's progress) is set aside
+    guard result.status == 0 else {
+        throw POSIXError(.EIO, userInfo: [NSLocalizedDescriptionKey: "\(path) exited \(result.status)"])
     }
-    return String(decoding: output, as: UTF8.self)
+    return result.stdoutText
 }
 
 /// The digest `xxh128sum` (the external oracle) prints for a file.

@@ -1,6 +1,7 @@
 #ifndef INGEST_SYSTEM_SHIMS_H
 #define INGEST_SYSTEM_SHIMS_H
 
+#include <spawn.h>
 #include <stdint.h>
 
 /// Linux calls that glibc declares only under _GNU_SOURCE, which Swift's Glibc module does
@@ -35,5 +36,9 @@ int ingest_set_direct_io(int fd, int on);
 /// Names the calling thread for the kernel (pthread_setname_np), as `top -H`, `ps -L` and
 /// `perf` show it: at most 15 bytes, or it fails with ERANGE. Returns 0 or an error number.
 int ingest_name_this_thread(const char *name);
+
+/// Makes a posix_spawn(3) child close every descriptor from `lowest` up before it runs
+/// (posix_spawn_file_actions_addclosefrom_np, glibc 2.34): nothing of the parent leaks in.
+int ingest_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
 
 #endif
