@@ -127,6 +127,7 @@ import Testing
         (CardPath(bytes: [0xFF, 0x2F, 0xC3]), "%FF/%C3"),
         (CardPath(bytes: [0xFF, 0xFE] + Array(".jpg".utf8)), "%FF%FE.jpg"),
         (CardPath("%FF%FE.jpg"), "%25FF%25FE.jpg"),
+        (CardPath("x\\y.jpg"), "x%5Cy.jpg"),
         (CardPath("100% done/Été 📷.jpg"), "100%25 done/Été 📷.jpg"),
         (CardPath("..hidden/.config/..."), "..hidden/.config/..."),
     ])

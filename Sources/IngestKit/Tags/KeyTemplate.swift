@@ -18,8 +18,9 @@ import Foundation
 /// cards labelled alike with the same folders still get keys of their own. Field values are
 /// written as follows:
 /// - valid UTF-8 stays as it is, except `%`, which becomes `%25`;
-/// - bytes that are not UTF-8, control characters (U+0000–U+001F, U+007F) and `/` (except
-///   between the folders of `{path}`) become `%XX`, upper-case hex of each byte;
+/// - bytes that are not UTF-8, control characters (U+0000–U+001F, U+007F), `/` (except
+///   between the folders of `{path}`) and `\` (which some servers, SeaweedFS among them,
+///   store as `/`) become `%XX`, upper-case hex of each byte;
 /// - an empty value becomes `%`, a `.` segment `%2E` and a `..` segment `%2E%2E`.
 ///
 /// Decoding `%XX` back to its byte (and a lone `%` to nothing) gives the value again, so the
@@ -292,7 +293,7 @@ enum KeySegment {
         while let first = rest.first {
             var iterator = rest.makeIterator()
             var decoder = UTF8()
-            if case .scalarValue(let scalar) = decoder.decode(&iterator), scalar != "%", scalar != "/",
+            if case .scalarValue(let scalar) = decoder.decode(&iterator), scalar != "%", scalar != "/", scalar != "\\",
                 !KeyTemplate.isControl(scalar)
             {
                 text.unicodeScalars.append(scalar)
