@@ -104,6 +104,26 @@ func writeDeep(_ root: String, _ components: [String], _ contents: [UInt8]) thro
         #expect(log.staged.first { $0.file.path.display == "Z/after.jpg" }?.fingerprint.hex == (try xxh128sum(after)))
     }
 
+    /// A tmpfs mounted over a card folder after the scan (which passes over mount points)
+    /// is not entered: the files beneath fail, the rest is staged.
+    @Test(needsRoot) func aFileSystemMountedOverAFolderAfterTheScanIsNotEntered() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        try card.write("DCIM/100MEDIA/IMG_0001.JPG", randomBytes(4000))
+        try card.write("DCIM/101MEDIA/IMG_0002.JPG", randomBytes(4000))
+        let files = try scanFiles(card.path)
+        let covered = card.path + "/DCIM/100MEDIA"
+        try sh("mount -t tmpfs -o size=1M ingest-test \(shellQuoted(covered))")
+        defer { _ = try? sh("umount \(shellQuoted(covered))") }
+        try sh("head -c 4000 /dev/urandom > \(shellQuoted(covered))/IMG_0001.JPG")
+
+        let log = try stage(card.path, files: files, into: state)
+
+        let failure = try #require(log.failed.first { $0.0.path == CardPath("DCIM/100MEDIA/IMG_0001.JPG") })
+        #expect(failure.1.kind == .otherFileSystemInPath(at: CardPath("DCIM/100MEDIA")))
+        #expect(failure.1.code == "mount-in-path")
+        #expect(log.staged.map(\.file.path.display) == ["DCIM/101MEDIA/IMG_0002.JPG"])
+    }
+
     @Test func aFileSwappedForALinkAfterTheScanIsRefused() throws {
         let card = TemporaryDirectory(), host = TemporaryDirectory(), state = TemporaryDirectory()
         let photo = try card.write("DCIM/IMG_0001.JPG", randomBytes(4000))

@@ -6,6 +6,10 @@ enum CardOpenError: Error, Sendable, Equatable {
     /// link's path on the card). The scan saw none there: it was swapped in since, and is
     /// not followed, so nothing off the card can be read through it.
     case symlink(at: CardPath)
+    /// A folder on the file's path, or the file itself, is on another file system than the
+    /// card's root: something was mounted there since the scan (which passes over mount
+    /// points), and is not entered.
+    case otherFileSystem(at: CardPath)
     /// The system call on a component (or the file) failed.
     case system(SystemError)
 }
@@ -24,15 +28,23 @@ enum CardOpenError: Error, Sendable, Equatable {
 /// an open per directory entered. Work per file is bounded by its path's depth, never by
 /// the number of files; one descriptor is held per level of the current directory.
 ///
+/// Every folder and file opened must be on the root's file system (its `st_dev`): a mount
+/// made over a card folder after the scan, like a link swapped in, leads off the card.
+///
 /// One instance per thread.
 final class CardOpener {
     private let root: FileDescriptor
+    /// The root's file system; nil when it cannot be read (then opens fail on their own).
+    private let device: dev_t?
     /// The names of the directories open now, from the root down…
     private var names: [ArraySlice<UInt8>] = []
     /// …and their descriptors: `directories[i]` is the directory `names[0...i]`.
     private var directories: [FileDescriptor] = []
 
-    init(root: FileDescriptor) { self.root = root }
+    init(root: FileDescriptor) {
+        self.root = root
+        device = (try? root.stat())?.st_dev
+    }
 
     /// Opens the file at `path` (relative to the root) with `flags`, plus `O_NOFOLLOW` and
     /// `O_CLOEXEC`.
@@ -79,7 +91,14 @@ final class CardOpener {
         let cName = name.map { CChar(bitPattern: $0) } + [0]
         while true {
             let fd = openat(parent.raw, cName, flags | O_CLOEXEC)
-            if fd >= 0 { return FileDescriptor(adopting: fd) }
+            if fd >= 0 {
+                let opened = FileDescriptor(adopting: fd)
+                if let device, let st = try? opened.stat(), st.st_dev != device {
+                    let place = components.prefix(depth).joined(separator: [UInt8(ascii: "/")])
+                    throw .otherFileSystem(at: CardPath(bytes: Array(place)))
+                }
+                return opened
+            }
             let error = errno
             if error == EINTR { continue }
             // O_NOFOLLOW refuses a link with ELOOP, or with ENOTDIR along with O_DIRECTORY

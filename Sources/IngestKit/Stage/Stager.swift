@@ -35,6 +35,9 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         /// A folder on the file's path, or the file itself, is a symbolic link now (`at`):
         /// swapped in since the scan, and not followed, so nothing off the card is read.
         case symlinkInPath(at: CardPath)
+        /// A folder on the file's path, or the file, is another file system now (`at`):
+        /// mounted there since the scan, and not entered.
+        case otherFileSystemInPath(at: CardPath)
         /// The file disappeared between scan and copy.
         case vanished
         /// The file changed size or time while it was copied.
@@ -55,6 +58,8 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         case .symlinkInPath(let link):
             "\(link.display) is a symbolic link now (it was not when the card was scanned); not followed, "
                 + "so nothing off the card is read"
+        case .otherFileSystemInPath(let place):
+            "\(place.display) is another file system now (mounted there since the card was scanned); not entered"
         case .vanished: "disappeared before it could be copied"
         case .changedWhileCopying: "changed while it was copied (it will be copied again next run)"
         case let .verificationMismatch(expected, found, what):
@@ -69,6 +74,7 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         case .unreadable: "unreadable"
         case .ioError: "io-error"
         case .symlinkInPath: "symlink-in-path"
+        case .otherFileSystemInPath: "mount-in-path"
         case .vanished: "vanished"
         case .changedWhileCopying: "changed"
         case .verificationMismatch: "verification-mismatch"
@@ -82,6 +88,7 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
     static func opening(_ error: CardOpenError) -> StageFailure {
         switch error {
         case .symlink(let link): StageFailure(kind: .symlinkInPath(at: link))
+        case .otherFileSystem(let place): StageFailure(kind: .otherFileSystemInPath(at: place))
         case .system(let error):
             switch error.errno {
             case ENOENT, ENOTDIR: StageFailure(kind: .vanished)
