@@ -41,7 +41,7 @@ struct ListCommand: AsyncParsableCommand {
                     let heads = await heads(of: objects.map(\.key), client: client)
                     for (object, head) in zip(objects, heads) { print(object, head: head) }
                     count += objects.count
-                    bytes = objects.reduce(bytes) { $0.addingReportingOverflow($1.size).overflow ? .max : $0 + $1.size }
+                    bytes = objects.reduce(bytes) { $0.addingSaturating($1.size) }
                 }
             } catch {
                 throw .upload(UploadError(error, what: what, target: target))

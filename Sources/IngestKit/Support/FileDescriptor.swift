@@ -139,7 +139,7 @@ func nanosecondsSinceEpoch(seconds: Int64, nanoseconds: Int64) -> Int64 {
 extension Int64 {
     /// The sum, held at `.max` or `.min` instead of trapping. Sizes and times come from the
     /// card, and a damaged or hostile file system can report any value at all.
-    func addingSaturating(_ other: Int64) -> Int64 {
+    public func addingSaturating(_ other: Int64) -> Int64 {
         let (sum, overflow) = addingReportingOverflow(other)
         if overflow { return other < 0 ? .min : .max }
         return sum

@@ -180,13 +180,10 @@ struct ObjectUploader: Sendable {
         // Nothing on the server yet: look at the key first where the write itself would not
         // find it taken in time: before a multipart upload's parts are sent, and on a server
         // that ignores If-None-Match.
-        if record.phase == .created, record.uploadID == nil, record.partSize != nil || !conditionalWrites {
-            switch await lookAtKey() {
-            case .failure(let error): return .done(.failed(error))
-            case .success(.ours): return .done(.uploaded(alreadyThere: true))
-            case .success(.taken(let head)): return .keyTaken(head)
-            case .success(.free): break
-            }
+        if record.phase == .created, record.uploadID == nil, record.partSize != nil || !conditionalWrites,
+            let decided = Self.decided(by: await lookAtKey())
+        {
+            return decided
         }
         let sender = PartSender(uploader: self, checksums: record.checksum == .crc32c ? checksums : nil)
         if let partSize = record.partSize {
@@ -219,19 +216,24 @@ struct ObjectUploader: Sendable {
         return .success(.taken(head))
     }
 
+    /// What a look at the key decides before a write: nil when the key is free to write.
+    private static func decided(by look: Result<KeyState, UploadError>) -> Attempt? {
+        switch look {
+        case .failure(let error): .done(.failed(error))
+        case .success(.ours): .done(.uploaded(alreadyThere: true))
+        case .success(.taken(let head)): .keyTaken(head)
+        case .success(.free): nil
+        }
+    }
+
     /// A conditional write was refused (`412`): look at what holds the key.
     private func afterPreconditionFailed(uploadID: String? = nil) async -> Attempt {
         if let uploadID { try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID) }
-        switch await lookAtKey() {
-        case .failure(let error): return .done(.failed(error))
-        case .success(.ours): return .done(.uploaded(alreadyThere: true))
-        case .success(.taken(let head)): return .keyTaken(head)
-        case .success(.free):
-            return .done(.failed(UploadError(
+        return Self.decided(by: await lookAtKey())
+            ?? .done(.failed(UploadError(
                 exitStatus: .partial, scope: .object,
                 message: "\(record.key) in \(record.target.displayName) refused the write as taken (412), then had no "
                     + "object: another writer is at work on this key. The file stays staged; run ingest resume.")))
-        }
     }
 
     /// This upload, started again from nothing at `key`.
@@ -507,15 +509,15 @@ struct ObjectUploader: Sendable {
                         }
                     case let .complete(uploadID, parts):
                         sink.emit(.upload(.completing(record)))
+                        // A server that ignores If-None-Match: the key is looked at first, once.
                         if !conditionalWrites {
-                            switch await lookAtKey() {
-                            case .success(.free): break
-                            case .success(.ours), .success(.taken):
+                            let look = await lookAtKey()
+                            if let decided = Self.decided(by: look) {
                                 group.cancelAll()
-                                return await afterPreconditionFailed(uploadID: uploadID)
-                            case .failure(let error):
-                                group.cancelAll()
-                                return .done(.failed(error))
+                                if case .success = look {
+                                    try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID)
+                                }
+                                return decided
                             }
                         }
                         do throws(S3ClientError) {
