@@ -59,30 +59,51 @@ struct IngestRun {
     }
 }
 
-/// A running udev daemon, so that loop devices get their `ID_FS_*` properties. Uses the
-/// machine's if one answers; otherwise starts one and stops it (by PID) when released.
-final class Udevd {
-    private var child: ChildProcess?
+/// A running udev daemon, so that loop devices get their `ID_FS_*` properties, held for as
+/// long as a test keeps its handle. Uses the machine's if one answers; otherwise the first
+/// holder in this process starts one, and the last holder to let go stops it (by PID), so a
+/// test never loses the daemon another test started while it still needs it.
+final class Udevd: Sendable {
+    /// The daemon this process started, if any, and how many handles hold it.
+    private struct Shared {
+        var holders = 0
+        var child: ChildProcess?
+    }
+    private static let shared = Mutex(Shared())
+    private let held = Mutex(true)
 
     init() throws {
-        if (try? sh("udevadm control --ping -t 2")) != nil { return }
-        try sh("mkdir -p /run/udev")
-        child = try ChildProcess("/lib/systemd/systemd-udevd", [])
-        for _ in 0..<100 {
-            if (try? sh("udevadm control --ping -t 1")) != nil { return }
-            usleep(50_000)
+        try Self.shared.withLock { shared in
+            if shared.holders == 0, (try? sh("udevadm control --ping -t 2")) == nil {
+                shared.child = try Self.start()
+            }
+            shared.holders += 1
         }
-        throw CommandFailed(command: "systemd-udevd", result: try child!.wait(timeout: 1))
     }
 
+    /// Lets go of the daemon; the last holder stops the one this process started.
     func stop() {
-        guard let child else { return }
-        kill(child.pid, SIGTERM)
-        if (try? child.wait(timeout: 10)) == nil { kill(child.pid, SIGKILL) }
-        self.child = nil
+        guard held.withLock({ held in defer { held = false }; return held }) else { return }
+        Self.shared.withLock { shared in
+            shared.holders -= 1
+            guard shared.holders == 0, let child = shared.child else { return }
+            kill(child.pid, SIGTERM)
+            if (try? child.wait(timeout: 10)) == nil { kill(child.pid, SIGKILL) }
+            shared.child = nil
+        }
     }
 
     deinit { stop() }
+
+    private static func start() throws -> ChildProcess {
+        try sh("mkdir -p /run/udev")
+        let child = try ChildProcess("/lib/systemd/systemd-udevd", [])
+        for _ in 0..<100 {
+            if (try? sh("udevadm control --ping -t 1")) != nil { return child }
+            usleep(50_000)
+        }
+        throw CommandFailed(command: "systemd-udevd", result: try child.wait(timeout: 1))
+    }
 }
 
 /// A card: an ext4 image on a loop device, mounted, with a known label and UUID.
