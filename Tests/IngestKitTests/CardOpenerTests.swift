@@ -124,6 +124,26 @@ func writeDeep(_ root: String, _ components: [String], _ contents: [UInt8]) thro
         #expect(log.staged.map(\.file.path.display) == ["DCIM/101MEDIA/IMG_0002.JPG"])
     }
 
+    /// Between scan and open, another file of the card is renamed over a scanned one: the
+    /// copy under the scanned name would hold bytes the scan never saw there. It fails as
+    /// replaced (the next run's scan sees the new file), and the others are staged.
+    @Test func aFileMovedIntoAScannedFilesPlaceAfterTheScanIsNotCopiedUnderItsName() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        let photo = try card.write("DCIM/IMG_0001.JPG", randomBytes(4000))
+        let other = try card.write("DCIM/IMG_0002.JPG", randomBytes(4000))
+        let files = try scanFiles(card.path)
+        let intruder = try card.write("elsewhere.bin", randomBytes(4000))
+        #expect(rename(intruder, photo) == 0)
+
+        let log = try stage(card.path, files: files, into: state)
+
+        let failure = try #require(log.failed.first { $0.0.path == CardPath("DCIM/IMG_0001.JPG") })
+        #expect(failure.1.kind == .replacedSinceScan)
+        #expect(failure.1.code == "replaced")
+        #expect(log.staged.map(\.file.path.display) == ["DCIM/IMG_0002.JPG"])
+        #expect(log.staged.first?.fingerprint.hex == (try xxh128sum(other)))
+    }
+
     @Test func aFileSwappedForALinkAfterTheScanIsRefused() throws {
         let card = TemporaryDirectory(), host = TemporaryDirectory(), state = TemporaryDirectory()
         let photo = try card.write("DCIM/IMG_0001.JPG", randomBytes(4000))

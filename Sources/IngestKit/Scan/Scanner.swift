@@ -6,11 +6,16 @@ public struct ScannedFile: Sendable, Equatable {
     public var size: Int64
     /// Modification time, nanoseconds since the epoch.
     public var mtime: Int64
+    /// The inode the scan saw at `path`, on the card's file system; nil when the file comes
+    /// from the journal rather than a scan. The copy is made only of this inode: another
+    /// file moved into its place since the scan is left for the next run's scan to see.
+    public var inode: UInt64?
 
-    public init(path: CardPath, size: Int64, mtime: Int64) {
+    public init(path: CardPath, size: Int64, mtime: Int64, inode: UInt64? = nil) {
         self.path = path
         self.size = size
         self.mtime = mtime
+        self.inode = inode
     }
 }
 
@@ -166,7 +171,7 @@ public struct Scanner: Sendable {
                 if let reason = rules.skipReason(for: path, isDirectory: false) {
                     visit(.skipped(path, reason))
                 } else {
-                    visit(.file(ScannedFile(path: path, size: Int64(st.st_size), mtime: st.mtimeNanoseconds)))
+                    visit(.file(ScannedFile(path: path, size: Int64(st.st_size), mtime: st.mtimeNanoseconds, inode: UInt64(st.st_ino))))
                 }
             case S_IFLNK:
                 visit(.skipped(path, rules.skipReason(for: path, isDirectory: false) ?? .symlink))

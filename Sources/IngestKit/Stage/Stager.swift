@@ -42,6 +42,9 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         case vanished
         /// The file changed size or time while it was copied.
         case changedWhileCopying
+        /// Another file is at the path now than the scan saw there (another inode): moved or
+        /// written into its place since. Not copied under the scanned file's name.
+        case replacedSinceScan
         /// Reading back gave another fingerprint than the copy computed.
         case verificationMismatch(expected: Fingerprint, found: Fingerprint, of: String)
         /// Staged, but no object can be made of it (a key or metadata beyond S3's limits);
@@ -62,6 +65,7 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
             "\(place.display) is another file system now (mounted there since the card was scanned); not entered"
         case .vanished: "disappeared before it could be copied"
         case .changedWhileCopying: "changed while it was copied (it will be copied again next run)"
+        case .replacedSinceScan: "another file took its place since the card was scanned (it will be copied next run)"
         case let .verificationMismatch(expected, found, what):
             "verification failed: \(what) reads as \(found.hex), the copy made \(expected.hex)"
         case .notUploadable(let reason): "staged, but cannot be uploaded: \(reason)"
@@ -77,6 +81,7 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         case .otherFileSystemInPath: "mount-in-path"
         case .vanished: "vanished"
         case .changedWhileCopying: "changed"
+        case .replacedSinceScan: "replaced"
         case .verificationMismatch: "verification-mismatch"
         case .notUploadable: "not-uploadable"
         }
@@ -307,6 +312,9 @@ private final class Pipeline: @unchecked Sendable {
         do throws(SystemError) {
             let before = try source.stat()
             guard before.isRegularFile else { return .failed(StageFailure(kind: .vanished)) }
+            if let inode = scanned.inode, UInt64(before.st_ino) != inode {
+                return .failed(StageFailure(kind: .replacedSinceScan))
+            }
             file.size = Int64(before.st_size)
             file.mtime = before.mtimeNanoseconds
             if !isDirect { _ = posix_fadvise(source.raw, 0, 0, POSIX_FADV_SEQUENTIAL) }
