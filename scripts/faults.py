@@ -114,6 +114,12 @@ class Harness:
 
     def start(self) -> None:
         F.log(f"work directory {self.work}")
+        # The binary under test is the one stations run: it must carry no fault hook
+        # (Upload/FaultHooks.swift is compiled into debug builds only), or a variable in its
+        # environment could kill it or damage a staged copy.
+        with open(self.binary, "rb") as binary:
+            if b"INGEST_TEST_STOP_AT" in binary.read():
+                raise SystemExit(f"{self.binary} honours fault hooks (a debug build?): build it with `make release`")
         self.weed = F.Weed(self.venv, os.path.join(self.work, "weed"), *self.admin)
         self.weed.start()
         self.weed.wait()

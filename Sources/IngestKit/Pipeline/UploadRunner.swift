@@ -54,8 +54,7 @@ public final class UploadRunner: Sendable {
     private let logger: Logger
     private let limiter: TransferLimiter
     private let files: TransferLimiter
-    private let hooks = TestHooks()
-    private let partsJournalled = PartCounter()
+    private let hooks = FaultHooks()
     private let state = Mutex(State())
     /// Raised by ``stop()``.
     private let stopping = StopFlag()
@@ -168,7 +167,7 @@ public final class UploadRunner: Sendable {
         guard let (fresh, parts) = current, fresh.isPending || (job.confirming && fresh.phase == .completed) else { return }
         let uploader = ObjectUploader(
             record: fresh, client: destination.client, journal: journal, stagedPath: stagedPath(fresh), limiter: limiter,
-            settings: settings, sink: sink, hooks: hooks, partsJournalled: partsJournalled, stop: stopping,
+            settings: settings, sink: sink, hooks: hooks, stop: stopping,
             conditionalWrites: destination.conditionalWrites)
         let confirming = job.confirming && !fresh.isPending
         switch await uploader.run(parts: parts, resumed: job.resumed, checksums: job.checksums, confirming: confirming) {

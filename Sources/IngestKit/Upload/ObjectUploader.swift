@@ -46,39 +46,6 @@ public struct UploadSettings: Sendable, Equatable {
     public init() {}
 }
 
-/// Named points where a test can have the process kill itself (`INGEST_TEST_STOP_AT`), to
-/// prove that a `kill -9` there loses nothing, and damage a test can do to a staged copy
-/// (`INGEST_TEST_DAMAGE_STAGED=1`), to prove it is never uploaded. Not user settings: no
-/// help text names them.
-///
-/// - `after-complete`: the server completed the object, the journal does not know yet;
-/// - `after-parts:N`: N parts of this process are acknowledged and journalled.
-struct TestHooks: Sendable {
-    private let stopAt: String?
-    private let damagesStagedCopies: Bool
-
-    init(environment: [String: String] = ProcessInfo.processInfo.environment) {
-        stopAt = environment["INGEST_TEST_STOP_AT"].flatMap { $0.isEmpty ? nil : $0 }
-        damagesStagedCopies = environment["INGEST_TEST_DAMAGE_STAGED"] == "1"
-    }
-
-    func reached(_ point: String) {
-        guard let stopAt, stopAt == point else { return }
-        raise(SIGKILL)
-    }
-
-    /// Flips the last byte of a staged copy about to be uploaded, as a failing disk would.
-    func damage(stagedCopy path: String) {
-        guard damagesStagedCopies, let file = try? FileDescriptor(path: path, flags: O_RDWR), let st = try? file.stat(),
-            st.st_size > 0
-        else { return }
-        var byte: UInt8 = 0
-        _ = pread(file.raw, &byte, 1, st.st_size - 1)
-        byte = ~byte
-        _ = pwrite(file.raw, &byte, 1, st.st_size - 1)
-    }
-}
-
 /// Runs one upload to its end: a multipart upload driven by ``UploadStateMachine``, or a
 /// single `PutObject`; then verifies the object and records the outcome in the journal.
 ///
@@ -87,12 +54,6 @@ struct TestHooks: Sendable {
 /// journal is never ahead of the server. Parts go out concurrently, within the machine's
 /// window and the process-wide ``TransferLimiter``; their answers come back through a task
 /// group and are fed to the machine one at a time.
-/// Parts acknowledged and journalled by this process, over all uploads (for ``TestHooks``).
-final class PartCounter: Sendable {
-    private let count = Atomic<Int>(0)
-    func increment() -> Int { count.add(1, ordering: .relaxed).newValue }
-}
-
 struct ObjectUploader: Sendable {
     private(set) var record: UploadRecord
     let client: S3Client
@@ -102,8 +63,7 @@ struct ObjectUploader: Sendable {
     let limiter: TransferLimiter
     let settings: UploadSettings
     let sink: any EventSink
-    let hooks: TestHooks
-    let partsJournalled: PartCounter
+    let hooks: FaultHooks
     /// Raised when the process is asked to stop: no new part is sent.
     let stop: StopFlag
     /// The server honours `If-None-Match: *`. Every new object is written with it; a server
@@ -393,7 +353,7 @@ struct ObjectUploader: Sendable {
             if fromCard, error.isBadDigest { return .done(await handle(.refusedByServer(part: nil))) }
             return .done(.failed(UploadError(error, what: what, target: record.target)))
         }
-        hooks.reached("after-complete")
+        hooks.completed()
         if let problem = await verifySinglePut(expected: digest) { return .done(.failed(problem)) }
         return .done(.uploaded(alreadyThere: false))
     }
@@ -474,7 +434,7 @@ struct ObjectUploader: Sendable {
                             return .done(.failed(.journal(error, path: journal.path)))
                         }
                         journalled = now
-                        for _ in added { hooks.reached("after-parts:\(partsJournalled.increment())") }
+                        for _ in added { hooks.partJournalled() }
                     case .createUpload:
                         sink.emit(.upload(.initiating(record)))
                         do throws(S3ClientError) {
@@ -526,7 +486,7 @@ struct ObjectUploader: Sendable {
                                 parts: parts.map {
                                     CompletedPart(number: $0.number, etag: $0.etag, digest: $0.digest.flatMap { try? PartDigest(journalText: $0) })
                                 }, headers: [.ifNoneMatchAny])
-                            hooks.reached("after-complete")
+                            hooks.completed()
                             actions += machine.completed(etag: etag)
                         } catch let error where error.isPreconditionFailed {
                             group.cancelAll()
