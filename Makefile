@@ -33,7 +33,7 @@ STATEDIR        = /var/lib/ingest
 UNITS           = ingest@.service ingest-rescan.service ingest-rescan.timer
 SUBST           = sed -e 's|@BINDIR@|$(BINDIR)|g'
 
-.PHONY: help deps venv build release test faults faults-short demo bench bench-stage bench-upload clean install uninstall
+.PHONY: help deps venv build release test layers faults faults-short demo bench bench-stage bench-upload clean install uninstall
 
 help: ## List the targets
 	@echo "Usage: make TARGET   (start with 'make demo' or 'make test')"
@@ -60,10 +60,13 @@ release: deps ## Release build (.build/release/ingest)
 # them running than there are threads, async tests starve and miss their time limits.
 TEST_WIDTH ?= $(shell nproc)
 
-test: deps venv faults-short ## Build and run all tests (root: loop devices, udevd; SeaweedFS on loopback)
+test: deps venv layers faults-short ## Build and run all tests (root: loop devices, udevd; SeaweedFS on loopback)
 	$(SWIFT_BUILD) --build-tests
 	$(SWIFT) test --scratch-path $(BUILD_DIR) $(SWIFTFLAGS) --skip-build --disable-xctest \
 		--experimental-maximum-parallelization-width $(TEST_WIDTH)
+
+layers: ## Check that no folder of Sources/IngestKit uses one above it (scripts/layers.py)
+	python3 scripts/layers.py
 
 # The fault suite: the release binary against a real SeaweedFS on 127.0.0.1, killed, cut off,
 # starved and fed hostile cards, then every object downloaded and counted (scripts/faults.py).

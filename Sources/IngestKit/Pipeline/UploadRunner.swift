@@ -2,24 +2,6 @@ import Foundation
 import Logging
 import Synchronization
 
-/// What the uploads of a run came to.
-public struct UploadTotals: Sendable, Equatable, Codable {
-    /// Objects uploaded and verified now.
-    public var uploaded = 0
-    public var uploadedBytes: Int64 = 0
-    /// Objects the bucket already held (content dedupe, or completed by a killed run).
-    public var alreadyThere = 0
-    public var failed = 0
-    /// Uploads not attempted because their destination failed first; they stay pending.
-    public var notAttempted = 0
-    /// Uploads left for later because the process was asked to stop (``UploadRunner/stop()``);
-    /// their acknowledged parts are journalled and they stay pending.
-    public var interrupted = 0
-    /// Staged copies deleted after their objects verified.
-    public var stagedCopiesRemoved = 0
-    public init() {}
-}
-
 /// Runs uploads as they are submitted, a bounded number of files at once, while the rest of
 /// the pipeline goes on (staging submits each file as soon as it is journalled).
 ///

@@ -145,12 +145,3 @@ extension Int64 {
         return sum
     }
 }
-
-extension FileDescriptor {
-    /// Opens a card path (raw bytes: names need not be UTF-8) relative to `directory`.
-    convenience init(at directory: FileDescriptor, path: CardPath, flags: Int32) throws(SystemError) {
-        let cPath = path.cString
-        let fd = try retryingEINTR("open", path: path.display) { openat(directory.raw, cPath, flags | O_CLOEXEC) }
-        self.init(adopting: fd)
-    }
-}

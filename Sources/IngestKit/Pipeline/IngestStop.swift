@@ -2,14 +2,6 @@ import Dispatch
 import Glibc
 import Synchronization
 
-/// A flag one thread raises and others poll; it is never lowered.
-public final class StopFlag: Sendable {
-    private let raised = Atomic<Bool>(false)
-    public init() {}
-    public func raise() { raised.store(true, ordering: .releasing) }
-    public var isRaised: Bool { raised.load(ordering: .acquiring) }
-}
-
 /// Asks a running ingest to end early, from any thread, without losing anything.
 ///
 /// Two requests, by what must still happen:
