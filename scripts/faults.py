@@ -18,8 +18,12 @@ Counted per scenario (summed over its repetitions):
              bytes re-sent beyond the parts in flight (the fault proxy counts them)
   extra      all bytes the proxy forwarded beyond one copy of each distinct content
              (re-sent + parts in flight when a fault hit + requests' heads)
-Exit status 1 when any scenario loses, replaces, duplicates, corrupts or leaves open anything,
-or a bad input does not get its documented exit status and message; 2 when the harness fails.
+Hostile cards (a file system off the allow-list, the station disk's UUID, dates of 1901 to 2300,
+a 16 TiB sparse file, links and mounts inside the card, escape sequences in names) are checked for
+their documented outcome, and every byte of the host they could reach is looked for in the bucket.
+Exit status 1 when any scenario loses, replaces, duplicates, corrupts or leaves open anything, lets
+a host file into the bucket, or a bad input does not get its documented exit status and message;
+2 when the harness fails.
 
   faults.py [--short] [--only REGEX] [--reps N] [--markdown FILE] [--keep] [--list]
   env: INGEST (binary, default .build/release/ingest), VENV (default .venv), FAULTS_WORK (/var/tmp)
@@ -40,6 +44,7 @@ import tempfile
 import threading
 import time
 import traceback
+import uuid
 
 import botocore.config
 import botocore.session
@@ -775,14 +780,14 @@ def station_uuid_rescan(ctx: Context) -> None:
     `--device`, then taken out; `ingest rescan` must not take the station's disk for the known
     card, neither where it is nor once it is also mounted at a place for removable media (the
     runtime directory): a device with any system mount is the system's. Both rescans end 0."""
-    uuid = str(__import__("uuid").uuid4())
+    shared_uuid = str(uuid.uuid4())
     station = F.LoopCard(os.path.join(ctx.dir, "station-disk.img"), os.path.join(ctx.dir, "sys-mount"), 16,
-                         "STATION", uuid=uuid)
+                         "STATION", uuid=shared_uuid)
     ctx.card("station", [("etc/shadow", 1500), ("etc/ingest/credentials", 300), ("srv/data.bin", 70000)],
              root=station.mountpoint)
     ctx.forbidden = F.card_files(station.mountpoint)
     card = F.LoopCard(os.path.join(ctx.dir, F.UsbCardRule.image_name(f"clone-{ctx.device_id}")),
-                      os.path.join(ctx.dir, "mnt"), 16, "CLONECARD", uuid=uuid)
+                      os.path.join(ctx.dir, "mnt"), 16, "CLONECARD", uuid=shared_uuid)
     ctx.card("card", [(f"DCIM/100MEDIA/DJI_{i:04d}.JPG", 40000 + i) for i in range(1, 4)], root=card.mountpoint)
     ctx.expect(card.mountpoint)
     subprocess.run(["umount", card.mountpoint], check=True)
@@ -828,7 +833,6 @@ def station_uuid_rescan(ctx: Context) -> None:
     station.release()
 
 
-DAY = 86400
 # The card's dates, and the {date} each key must carry: ext4 (256-byte inodes) keeps times from
 # 1901-12-13 to 2446; past 2262-04-11 the nanoseconds since 1970 no longer fit 64 bits, and the
 # documented outcome is that limit (man/ingest.1), never a crash.
@@ -924,9 +928,11 @@ def links_and_mounts(same_file_system: bool):
             source = tmpfs.mountpoint
             F.write_file(source, "tmpfs-secret.txt", ctx.rng.randbytes(4000))
         subprocess.run(["mount", "--bind", source, inside], check=True)
-        unmount = lambda: subprocess.run(["umount", "-l", inside], check=False)  # noqa: E731
+        def unmount() -> None:
+            subprocess.run(["umount", "-l", inside], check=False)
+
         F.CLEANUP.push("bind mount", unmount)
-        ctx.forbidden = F.card_files(host) + F.card_files(source)
+        ctx.forbidden = F.card_files(host) + ([] if same_file_system else F.card_files(source))
         ctx.faults += 3
         state = ctx.state()
         try:
