@@ -73,11 +73,11 @@ layers: ## Check that no folder of Sources/IngestKit uses one above it (scripts/
 # FAULTS_FLAGS passes options: --only REGEX, --reps N, --seed N, --keep. Root: loop devices, tmpfs.
 FAULTS_FLAGS ?=
 
-faults: release venv ## Fault suite, every scenario (~10 min): kills, proxy faults, pulled card, full disk… counted by download
+faults: release venv ## Fault suite, every scenario (~10 min): kills, proxy faults, pulled card, full disk, hostile cards… counted by download
 	@mkdir -p out
 	INGEST=$(INGEST) VENV=$(VENV) $(VENV)/bin/python scripts/faults.py --markdown out/faults.md $(FAULTS_FLAGS)
 
-faults-short: release venv ## Fault suite, a subset once each (~3 min; part of make test)
+faults-short: release venv ## Fault suite, a subset once each (~2 min; part of make test)
 	@mkdir -p out
 	INGEST=$(INGEST) VENV=$(VENV) $(VENV)/bin/python scripts/faults.py --short --markdown out/faults-short.md $(FAULTS_FLAGS)
 

@@ -310,24 +310,69 @@ class Udevd:
             cls.process = None
 
 
-class LoopCard:
-    """An ext4 image on a loop device, mounted at a directory: a card udev knows by label and UUID."""
+class UsbCardRule:
+    """The test suites' udev rule (Tests/IngestIntegrationTests/Harness.swift, `TestCardRule`):
+    a loop device backed by an image named `ingest-card-*.img` gets ID_BUS=usb, so that udev
+    describes it as a card in a USB reader. Installed once per run under this process's id
+    (the Swift tests' copies carry theirs), removed at the end."""
 
-    def __init__(self, image: str, mountpoint: str, size_mib: int, label: str) -> None:
+    path = f"/run/udev/rules.d/98-ingest-test-card-{os.getpid()}.rules"
+    text = ('SUBSYSTEM=="block", KERNEL=="loop[0-9]*", ATTR{loop/backing_file}=="*/ingest-card-*.img", '
+            'ENV{ID_BUS}="usb"\n')
+
+    @classmethod
+    def ensure(cls) -> None:
+        if os.path.exists(cls.path):
+            return
+        os.makedirs(os.path.dirname(cls.path), exist_ok=True)
+        with open(cls.path, "w") as out:
+            out.write(cls.text)
+        CLEANUP.push("udev rule", cls.remove)
+        subprocess.run(["udevadm", "control", "--reload"], check=False, capture_output=True)
+
+    @classmethod
+    def remove(cls) -> None:
+        if os.path.exists(cls.path):
+            os.unlink(cls.path)
+            subprocess.run(["udevadm", "control", "--reload"], check=False, capture_output=True)
+
+    @staticmethod
+    def image_name(tag: str) -> str:
+        return f"ingest-card-{tag}.img"
+
+
+class LoopCard:
+    """A file-system image on a loop device, mounted at a directory (unless `mount` is False): a
+    card udev knows by label and UUID. ext4 unless `fs` names another mkfs (ext2, ext3…);
+    `uuid` gives the file system that UUID; `mkfs_args` go to mkfs as they are. An image named
+    by ``UsbCardRule.image_name`` is a card in a USB reader to udev."""
+
+    def __init__(self, image: str, mountpoint: str, size_mib: int, label: str, fs: str = "ext4",
+                 uuid: str | None = None, mkfs_args: tuple[str, ...] = (), mount: bool = True) -> None:
         self.image, self.mountpoint, self.label = image, mountpoint, label
         self.device: str | None = None
         Udevd.ensure()
+        if os.path.basename(image).startswith("ingest-card-"):
+            UsbCardRule.ensure()
         os.makedirs(mountpoint, exist_ok=True)
         with open(image, "wb") as out:
             out.truncate(size_mib * 1048576)
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-L", label, image], check=True)
+        subprocess.run([f"mkfs.{fs}", "-q", "-F", "-m", "0", "-L", label, *(["-U", uuid] if uuid else []),
+                        *mkfs_args, image], check=True)
         CLEANUP.push("loop card", self.release)
-        self.attach()
+        self.attach(mount)
 
-    def attach(self) -> None:
+    @property
+    def rdev(self) -> tuple[int, int]:
+        """The loop device's major and minor numbers."""
+        st = os.stat(self.device)
+        return os.major(st.st_rdev), os.minor(st.st_rdev)
+
+    def attach(self, mount: bool = True) -> None:
         self.device = subprocess.run(["losetup", "-f", "--show", self.image], check=True, capture_output=True,
                                      text=True).stdout.strip()
-        subprocess.run(["mount", self.device, self.mountpoint], check=True)
+        if mount:
+            subprocess.run(["mount", self.device, self.mountpoint], check=True)
         # udev reads the label and UUID, as for a real card inserted.
         subprocess.run(["udevadm", "trigger", "--action=change", self.device], check=False, capture_output=True)
         subprocess.run(["udevadm", "settle", "--timeout=10"], check=False, capture_output=True)
@@ -387,6 +432,17 @@ def throttle_reads(device: str, bytes_per_second: int) -> str | None:
     return path
 
 
+def mounts_of(major: int, minor: int) -> list[str]:
+    """The mount points of the file system on device major:minor (/proc/self/mountinfo)."""
+    points = []
+    with open("/proc/self/mountinfo", "rb") as table:
+        for line in table:
+            fields = line.split(b" ")
+            if fields[2] == f"{major}:{minor}".encode():
+                points.append(fields[4].decode("unicode_escape"))
+    return points
+
+
 def release_cgroup(path: str | None) -> None:
     if path and os.path.isdir(path):
         for _ in range(50):
@@ -424,6 +480,7 @@ class Run:
     timed_out: bool = False
     events: list[dict] = field(default_factory=list)
     stderr: str = ""
+    output: bytes = b""  # stdout and stderr as written, raw
     seconds: float = 0.0
 
     def count(self, name: str) -> int:
@@ -437,9 +494,9 @@ class Ingest:
         self.binary = binary
         self.env = env
 
-    def start(self, args: list[str], env: dict[str, str] | None = None,
-              cgroup: str | None = None) -> tuple[subprocess.Popen, Run]:
-        argv = [self.binary, *args]
+    def start(self, args: list[str], env: dict[str, str] | None = None, cgroup: str | None = None,
+              wrapper: list[str] = ()) -> tuple[subprocess.Popen, Run]:
+        argv = [*wrapper, self.binary, *args]
         environment = {**self.env, **(env or {})}
         environment = {k: v for k, v in environment.items() if v != ""}  # "" unsets
 
@@ -454,10 +511,12 @@ class Ingest:
         return process, Run(argv=argv)
 
     def run(self, args: list[str], timeout: float = 120, kill_when=None, kill_after: float | None = None,
-            env: dict[str, str] | None = None, on_event=None, cgroup: str | None = None) -> Run:
+            env: dict[str, str] | None = None, on_event=None, cgroup: str | None = None,
+            wrapper: list[str] = ()) -> Run:
         """Runs ingest; `kill_when(event, run)` returning True sends SIGKILL from here at that event,
-        `kill_after` seconds after the start likewise; `on_event(event, run)` sees every event."""
-        process, run = self.start(args, env, cgroup)
+        `kill_after` seconds after the start likewise; `on_event(event, run)` sees every event;
+        `wrapper` runs it under another program (strace)."""
+        process, run = self.start(args, env, cgroup, wrapper)
         started = time.monotonic()
         stderr_chunks: list[bytes] = []
         reader = threading.Thread(target=lambda: stderr_chunks.append(process.stderr.read()), daemon=True)
@@ -485,7 +544,9 @@ class Ingest:
         for timer in timers:
             timer.daemon = True
             timer.start()
+        stdout_chunks: list[bytes] = []
         for raw in process.stdout:
+            stdout_chunks.append(raw)
             line = raw.decode("utf-8", "replace").strip()
             if not line.startswith("{"):
                 continue
@@ -504,6 +565,7 @@ class Ingest:
         reader.join(10)
         CLEANUP.remove(process.kill)
         run.status = process.returncode
+        run.output = b"".join(stdout_chunks) + b"".join(stderr_chunks)
         run.stderr = b"".join(stderr_chunks).decode("utf-8", "replace")
         run.seconds = time.monotonic() - started
         return run
@@ -534,9 +596,10 @@ class Count:
 
 
 def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: str, versioned: bool,
-                 known: list[CardFile] = ()) -> Count:
+                 known: list[CardFile] = (), forbidden: list[CardFile] = ()) -> Count:
     """Downloads every version of every object under `prefix` and counts against the card files
-    (`files`: expected in the bucket; `known`: on a card, but not expected)."""
+    (`files`: expected in the bucket; `known`: on a card, but not expected; `forbidden`: the
+    host's files, off the card, each of which in the bucket counts as corrupt and is named)."""
     count = Count(expected=len(files))
     versions: list[dict] = []  # Key, VersionId, IsLatest, DeleteMarker
     if versioned:
@@ -601,8 +664,12 @@ def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: 
                 count.notes.append(f"duplicate {v['Key']!r} = {seen[v['xxh128']]!r}")
             else:
                 seen[v["xxh128"]] = v["Key"]
+    host = {f.xxh128: f for f in forbidden}
     for version in real:
-        if version["xxh128"] not in expected_hashes:
+        if version["xxh128"] in host:
+            count.corrupt += 1
+            count.notes.append(f"host file {host[version['xxh128']].path!r} (off the card) uploaded as {version['Key']!r}")
+        elif version["xxh128"] not in expected_hashes:
             count.corrupt += 1
             count.notes.append(f"corrupt {version['Key']!r}: its bytes ({version['xxh128']}) are no card file's")
         elif version["recorded"] is not None and version["recorded"] != version["xxh128"]:

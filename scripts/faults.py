@@ -18,8 +18,12 @@ Counted per scenario (summed over its repetitions):
              bytes re-sent beyond the parts in flight (the fault proxy counts them)
   extra      all bytes the proxy forwarded beyond one copy of each distinct content
              (re-sent + parts in flight when a fault hit + requests' heads)
-Exit status 1 when any scenario loses, replaces, duplicates, corrupts or leaves open anything,
-or a bad input does not get its documented exit status and message; 2 when the harness fails.
+Hostile cards (a file system off the allow-list, the station disk's UUID, dates of 1901 to 2300,
+a 16 TiB sparse file, links and mounts inside the card, escape sequences in names) are checked for
+their documented outcome, and every byte of the host they could reach is looked for in the bucket.
+Exit status 1 when any scenario loses, replaces, duplicates, corrupts or leaves open anything, lets
+a host file into the bucket, or a bad input does not get its documented exit status and message;
+2 when the harness fails.
 
   faults.py [--short] [--only REGEX] [--reps N] [--markdown FILE] [--keep] [--list]
   env: INGEST (binary, default .build/release/ingest), VENV (default .venv), FAULTS_WORK (/var/tmp)
@@ -40,6 +44,7 @@ import tempfile
 import threading
 import time
 import traceback
+import uuid
 
 import botocore.config
 import botocore.session
@@ -181,6 +186,7 @@ reserve = "1MiB"
         self.faults = 0
         self.expect_empty = False
         self.known: list[F.CardFile] = []  # card files that must not be uploaded
+        self.forbidden: list[F.CardFile] = []  # the host's files, off the card: never in the bucket
         self.audit_hook = None
         harness.proxy.rules([])
         harness.proxy.reset()
@@ -223,15 +229,19 @@ reserve = "1MiB"
     # -- ingest --
 
     def run(self, card: str | None, state: str, *, resume: bool = False, timeout: float = 180,
-            device: str | None = None, **kw) -> F.Run:
+            device: str | None = None, json: bool = True, **kw) -> F.Run:
         if resume:
-            args = ["resume", "--state-dir", state, "--config", self.config, "--json"]
+            args = ["resume", "--state-dir", state, "--config", self.config]
         elif device:
             args = ["--device", device, "--endpoint", self.h.proxy.endpoint, "--bucket", BUCKET, "--state-dir", state,
-                    "--config", self.config, "--json"]
+                    "--config", self.config]
         else:
             args = [card, "--endpoint", self.h.proxy.endpoint, "--bucket", BUCKET, "--state-dir", state,
-                    "--config", self.config, "--json"]
+                    "--config", self.config]
+        return self.command(args + (["--json"] if json else []), timeout=timeout, **kw)
+
+    def command(self, args: list[str], timeout: float = 180, **kw) -> F.Run:
+        """Any ingest command line, bounded by `timeout`; a crash or a hang is a failed check."""
         run = self.h.ingest.run(args, timeout=timeout, **kw)
         self.row.runs += 1
         if run.killed:
@@ -258,7 +268,7 @@ reserve = "1MiB"
 
     def audit(self) -> F.Count:
         count = F.audit_prefix(self.h.client, BUCKET, self.device_id + "/", self.files, self.dir, self.h.versioned,
-                               self.known)
+                               self.known, self.forbidden)
         stats = self.h.proxy.stats()
         count.sent_bytes = stats["bytes_to_upstream"]
         self.row.resent += stats.get("resent_acknowledged_bytes", 0)
@@ -722,6 +732,262 @@ def scene_file(kind: str):
     return scenario
 
 
+def udev_properties(device: str) -> dict[str, str]:
+    text = subprocess.run(["udevadm", "info", "--query=property", f"--name={device}"], capture_output=True,
+                          text=True).stdout
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def expect_status(ctx: Context, run: F.Run, what: str, status: int, words: list[str]) -> None:
+    """A refusal: exit `status` and a message holding every one of `words`."""
+    missing = [word for word in words if word not in run.stderr]
+    if run.status != status or missing:
+        ctx.row.checks_failed.append(
+            f"{what}: exit {run.status}{' (timed out)' if run.timed_out else ''}, documented {status} with a message "
+            f"naming {', '.join(words)}; said: {tail(run.stderr) or '(nothing)'}")
+    else:
+        ctx.row.notes.append(f"exit {status}: {tail(run.stderr, 200)}")
+
+
+def refused_file_system(fs: str):
+    """A card in a USB reader whose file system is not on the allow-list ([device] file_systems,
+    default vfat, exfat and ext4), given to `ingest --device` as its udev trigger does: refused
+    before the kernel parses it (no mount(2) at all, under strace), exit 66 with a message naming
+    the type and the setting, nothing uploaded."""
+    def scenario(ctx: Context) -> None:
+        loop = F.LoopCard(os.path.join(ctx.dir, F.UsbCardRule.image_name(f"{fs}-{ctx.device_id}")),
+                          os.path.join(ctx.dir, "mnt"), 16, "OLDCARD", fs=fs)
+        ctx.card("card", [(f"DCIM/100MEDIA/DJI_{i:04d}.JPG", 30000 + i) for i in range(1, 4)], root=loop.mountpoint)
+        ctx.known = F.card_files(loop.mountpoint)
+        ctx.expect_empty = True
+        subprocess.run(["umount", loop.mountpoint], check=True)
+        udev = udev_properties(loop.device)
+        if udev.get("ID_FS_TYPE") != fs or udev.get("ID_BUS") != "usb":
+            ctx.row.notes.append(f"udev describes {loop.device} as ID_FS_TYPE={udev.get('ID_FS_TYPE')} "
+                                 f"ID_BUS={udev.get('ID_BUS')}, not a {fs} card in a USB reader")
+        trace = os.path.join(ctx.dir, "strace.out")
+        run = ctx.run(None, ctx.state(), device=loop.device, timeout=30, env={"RUNTIME_DIRECTORY": ctx.state("run")},
+                      wrapper=["strace", "-f", "-qq", "-e", "trace=mount,fsopen", "-o", trace])
+        ctx.faults += 1
+        expect_status(ctx, run, f"a {fs} card", 66, [fs, "file_systems"])
+        with open(trace, errors="replace") as lines:
+            mounts = [line.strip() for line in lines if re.search(r"\b(mount|fsopen)\(", line)]
+        if mounts:
+            ctx.row.checks_failed.append(f"the kernel was asked to mount the {fs} card: {mounts[0][:200]}")
+        if F.mounts_of(*loop.rdev):
+            ctx.row.checks_failed.append(f"the {fs} card is mounted at {F.mounts_of(*loop.rdev)}")
+        loop.release()
+    return scenario
+
+
+def station_uuid_rescan(ctx: Context) -> None:
+    """The station's own disk (an ext4 image mounted at a system place, holding "secrets") and a
+    card in a USB reader carrying the same file-system UUID: the card is ingested once by
+    `--device`, then taken out; `ingest rescan` must not take the station's disk for the known
+    card, neither where it is nor once it is also mounted at a place for removable media (the
+    runtime directory): a device with any system mount is the system's. Both rescans end 0."""
+    shared_uuid = str(uuid.uuid4())
+    station = F.LoopCard(os.path.join(ctx.dir, "station-disk.img"), os.path.join(ctx.dir, "sys-mount"), 16,
+                         "STATION", uuid=shared_uuid)
+    ctx.card("station", [("etc/shadow", 1500), ("etc/ingest/credentials", 300), ("srv/data.bin", 70000)],
+             root=station.mountpoint)
+    ctx.forbidden = F.card_files(station.mountpoint)
+    card = F.LoopCard(os.path.join(ctx.dir, F.UsbCardRule.image_name(f"clone-{ctx.device_id}")),
+                      os.path.join(ctx.dir, "mnt"), 16, "CLONECARD", uuid=shared_uuid)
+    ctx.card("card", [(f"DCIM/100MEDIA/DJI_{i:04d}.JPG", 40000 + i) for i in range(1, 4)], root=card.mountpoint)
+    ctx.expect(card.mountpoint)
+    subprocess.run(["umount", card.mountpoint], check=True)
+    state, runtime = ctx.state(), ctx.state("run")
+    env = {"RUNTIME_DIRECTORY": runtime}
+    first = ctx.run(None, state, device=card.device, env=env, timeout=120)
+    if first.status != 0:
+        ctx.row.checks_failed.append(f"the card itself: exit {first.status}: {tail(first.stderr)}")
+    rescan = ["rescan", "--endpoint", ctx.h.proxy.endpoint, "--bucket", BUCKET, "--state-dir", state,
+              "--config", ctx.config, "--json"]
+
+    def rescanned(where: str) -> list[str]:
+        run = ctx.command(rescan, env=env, timeout=120)
+        if run.status != 0:
+            ctx.row.checks_failed.append(f"rescan with {where}: exit {run.status}, documented 0 (nothing pending): "
+                                         f"{tail(run.stderr)}")
+        return [e.get("path") for e in run.events if e.get("event") == "rescan_card"]
+
+    # The control: the card itself, mounted where removable media go, is found by its UUID.
+    in_reader = os.path.join(runtime, os.path.basename(card.device))
+    os.makedirs(in_reader)
+    subprocess.run(["mount", "-o", "ro", card.device, in_reader], check=True)
+    taken = rescanned("the card mounted under the runtime directory")
+    subprocess.run(["umount", in_reader], check=True)
+    if taken != [in_reader]:
+        ctx.row.checks_failed.append(f"rescan with the card mounted at {in_reader} took {taken}: the control failed")
+    card.release()  # taken out of the reader
+    ctx.faults += 1
+    taken = rescanned("the station's disk at its system place")
+    if taken:
+        ctx.row.checks_failed.append(f"rescan took {taken} for the card: the station's disk at its system place")
+    # The station's disk seen also at a place for removable media: still the system's.
+    second = os.path.join(runtime, os.path.basename(station.device))
+    os.makedirs(second, exist_ok=True)
+    subprocess.run(["mount", "--bind", "-o", "ro", station.mountpoint, second], check=True)
+    try:
+        taken = rescanned("the station's disk also under the runtime directory")
+        if taken:
+            ctx.row.checks_failed.append(f"rescan took {taken} for the card: the station's disk, mounted also under "
+                                         f"the runtime directory")
+    finally:
+        subprocess.run(["umount", second], check=False)
+    station.release()
+
+
+# The card's dates, and the {date} each key must carry: ext4 (256-byte inodes) keeps times from
+# 1901-12-13 to 2446; past 2262-04-11 the nanoseconds since 1970 no longer fit 64 bits, and the
+# documented outcome is that limit (man/ingest.1), never a crash.
+DATED_FILES: list[tuple[str, int, str]] = [
+    ("DCIM/FAR_2300.JPG", 10_413_792_000, "2262-04-11"),  # 2300-01-01 00:00 UTC
+    ("DCIM/OLD_1901.JPG", -2_147_472_000, "1901-12-14"),  # 1901-12-14 00:00 UTC
+    ("DCIM/EVE_1969.JPG", -1, "1969-12-31"),              # 1969-12-31 23:59:59 UTC
+    ("DCIM/EPOCH_1970.JPG", 0, "1970-01-01"),
+]
+
+
+def ext4_card(ctx: Context, tag: str, label: str) -> F.LoopCard:
+    """An ext4 card in a USB reader with 4 KiB blocks (files up to 16 TiB) and 256-byte inodes
+    (dates from 1901 to 2446), as mkfs.ext4 makes a large card."""
+    return F.LoopCard(os.path.join(ctx.dir, F.UsbCardRule.image_name(f"{tag}-{ctx.device_id}")),
+                      os.path.join(ctx.dir, "mnt"), 32, label, mkfs_args=("-b", "4096", "-I", "256"))
+
+
+def far_dates(ctx: Context) -> None:
+    """An ext4 card with files dated 2300, 1901, the last second of 1969 and the epoch: no
+    crash, every file lands byte for byte, each key's {date} is the documented one."""
+    loop = ext4_card(ctx, "time", "TIMECARD")
+    for relative, mtime, _ in DATED_FILES:
+        F.write_file(loop.mountpoint, relative, ctx.rng.randbytes(ctx.rng.randint(1000, 90000)), mtime)
+    loop.remount_ro()
+    for relative, mtime, _ in DATED_FILES:
+        if os.stat(os.path.join(loop.mountpoint, relative)).st_mtime != mtime:
+            ctx.row.notes.append(f"ext4 did not keep {relative}'s date {mtime}")
+    ctx.expect(loop.mountpoint)
+    ctx.faults += len(DATED_FILES)
+    ctx.finish(loop.mountpoint, ctx.state(), resume_first=False, attempts=2)
+    keys = [item["Key"] for page in ctx.h.client.get_paginator("list_objects_v2").paginate(
+        Bucket=BUCKET, Prefix=ctx.device_id + "/") for item in page.get("Contents", [])]
+    for relative, _, day in DATED_FILES:
+        found = [key for key in keys if key.endswith(relative)]
+        if found and f"/{day}/" not in found[0]:
+            ctx.row.checks_failed.append(f"{relative}: key {found[0]!r}, documented date {day}")
+        elif found and relative == DATED_FILES[0][0]:
+            ctx.row.notes.append(f"2300-01-01 lands as {found[0]!r}")
+    loop.release()
+
+
+def giant_sparse(ctx: Context) -> None:
+    """An ext4 card with a sparse file as large as ext4 allows (16 TiB less a block), between
+    two photos: it cannot be staged. No crash, no staging disk filled (the space check comes
+    before a byte is copied), a message naming the staging area, and the photos land."""
+    loop = ext4_card(ctx, "giant", "GIANTCARD")
+    ctx.card("card", [("DCIM/100MEDIA/DJI_0001.JPG", 70000), ("DCIM/100MEDIA/DJI_0003.JPG", 80000)],
+             root=loop.mountpoint)
+    giant = os.path.join(loop.mountpoint, "DCIM/100MEDIA/DJI_0002.MP4")
+    with open(giant, "wb") as out:
+        for size in (16 * 2**40 - 4096, 2**40, 2**38):
+            try:
+                out.truncate(size)
+                break
+            except OSError:
+                continue
+    loop.remount_ro()
+    giant_size = os.stat(giant).st_size
+    ctx.files += F.card_files(loop.mountpoint, skip=(b"DCIM/100MEDIA/DJI_0002.MP4",))
+    ctx.faults += 1
+    state = ctx.state()
+    run = ctx.run(loop.mountpoint, state, timeout=120)
+    ctx.row.notes.append(f"a {giant_size / 2**40:.1f} TiB file: exit {run.status}: {tail(run.stderr, 240)}")
+    if run.status not in (0, 1, 73) or (run.status == 73 and "staging area" not in run.stderr):
+        ctx.row.checks_failed.append(f"exit {run.status}, documented 1 (the file refused) or 73 (staging full, "
+                                     f"named): {tail(run.stderr)}")
+    staged = subprocess.run(["du", "-sk", state], capture_output=True, text=True).stdout.split()[0]
+    if int(staged) > 64 * 1024:
+        ctx.row.checks_failed.append(f"the state directory holds {staged} KiB after the giant")
+    ctx.finish(loop.mountpoint, state, resume_first=False, attempts=2)
+    loop.release()
+
+
+def links_and_mounts(same_file_system: bool):
+    """A card (a directory) holding a symlink to a host directory and one to a host file, and a
+    directory where the host's other file system (a tmpfs) is bind-mounted, or with
+    `same_file_system`, a host directory of the card's own file system: nothing from outside the
+    card may land (every host file's bytes are looked for in the bucket), the skips are reported."""
+    def scenario(ctx: Context) -> None:
+        host = ctx.card("host", [("secret.txt", 5000), ("keys/station.key", 3000)])
+        card = ctx.card("card", [(f"DCIM/100MEDIA/DJI_{i:04d}.JPG", 20000 + i) for i in range(1, 5)])
+        ctx.expect(card)  # before the links and mounts: the card's own files
+        os.symlink(host, os.path.join(card, "DCIM/LINKED"))
+        os.symlink(os.path.join(host, "secret.txt"), os.path.join(card, "DCIM/100MEDIA/DJI_9999.JPG"))
+        inside = os.path.join(card, "MOUNTED")
+        os.makedirs(inside)
+        if same_file_system:
+            source = host
+        else:
+            tmpfs = F.Tmpfs(os.path.join(ctx.dir, "hostfs"), "4m")
+            ctx.audit_hook = tmpfs.release
+            source = tmpfs.mountpoint
+            F.write_file(source, "tmpfs-secret.txt", ctx.rng.randbytes(4000))
+        subprocess.run(["mount", "--bind", source, inside], check=True)
+        def unmount() -> None:
+            subprocess.run(["umount", "-l", inside], check=False)
+
+        F.CLEANUP.push("bind mount", unmount)
+        ctx.forbidden = F.card_files(host) + ([] if same_file_system else F.card_files(source))
+        ctx.faults += 3
+        state = ctx.state()
+        try:
+            run = ctx.run(card, state, timeout=60)
+            skipped = {e.get("path"): e.get("reason") for e in run.events if e.get("event") == "skipped"}
+            failed = {e.get("path"): e.get("reason") for e in run.events if e.get("event") == "failed"}
+            for path in ("DCIM/LINKED", "DCIM/100MEDIA/DJI_9999.JPG", "MOUNTED"):
+                if path not in skipped and not any(f.startswith(path + "/") for f in failed):
+                    ctx.row.checks_failed.append(f"{path} not reported as skipped (skips: {skipped}, failed: {failed})")
+            ctx.row.notes.append(f"first run exit {run.status}; skipped {skipped}" + (f"; failed {failed}" if failed else ""))
+            ctx.finish(card, state, resume_first=False, attempts=2, timeout=60)
+        finally:
+            unmount()
+            F.CLEANUP.remove(unmount)
+    return scenario
+
+
+ESCAPE_NAMES: list[bytes] = [b"DCIM/title\x1b]0;pwned\x07.jpg", b"DCIM/clear\x1b[2J.jpg", b"DIR\x1b[31mred/inside.jpg"]
+
+
+def console_escapes(ctx: Context) -> None:
+    """Names holding terminal escape sequences (set the window title, clear the screen, red),
+    as files, a symlink and a FIFO (which are skipped and so named on the console): the console
+    output of an ingest (not --json, log level debug), `ingest scan --list` and `ingest ls` holds
+    no raw ESC or BEL byte, and the files land."""
+    card = os.path.join(ctx.dir, "card")
+    for name in ESCAPE_NAMES:
+        F.write_file(card, name, ctx.rng.randbytes(ctx.rng.randint(100, 5000)), CARD_MTIME)
+    ctx.expect(card)
+    os.symlink("nowhere", os.path.join(os.fsencode(card), b"link\x1b]0;pwned\x07"))
+    os.mkfifo(os.path.join(os.fsencode(card), b"fifo\x1b[2J"))
+    state = ctx.state()
+    ctx.faults += len(ESCAPE_NAMES) + 2
+    runs = {"ingest": ctx.run(card, state, json=False, timeout=60, env={"INGEST_LOG_LEVEL": "debug"})}
+    # Its own state directory, which knows no file yet: --list names every one.
+    runs["scan --list"] = ctx.command(["scan", card, "--list", "--config", ctx.config, "--state-dir",
+                                       ctx.state("scan-state")], timeout=30)
+    runs["ls"] = ctx.command(["ls", "--endpoint", ctx.h.proxy.endpoint, "--bucket", BUCKET, "--config", ctx.config,
+                              ctx.device_id + "/"], timeout=30)
+    for what, run in runs.items():
+        for byte, name in ((b"\x1b", "ESC"), (b"\x07", "BEL")):
+            at = run.output.find(byte)
+            if at >= 0:
+                ctx.row.checks_failed.append(f"{what}: a raw {name} on the console: {run.output[max(0, at - 40):at + 20]!r}")
+        if b"pwned" not in run.output or b"2J" not in run.output:
+            ctx.row.checks_failed.append(f"{what} did not show the names (exit {run.status}): nothing was checked")
+    ctx.finish(card, state, resume_first=False, attempts=2)
+
+
 # name, function, repetitions (full), in the short form?
 def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
     r = reps or (1 if short else 3)
@@ -758,6 +1024,16 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
     ]
     for kind in ("symlink-dev-zero", "fifo", "symlink-host-file", "65KiB", "tags-device", "nul-in-value"):
         out.append((f"ingest-scene.toml: {kind}", scene_file(kind), 1, True))
+    for fs in ("ext2", "ext3"):
+        out.append((f"hostile card: {fs} (not in [device] file_systems)", refused_file_system(fs), 1, fs == "ext2"))
+    out += [
+        ("hostile card: the station disk's UUID, then rescan", station_uuid_rescan, 1, True),
+        ("hostile card: dated 1901, 1969, 1970 and 2300", far_dates, 1, True),
+        ("hostile card: a 16 TiB sparse file between two photos", giant_sparse, 1, False),
+        ("hostile card: links and a mount of another file system", links_and_mounts(False), 1, True),
+        ("hostile card: a bind mount of the card's own file system", links_and_mounts(True), 1, False),
+        ("hostile card: escape sequences in names on the console", console_escapes, 1, True),
+    ]
     return [(name, fn, 1 if short else reps_, ) for name, fn, reps_, in_short in out if in_short or not short]
 
 

@@ -44,7 +44,8 @@ struct ScanCommand: AsyncParsableCommand {
                             JSONValue.line(["event": "would-stage", "path": .string(file.path.display), "size": .int(file.size)])
                                 + "\n")
                     } else {
-                        ReportOutput.standardOutput.write("\(file.path.display)\t\(file.size)\n")
+                        // The name escaped (a card's names are hostile), the tab between the columns not.
+                        ReportOutput.standardOutput.write("\(Printable.escaped(file.path.display))\t\(file.size)\n")
                     }
                 }
             }
