@@ -134,7 +134,7 @@ struct RunCommand: AsyncParsableCommand {
                         .run(device: device, ingestor: ingestor, sink: sink, stop: stop)
                 } catch {
                     switch error {
-                    case .deviceBusy, .volumeBusy: return notice(error, code: "busy")
+                    case .deviceBusy, .volumeBusy: return notice(error, code: "busy", json: common.json)
                     default: throw error
                     }
                 }
@@ -151,15 +151,6 @@ struct RunCommand: AsyncParsableCommand {
             ReportOutput.standardError.line("ingest: error: \(problem)")
         }
         if summary.exitStatus != .success { throw ExitCode(summary.exitStatus.rawValue) }
-    }
-
-    /// A second trigger for a card another process is ingesting: said, and a success.
-    private func notice(_ error: IngestError, code: String) {
-        if common.json {
-            ReportOutput.standardOutput.write(
-                JSONValue.line(["event": "notice", "code": .string(code), "message": .string(error.description)]) + "\n")
-        }
-        ReportOutput.standardError.line("ingest: \(error)")
     }
 
     /// After a clean stop on SIGTERM or SIGINT: said, then the death the signal asked for.
