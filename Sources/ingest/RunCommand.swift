@@ -13,7 +13,9 @@ struct RunCommand: AsyncParsableCommand {
             labels; if the file system is not mounted, mounts it read-only (ro,nosuid,nodev,noexec; \
             a clean ext3/ext4 journal is not even loaded) under $RUNTIME_DIRECTORY or \
             /run/ingest/cards, ingests it and unmounts it, also on errors and on SIGTERM; a mount \
-            that was there (under /media, /run/media or /mnt) is used and left alone. A device \
+            that was there (under /media or /run/media) is used and left alone. Without \
+            CAP_SYS_ADMIN (as in ingest@.service) it never mounts or unmounts: it ingests the card \
+            where `ingest mount-card` mounted it and leaves it to `ingest unmount-card`. A device \
             mounted at a system place (/, /boot, /home…) or holding no file system is refused. A \
             card another ingest is already ingesting is left to it: a notice, and exit status 0. \
             A card pulled out mid-copy ends its staging cleanly (exit 74): files not yet copied \

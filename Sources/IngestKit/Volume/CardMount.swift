@@ -122,8 +122,9 @@ public final class CardMount: Sendable {
         guard mayMount else {
             throw .mountFailed(
                 device: card.node, mountPoint: ours,
-                reason: "this process may not mount (it holds no CAP_SYS_ADMIN, like ingest@.service, whose "
-                    + "ExecStartPre mounts the card); mount it first with `ingest mount-card \(card.node)`, or run ingest as root")
+                reason: "this process may not mount (it holds no CAP_SYS_ADMIN: it is not root, or it is "
+                    + "ingest@.service's, whose ExecStartPre mounts the card); as root, mount it first with "
+                    + "`ingest mount-card \(card.node)`, or mount it under /media and ingest it by its path")
         }
         // Whatever is still mounted on our directory belongs to a card that has gone, or is
         // not mounted the way ingest mounts a card (writable, or with programs runnable).
@@ -163,7 +164,7 @@ public final class CardMount: Sendable {
         let error = lastError ?? SystemError(call: "mount", errno: EINVAL, path: path)
         switch error.errno {
         case ENODEV: throw failure("this kernel cannot mount \(card.fsType) file systems (load its module: modprobe \(card.fsType))")
-        case EPERM, EACCES: throw failure("not permitted (\(error.reason)); mounting needs root")
+        case EPERM, EACCES: throw failure("not permitted (\(error.reason)); mounting needs root with CAP_SYS_ADMIN")
         case EBUSY: throw failure("the device is busy (\(error.reason)); is it in use elsewhere?")
         default: throw failure("\(error.reason); the file system may be damaged or not \(card.fsType)")
         }
