@@ -1,8 +1,11 @@
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <unistd.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include "system_shims.h"
 
 int ingest_start_writeback(int fd, int64_t offset, int64_t length) {
@@ -38,4 +41,12 @@ int ingest_name_this_thread(const char *name) {
 
 int ingest_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
     return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
+}
+
+int ingest_has_effective_capability(int capability) {
+    if (capability < 0 || capability >= 64) { errno = EINVAL; return -1; }
+    struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {{0}};
+    if (syscall(SYS_capget, &header, data) != 0) return -1;
+    return (data[capability / 32].effective >> (capability % 32)) & 1;
 }

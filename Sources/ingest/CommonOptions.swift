@@ -87,6 +87,16 @@ func fail(_ error: IngestError, json: Bool) -> ExitCode {
     return ExitCode(error.exitStatus.rawValue)
 }
 
+/// Says an error that is no failure (a second trigger for a card another process has: the
+/// other one does the work), as a notice event and a line on standard error.
+func notice(_ error: IngestError, code: String, json: Bool) {
+    if json {
+        ReportOutput.standardOutput.write(
+            JSONValue.line(["event": "notice", "code": .string(code), "message": .string(error.description)]) + "\n")
+    }
+    ReportOutput.standardError.line("ingest: \(error)")
+}
+
 /// Logs with what a card controls made printable (``Printable``): a file name with a
 /// newline or an escape sequence cannot forge a line in journald or drive the terminal.
 struct PrintableLogHandler: LogHandler {

@@ -18,6 +18,8 @@ struct Ingest: AsyncParsableCommand {
             ingest abort <id>
             ingest forget <id>
             ingest ls [<prefix>] [--endpoint <url>] [--bucket <name>]
+            ingest mount-card <node>
+            ingest unmount-card <node>
             """,
         discussion: """
             `ingest PATH` scans the card mounted at PATH (or any directory), copies every new \
@@ -30,8 +32,10 @@ struct Ingest: AsyncParsableCommand {
             Three ways to run it:
               by hand       ingest /media/sd
               on insertion  udev starts ingest@<name>.service, which runs
-                            `ingest --device /dev/<name>` (`make install` puts
-                            the rule and units in place); or `ingest watch`
+                            `ingest mount-card`, then `ingest --device /dev/<name>`
+                            without CAP_SYS_ADMIN, then `ingest unmount-card`
+                            (`make install` puts the rule and units in place);
+                            or `ingest watch`
               nightly       `ingest rescan`, from ingest-rescan.timer or cron:
                             pending uploads, mounted cards, staging clean-up
 
@@ -56,7 +60,8 @@ struct Ingest: AsyncParsableCommand {
         version: BuildInfo.versionLine,
         subcommands: [
             RunCommand.self, ScanCommand.self, StatusCommand.self, ResumeCommand.self, AbortCommand.self,
-            ForgetCommand.self, ListCommand.self, WatchCommand.self, RescanCommand.self,
+            ForgetCommand.self, ListCommand.self, WatchCommand.self, RescanCommand.self, MountCardCommand.self,
+            UnmountCardCommand.self,
         ],
         defaultSubcommand: RunCommand.self
     )

@@ -13,7 +13,9 @@ struct RunCommand: AsyncParsableCommand {
             labels; if the file system is not mounted, mounts it read-only (ro,nosuid,nodev,noexec; \
             a clean ext3/ext4 journal is not even loaded) under $RUNTIME_DIRECTORY or \
             /run/ingest/cards, ingests it and unmounts it, also on errors and on SIGTERM; a mount \
-            that was there (under /media, /run/media or /mnt) is used and left alone. A device \
+            that was there (under /media or /run/media) is used and left alone. Without \
+            CAP_SYS_ADMIN (as in ingest@.service) it never mounts or unmounts: it ingests the card \
+            where `ingest mount-card` mounted it and leaves it to `ingest unmount-card`. A device \
             mounted at a system place (/, /boot, /home…) or holding no file system is refused. A \
             card another ingest is already ingesting is left to it: a notice, and exit status 0. \
             A card pulled out mid-copy ends its staging cleanly (exit 74): files not yet copied \
@@ -134,7 +136,7 @@ struct RunCommand: AsyncParsableCommand {
                         .run(device: device, ingestor: ingestor, sink: sink, stop: stop)
                 } catch {
                     switch error {
-                    case .deviceBusy, .volumeBusy: return notice(error, code: "busy")
+                    case .deviceBusy, .volumeBusy: return notice(error, code: "busy", json: common.json)
                     default: throw error
                     }
                 }
@@ -151,15 +153,6 @@ struct RunCommand: AsyncParsableCommand {
             ReportOutput.standardError.line("ingest: error: \(problem)")
         }
         if summary.exitStatus != .success { throw ExitCode(summary.exitStatus.rawValue) }
-    }
-
-    /// A second trigger for a card another process is ingesting: said, and a success.
-    private func notice(_ error: IngestError, code: String) {
-        if common.json {
-            ReportOutput.standardOutput.write(
-                JSONValue.line(["event": "notice", "code": .string(code), "message": .string(error.description)]) + "\n")
-        }
-        ReportOutput.standardError.line("ingest: \(error)")
     }
 
     /// After a clean stop on SIGTERM or SIGINT: said, then the death the signal asked for.

@@ -158,4 +158,49 @@ import Testing
             #expect(!calls.contains { ["unshare", "setns"].contains($0.name) || $0.arguments.contains("CLONE_NEW") })
         }
     }
+
+    /// ingest@.service's main process, run as the unit runs it (``CardService``: its own
+    /// mount namespace, no CAP_SYS_ADMIN) on a card `ingest mount-card` mounted, ingests and
+    /// uploads it; every call it makes is in the unit's filter, and none mounts, unmounts or
+    /// opens the card's device (the filter would refuse the first two anyway).
+    @Test(needsRoot, .timeLimit(.minutes(5)))
+    func theCardServicesMainProcessNeitherMountsNorOpensTheCardsDeviceAndStaysInItsFilter() throws {
+        let udev = try Udevd()
+        defer { udev.stop() }
+        let destination = try CardDestination()
+        let (card, sums) = try pulledOutCard(sizeMiB: 64, label: "TRACED", small: 6, big: 1, bigMiB: 12)
+        try card.insert()
+        let state = TemporaryDirectory()
+        let work = TemporaryDirectory()
+        let environment = CardService.environment(destination.environment)
+        let mounted = try CardService.mountCard(card.device, state: state, environment: environment)
+        #expect(mounted.status == 0, "\(mounted.stderr)")
+        defer { _ = try? CardService.unmountCard(card.device) }
+
+        let trace = work.path + "/trace"
+        let ingested = try CardService.main(
+            ["--device", card.device, "--json", "--state-dir", state.path] + destination.arguments, environment: environment,
+            trace: trace)
+        #expect(ingested.status == 0, "\(ingested.stderr)")
+        #expect(ingested.events("uploaded").count == sums.count)
+
+        let calls = try Self.calls(inTrace: trace)
+        #expect(calls.count > 1000, "strace recorded the run")
+        let made = Set(calls.map(\.name))
+        let allowed = try Self.allowedSystemCalls("ingest@.service")
+        #expect(made.subtracting(allowed).isEmpty, "ingest@.service refuses \(made.subtracting(allowed).sorted())")
+        let mounting: Set = [
+            "mount", "umount", "umount2", "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+            "pivot_root",
+        ]
+        #expect(made.isDisjoint(with: mounting), "\(made.intersection(mounting).sorted())")
+        #expect(allowed.isDisjoint(with: mounting), "the filter refuses \(allowed.intersection(mounting).sorted()) too")
+        #expect(!calls.contains { $0.name.hasPrefix("open") && $0.arguments.contains("\"\(card.device)\"") }, "the device is never opened")
+
+        let unit = "ingest@.service"
+        #expect(try Self.setting("CapabilityBoundingSet", of: unit) == "CAP_DAC_READ_SEARCH")
+        #expect(try Self.setting("ExecStartPre", of: unit) == "+@BINDIR@/ingest mount-card /dev/%I")
+        #expect(try Self.setting("ExecStopPost", of: unit) == "+@BINDIR@/ingest unmount-card /dev/%I")
+        #expect(try Self.setting("PrivateMounts", of: unit) == "yes")
+    }
 }

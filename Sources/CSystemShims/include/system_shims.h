@@ -41,4 +41,8 @@ int ingest_name_this_thread(const char *name);
 /// (posix_spawn_file_actions_addclosefrom_np, glibc 2.34): nothing of the parent leaks in.
 int ingest_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
 
+/// Whether the calling thread holds `capability` (a CAP_* number) in its effective set
+/// (capget): 1 if it does, 0 if not, -1 with errno set when the kernel cannot say.
+int ingest_has_effective_capability(int capability);
+
 #endif

@@ -30,6 +30,40 @@ public struct DeviceIngest: Sendable {
     /// removal or a shutdown ends the wait at once.
     public static let cloneWait: Duration = .seconds(12 * 3600)
 
+    /// Steps 1 to 4: the card at `node` checked, its device's lock taken and its file system
+    /// found or mounted. What ``run(device:ingestor:sink:stop:)`` ingests, and all that
+    /// `ingest mount-card` does (the ingest@ unit's privileged step), so both take a card by
+    /// the same checks. The caller releases the lock; the mount is released by whoever owns
+    /// it (``CardMount/release()``, or ``unmountPlace(ofDevice:)``).
+    public func attach(device node: String) throws(IngestError) -> (mount: CardMount, lock: VolumeLock) {
+        let card = try CardDevice.inspect(node: node)
+        let table: MountTable
+        do { table = try MountTable.current() } catch {
+            throw .notACard(device: node, reason: "cannot read /proc/self/mountinfo: \(error)")
+        }
+        try policy.checkNotSystem(card.mounts(in: table), device: node)
+        let lock = try state.lockDevice(kernelName: card.kernelName, node: node)
+        do throws(IngestError) {
+            return (try CardMount.prepare(card, policy: policy, logger: logger), lock)
+        } catch {
+            lock.release()
+            throw error
+        }
+    }
+
+    /// `ingest unmount-card`: unmounts whatever is mounted at the place ingest mounts the card
+    /// of `node` (``MountPolicy/mountPoint(forKernelName:)``) and removes its directory;
+    /// nothing else. The device need not exist any more: a card pulled out is unmounted by
+    /// the name it had. Returns the place.
+    public static func unmountPlace(ofDevice node: String, policy: MountPolicy) throws(IngestError) -> String {
+        let kernelName = try CardDevice.kernelName(ofNode: node)
+        let place = policy.mountPoint(forKernelName: kernelName)
+        if let problem = CardMount.unmount(at: place) {
+            throw .unmountFailed(device: node, mountPoint: place, reason: problem.reason)
+        }
+        return place
+    }
+
     /// Ingests the card at `node` with `ingestor`. Throws `.deviceBusy` when another process
     /// has this device: a second trigger, which the caller reports as a notice. A card whose
     /// identity another process is ingesting from another device waits for it.
@@ -39,14 +73,7 @@ public struct DeviceIngest: Sendable {
         let mount: CardMount
         let lock: VolumeLock
         do throws(IngestError) {
-            let card = try CardDevice.inspect(node: node)
-            let table: MountTable
-            do { table = try MountTable.current() } catch {
-                throw .notACard(device: node, reason: "cannot read /proc/self/mountinfo: \(error)")
-            }
-            try policy.checkNotSystem(card.mounts(in: table), device: node)
-            lock = try state.lockDevice(kernelName: card.kernelName, node: node)
-            mount = try CardMount.prepare(card, policy: policy, logger: logger)
+            (mount, lock) = try attach(device: node)
         } catch {
             // Nothing was queued: the runner ends at once.
             if let upload = ingestor.upload { _ = await upload.runner.finish() }

@@ -12,8 +12,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable, Codable {
     /// too large, setting the station's labels). Checked before anything is uploaded.
     case dataError = 65
     /// The path to ingest does not exist, is not a directory, or cannot be read; or the
-    /// device is not a card ingest may take (no file system, mounted at a system place) or
-    /// cannot be mounted.
+    /// device is not a card ingest may take (no file system, mounted at a system place, a
+    /// file-system type not allowed) or cannot be mounted or unmounted.
     case noInput = 66
     /// The S3 endpoint (or, for `watch`, udev) could not be reached, or kept failing; staged
     /// files wait for the next run.
@@ -42,7 +42,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable, Codable {
         case .usage: "the command line is wrong"
         case .dataError: "tags or metadata are invalid (a key with two values, a reserved key, S3's limits), or the card's scene file is refused"
         case .unavailable: "the S3 endpoint (or udev, for watch) cannot be reached or keeps failing; staged files wait for the next run"
-        case .noInput: "the path does not exist or cannot be read; or the device is not a card, is mounted at a system place, or cannot be mounted"
+        case .noInput: "the path does not exist or cannot be read; or the device is not a card, is mounted at a system place, has a file-system type not allowed, or cannot be mounted or unmounted"
         case .software: "internal error (a bug: please report it)"
         case .cantCreate: "the state directory or staging area cannot be written, or is full"
         case .ioError: "the card failed or was removed while it was read"
@@ -75,6 +75,9 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     case fileSystemRefused(device: String, fsType: String, allowed: [String])
     /// The card's file system could not be mounted (or its mount point made).
     case mountFailed(device: String, mountPoint: String, reason: String)
+    /// What ingest mounted for the card could not be unmounted (`ingest unmount-card`), or
+    /// the device names no place ingest mounts at.
+    case unmountFailed(device: String, mountPoint: String, reason: String)
     /// Another ingest process holds the card's device (it is mounting or ingesting it).
     case deviceBusy(device: String, lockPath: String)
     /// udev's event monitor cannot be used (`ingest watch`).
@@ -100,7 +103,7 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case .stagingFull, .stagingUnwritable, .stateUnusable, .metricsUnwritable: .cantCreate
         case .volumeBusy, .deviceBusy: .busy
         case .volumeLost: .ioError
-        case .notACard, .systemDevice, .mountFailed, .fileSystemRefused: .noInput
+        case .notACard, .systemDevice, .mountFailed, .unmountFailed, .fileSystemRefused: .noInput
         case .udevUnavailable: .unavailable
         case .upload(let error): error.exitStatus
         case .labels: .dataError
@@ -156,6 +159,9 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
                 + "a crafted card can reach). If this card is yours, add \(fsType) to [device] file_systems"
         case let .mountFailed(device, mountPoint, reason):
             return "cannot mount \(device) read-only at \(mountPoint): \(reason)."
+        case let .unmountFailed(device, mountPoint, reason):
+            return "cannot unmount \(device) from \(mountPoint): \(reason). Nothing is lost; "
+                + "see what holds it with `fuser -vm \(mountPoint)`, then run `ingest unmount-card \(device)` again."
         case let .deviceBusy(device, lockPath):
             return "\(device) is being ingested by another ingest process (lock \(lockPath)); "
                 + "nothing to do now, it will finish there."

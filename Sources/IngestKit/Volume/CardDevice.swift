@@ -134,6 +134,21 @@ public struct CardDevice: Sendable, Equatable {
             major: udev.major, minor: udev.minor, fsType: fsType, properties: properties)
     }
 
+    /// The kernel name of the device `node` names, without asking udev or even needing the
+    /// device to exist (a card pulled out): the last component of the node, after resolving
+    /// links when it still resolves (`/dev/disk/by-uuid/…` names `sdb1`).
+    public static func kernelName(ofNode node: String) throws(IngestError) -> String {
+        let resolved = realpath(node, nil).map { pointer in
+            defer { free(pointer) }
+            return String(cString: pointer)
+        }
+        let name = baseName(resolved ?? node)
+        guard node.hasPrefix("/"), !name.isEmpty, name != ".", name != ".." else {
+            throw .notACard(device: node, reason: "give the card's device node, like /dev/sdb1")
+        }
+        return name
+    }
+
     static func baseName(_ path: String) -> String {
         path.split(separator: "/").last.map(String.init) ?? path
     }

@@ -1,3 +1,4 @@
+import CSystemShims
 import Glibc
 import Logging
 
@@ -64,12 +65,29 @@ enum MountOptions {
     }
 }
 
+/// Whether this process may mount and unmount: whether it holds `CAP_SYS_ADMIN`. Root run by
+/// hand does; the main process of `ingest@.service` does not, and finds the card mounted by
+/// the unit's `ExecStartPre=+ingest mount-card`.
+enum MountPrivilege {
+    /// `CAP_SYS_ADMIN` of linux/capability.h.
+    private static let sysAdmin: Int32 = 21
+
+    static var held: Bool { ingest_has_effective_capability(sysAdmin) == 1 }
+}
+
+extension MountEntry {
+    /// Read-only, and nothing on it can run, be set-uid or be opened as a device: a mount as
+    /// ingest makes one, which may be used again.
+    public var isInert: Bool { ["ro", "nosuid", "nodev", "noexec"].allSatisfy(options.contains) }
+}
+
 /// A card's file system where ingest reads it: a mount that was there (left alone), or one
 /// ingest made, which ``release()`` unmounts and whose directory it removes.
 public final class CardMount: Sendable {
     public let path: String
     public let device: String
-    /// Made by ingest (now or by a run that died before unmounting): unmounted on release.
+    /// Made by ingest (now, by `ingest mount-card`, or by a run that died before unmounting)
+    /// and this process may unmount it: unmounted on release.
     public let isOurs: Bool
 
     init(path: String, device: String, isOurs: Bool) {
@@ -80,6 +98,10 @@ public final class CardMount: Sendable {
 
     /// Finds the card's file system mounted at a place for removable media, or mounts it
     /// read-only under the policy's runtime directory. Call with the device's lock held.
+    ///
+    /// A process without `CAP_SYS_ADMIN` (the ingest@ unit's main process) never mounts or
+    /// unmounts: it uses the mount `ingest mount-card` made at the card's place and leaves
+    /// it to `ingest unmount-card`.
     public static func prepare(_ card: CardDevice, policy: MountPolicy, logger: Logger) throws(IngestError) -> CardMount {
         let ours = policy.mountPoint(forKernelName: card.kernelName)
         let table: MountTable
@@ -89,14 +111,23 @@ public final class CardMount: Sendable {
         let mounts = card.mounts(in: table)
         try policy.checkNotSystem(mounts, device: card.node)
         try policy.checkFileSystem(card)
-        if let leftover = mounts.first(where: { $0.root == "/" && $0.mountPoint == ours }) {
-            // Mounted by an ingest that died before unmounting: ours to use and to unmount.
-            return CardMount(path: leftover.mountPoint, device: card.node, isOurs: true)
+        let mayMount = MountPrivilege.held
+        if let made = mounts.first(where: { $0.root == "/" && $0.mountPoint == ours }), made.isInert || !mayMount {
+            // Mounted by `ingest mount-card`, or by an ingest that died before unmounting.
+            return CardMount(path: ours, device: card.node, isOurs: mayMount)
         }
-        if let existing = mounts.first(where: { $0.root == "/" }) {
+        if let existing = mounts.first(where: { $0.root == "/" && $0.mountPoint != ours }) {
             return CardMount(path: existing.mountPoint, device: card.node, isOurs: false)
         }
-        // Whatever is still mounted on our directory belongs to a card that has gone.
+        guard mayMount else {
+            throw .mountFailed(
+                device: card.node, mountPoint: ours,
+                reason: "this process may not mount (it holds no CAP_SYS_ADMIN: it is not root, or it is "
+                    + "ingest@.service's, whose ExecStartPre mounts the card); as root, mount it first with "
+                    + "`ingest mount-card \(card.node)`, or mount it under /media and ingest it by its path")
+        }
+        // Whatever is still mounted on our directory belongs to a card that has gone, or is
+        // not mounted the way ingest mounts a card (writable, or with programs runnable).
         for stale in table.entries where stale.mountPoint == ours {
             logger.notice("removing a stale mount", metadata: ["mount_point": "\(ours)", "source": "\(stale.source)"])
             _ = umount2(ours, Int32(MNT_DETACH))
@@ -107,9 +138,6 @@ public final class CardMount: Sendable {
 
     private static func mount(_ card: CardDevice, at path: String, logger: Logger) throws(IngestError) {
         func failure(_ reason: String) -> IngestError { .mountFailed(device: card.node, mountPoint: path, reason: reason) }
-        guard geteuid() == 0 else {
-            throw failure("mounting needs root; mount the card yourself (under /media or /mnt) and run ingest on its mount point")
-        }
         do { try makePrivateDirectories(path) } catch { throw failure("cannot create the directory: \(error.reason)") }
         let superblock = ExtSuperblock.read(node: card.node)
         var data = MountOptions.data(fsType: card.fsType, superblock: superblock)
@@ -136,7 +164,7 @@ public final class CardMount: Sendable {
         let error = lastError ?? SystemError(call: "mount", errno: EINVAL, path: path)
         switch error.errno {
         case ENODEV: throw failure("this kernel cannot mount \(card.fsType) file systems (load its module: modprobe \(card.fsType))")
-        case EPERM, EACCES: throw failure("not permitted (\(error.reason)); mounting needs root")
+        case EPERM, EACCES: throw failure("not permitted (\(error.reason)); mounting needs root with CAP_SYS_ADMIN")
         case EBUSY: throw failure("the device is busy (\(error.reason)); is it in use elsewhere?")
         default: throw failure("\(error.reason); the file system may be damaged or not \(card.fsType)")
         }
@@ -153,18 +181,30 @@ public final class CardMount: Sendable {
         return result == 0 ? 0 : errno
     }
 
-    /// Unmounts what ingest mounted (lazily when something still holds it: a card pulled
-    /// mid-read can leave it busy) and removes its directory; leaves any other mount alone.
-    /// Returns what went wrong, for the log; nothing is lost either way.
+    /// Unmounts what ingest mounted and removes its directory (see ``unmount(at:)``); leaves
+    /// any other mount alone. Returns what went wrong, for the log; nothing is lost either way.
     @discardableResult
     public func release() -> SystemError? {
         guard isOurs else { return nil }
-        if umount2(path, 0) != 0 {
+        return Self.unmount(at: path)
+    }
+
+    /// Unmounts whatever is mounted at `path` (each of them, when mounts are stacked there;
+    /// lazily when something still holds one: a card pulled mid-read can leave it busy) and
+    /// removes the directory. Touches no other mount point, and is done at once when nothing
+    /// is mounted there. Returns what went wrong.
+    @discardableResult
+    public static func unmount(at path: String) -> SystemError? {
+        // Bounded: each call takes the top mount off, and a place holds one or two at most.
+        unmounting: for _ in 0..<16 {
+            if umount2(path, Int32(UMOUNT_NOFOLLOW)) == 0 { continue }
             let error = SystemError.last("umount", path: path)
             switch error.errno {
-            case EINVAL, ENOENT: break  // not mounted (any more)
+            case EINVAL, ENOENT: break unmounting  // nothing (more) mounted there
             case EBUSY:
-                if umount2(path, Int32(MNT_DETACH)) != 0 { return SystemError.last("umount2 (detach)", path: path) }
+                if umount2(path, Int32(MNT_DETACH) | Int32(UMOUNT_NOFOLLOW)) != 0 {
+                    return SystemError.last("umount2 (detach)", path: path)
+                }
             default: return error
             }
         }
