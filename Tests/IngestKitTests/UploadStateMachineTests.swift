@@ -311,6 +311,26 @@ private func roundTrip(_ snapshot: Machine.Snapshot) throws -> Machine.Snapshot 
         #expect(actions.last == .createUpload)
     }
 
+    /// A Complete given up after its retries may have reached the server: the journal keeps
+    /// `completing`, so the next run looks for the object before listing an upload that may
+    /// be gone and sending every part again.
+    @Test func aCompleteGivenUpLeavesCompletingSoTheNextRunLooksForTheObjectFirst() throws {
+        var machine = try newMachine(window: 5)
+        _ = machine.start()
+        _ = machine.uploadCreated(uploadID: "U1")
+        var snapshot: Machine.Snapshot?
+        for n in 1...5 {
+            let actions = machine.partAcknowledged(uploadID: "U1", number: n, etag: "e\(n)")
+            if let persisted = try? persisted(actions), persisted.phase == .completing { snapshot = persisted }
+        }
+        #expect(snapshot?.phase == .completing)
+        let failure = UploadFailure.requestFailed(request: "CompleteMultipartUpload", reason: "all 3 attempts failed")
+        #expect(machine.completeFailed(.fail(.attemptsExhausted(attempts: 3))) == [.finish(.failed(failure))])
+
+        var resumed = Machine(resuming: try roundTrip(try #require(snapshot)), configuration: .init())
+        #expect(resumed.start() == [.verify])
+    }
+
     // MARK: the object already exists
 
     @Test func aKillBetweenCompleteAndTheJournalEndsWithoutSendingAPart() throws {

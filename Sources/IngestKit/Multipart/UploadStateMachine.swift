@@ -496,7 +496,13 @@ public struct UploadStateMachine: Sendable {
             state = .verifying(uploadID: uploadID, purpose: .completeLostUpload)
             return [.verify]
         case let .fail(reason):
-            return fail(.requestFailed(request: "CompleteMultipartUpload", reason: Self.text(reason)))
+            // The request may have reached the server and its answer been lost: the object
+            // may be in place and the upload gone. The journal keeps `completing`, so the
+            // next run looks for the object first; `failed` would have it list the parts
+            // of an upload that is gone and send every part again.
+            let failure = UploadFailure.requestFailed(request: "CompleteMultipartUpload", reason: Self.text(reason))
+            state = .done(.failed(failure), uploadID: uploadID)
+            return [.finish(.failed(failure))]
         default:
             impossible("completeFailed(\(decision))")
         }

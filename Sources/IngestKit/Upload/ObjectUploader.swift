@@ -56,8 +56,8 @@ public struct UploadSettings: Sendable, Equatable {
 /// group and are fed to the machine one at a time.
 struct ObjectUploader: Sendable {
     private(set) var record: UploadRecord
-    let client: S3Client
-    let journal: Journal
+    let client: any ObjectStore
+    let journal: any UploadLog
     /// The staged copy the object is read from.
     let stagedPath: String
     let limiter: TransferLimiter
@@ -668,7 +668,7 @@ struct ObjectUploader: Sendable {
     /// `UNSIGNED-PAYLOAD` where TLS (or the loopback) protects the body; its SHA-256 over
     /// plain HTTP to another host, or with `[upload] sign_payloads` (``PayloadHash``).
     private func bodyHash(of range: (offset: Int64, length: Int64)) async -> Result<PayloadHash, SystemError> {
-        guard settings.signPayloads || client.destination.endpoint.isPlainHTTPOverNetwork else { return .success(.unsigned) }
+        guard settings.signPayloads || client.bodiesCrossPlainHTTP else { return .success(.unsigned) }
         let path = stagedPath
         return await onDedicatedThread("ingest-sha256") { () -> Result<PayloadHash, SystemError> in
             Result { () throws(SystemError) in try PayloadHash.ofFile(path: path, offset: range.offset, length: range.length) }

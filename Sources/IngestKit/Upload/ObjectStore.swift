@@ -1,0 +1,97 @@
+import Foundation
+
+/// The S3 operations one upload makes, as the uploader sees them: ``S3Client`` is the real
+/// store, and unit tests drive ``ObjectUploader`` with a scripted one that fails each way
+/// the S3 contract allows, at each step.
+///
+/// Every operation throws ``S3ClientError`` after its own retries (the store's business):
+/// the uploader decides only what a failure that outlived them means.
+protocol ObjectStore: Sendable {
+    /// Bodies go to another host over plain HTTP, so each is signed with its SHA-256
+    /// (``PayloadHash``) rather than sent as `UNSIGNED-PAYLOAD`.
+    var bodiesCrossPlainHTTP: Bool { get }
+
+    /// HeadObject; nil when there is no object at `key`. `checksumMode` asks for the
+    /// object's checksums (`x-amz-checksum-mode: ENABLED`).
+    func headObject(key: String, checksumMode: Bool) async throws(S3ClientError) -> ObjectHead?
+    /// PutObject of the whole body; returns its ETag.
+    func putObject(key: String, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header]) async throws(S3ClientError)
+        -> String
+    /// CreateMultipartUpload; returns the server's upload ID.
+    func createMultipartUpload(key: String, headers: [SigV4Header]) async throws(S3ClientError) -> String
+    /// UploadPart; returns the part's ETag exactly as sent.
+    func uploadPart(
+        key: String, uploadID: String, partNumber: Int, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header]
+    ) async throws(S3ClientError) -> String
+    /// ListParts, every page.
+    func listParts(key: String, uploadID: String) async throws(S3ClientError) -> [ListedPart]
+    /// CompleteMultipartUpload; returns the object's ETag.
+    func completeMultipartUpload(key: String, uploadID: String, parts: [CompletedPart], headers: [SigV4Header])
+        async throws(S3ClientError) -> String
+    /// AbortMultipartUpload; an upload the server no longer knows counts as aborted.
+    func abortMultipartUpload(key: String, uploadID: String) async throws(S3ClientError)
+    /// Aborts `known` and every other unfinished multipart upload at exactly `key`.
+    @discardableResult
+    func abortUploads(key: String, known: String?) async throws(S3ClientError) -> Int
+}
+
+extension ObjectStore {
+    func headObject(key: String) async throws(S3ClientError) -> ObjectHead? {
+        try await headObject(key: key, checksumMode: false)
+    }
+}
+
+extension S3Client: ObjectStore {
+    var bodiesCrossPlainHTTP: Bool { destination.endpoint.isPlainHTTPOverNetwork }
+}
+
+/// The journal writes one upload makes, each committed before the uploader goes on, so the
+/// journal is never ahead of the server. ``Journal`` is the real log.
+protocol UploadLog: Sendable {
+    /// Where the log is, for messages about it.
+    var path: String { get }
+    /// What the state machine says the multipart upload is now, parts as a difference.
+    func persist(
+        _ snapshot: UploadStateMachine.Snapshot, added: [UploadStateMachine.AcknowledgedPart], removed: [Int],
+        lastError: String?
+    ) async throws
+    /// The phase of an upload without parts (a single PutObject).
+    func setPhase(_ phase: UploadStateMachine.Phase, lastError: String?, ofUpload id: String) async throws
+    /// A failed run of the upload; returns whether it is quarantined now.
+    func noteFailure(_ message: String, ofUpload id: String, quarantineAfter: Int) async throws -> Bool
+    /// The object is in the bucket and verified.
+    func completeUpload(id: String, etag: String?) async throws
+    /// The upload starts again from nothing at `key`; returns it as it is now.
+    func restartUpload(id: String, key: String) async throws -> UploadRecord?
+    /// The staged copy is gone or wrong: the files go back to pending, the upload goes.
+    func restage(uploadID id: String, reason: String) async throws
+}
+
+extension Journal: UploadLog {
+    func persist(
+        _ snapshot: UploadStateMachine.Snapshot, added: [UploadStateMachine.AcknowledgedPart], removed: [Int],
+        lastError: String?
+    ) async throws {
+        try await persist(snapshot, added: added, removed: removed, lastError: lastError, at: Date())
+    }
+
+    func setPhase(_ phase: UploadStateMachine.Phase, lastError: String?, ofUpload id: String) async throws {
+        try await setPhase(phase, lastError: lastError, ofUpload: id, at: Date())
+    }
+
+    func noteFailure(_ message: String, ofUpload id: String, quarantineAfter: Int) async throws -> Bool {
+        try await noteFailure(message, ofUpload: id, quarantineAfter: quarantineAfter, at: Date())
+    }
+
+    func completeUpload(id: String, etag: String?) async throws {
+        try await completeUpload(id: id, etag: etag, at: Date())
+    }
+
+    func restartUpload(id: String, key: String) async throws -> UploadRecord? {
+        try await restartUpload(id: id, key: key, at: Date())
+    }
+
+    func restage(uploadID id: String, reason: String) async throws {
+        try await restage(uploadID: id, reason: reason, at: Date())
+    }
+}

@@ -1,0 +1,281 @@
+import Foundation
+import Testing
+
+@testable import IngestKit
+
+/// The uploader driven through a ``ScriptedStore``: each failure the S3 contract allows, at
+/// each step of a single PutObject and of a multipart upload, with what the real journal
+/// says after each run and what the bucket holds. No server, no network: the store keeps
+/// S3's rules and fails on cue.
+@Suite struct ObjectUploaderTests {
+    static let key = "station/2026-06-01/DJI-1a2b3c4d/DCIM/DJI_0001.JPG"
+    static let partSize: Int64 = 5 << 20
+
+    /// One staged file, its journal and a store: what an uploader needs.
+    struct Bench {
+        let directory = TemporaryDirectory()
+        let store = ScriptedStore()
+        let journal: Journal
+        let bytes: [UInt8]
+        let fingerprint: Fingerprint
+        let stagedPath: String
+        let uploadID: String
+        let partSize: Int64?
+
+        let volume = VolumeIdentity(
+            key: "uuid:1A2B-3C4D", rootPath: "/media/card", mountPoint: "/media/card", pathInFileSystem: "/",
+            fsType: "vfat", device: nil)
+        static let target = UploadTarget(endpoint: "http://127.0.0.1:9", bucket: "cards", region: "us-east-1", addressing: .path)
+
+        /// A file of `size` random bytes, staged and claimed: multipart with `partSize`,
+        /// a single PutObject without.
+        init(size: Int, partSize: Int64?) async throws {
+            self.partSize = partSize
+            journal = try Journal(path: directory.path + "/journal.sqlite")
+            try await journal.noteVolume(volume)
+            bytes = randomBytes(size)
+            let scratch = try directory.write("scratch", bytes)
+            fingerprint = try Fingerprint.ofFile(at: scratch).0
+            let area = try StagingArea(root: directory.path + "/staging")
+            stagedPath = area.path(for: fingerprint)
+            try FileManager.default.createDirectory(
+                atPath: (stagedPath as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try FileManager.default.moveItem(atPath: scratch, toPath: stagedPath)
+            let file = ScannedFile(path: CardPath("DCIM/DJI_0001.JPG"), size: Int64(size), mtime: 1)
+            try await journal.record(
+                [.staged(StagedFile(file: file, fingerprint: fingerprint, deduplicated: false, verified: false))],
+                volumeKey: volume.key)
+            let claim = UploadClaim(
+                path: file.path, fingerprint: fingerprint, size: file.size, target: Self.target, key: ObjectUploaderTests.key,
+                headers: [SigV4Header("x-amz-meta-" + ObjectLabelKeys.fingerprint, fingerprint.hex)], partSize: partSize)
+            guard case .upload(let record) = try await journal.claim([claim], volumeKey: volume.key).first else {
+                throw CocoaError(.featureUnsupported)
+            }
+            uploadID = record.id
+        }
+
+        /// The upload and its parts as the journal has them now.
+        func journalled() async throws -> (UploadRecord, [UploadPartRecord]) {
+            try #require(try await journal.upload(id: uploadID))
+        }
+
+        func fileState() async throws -> FileState? {
+            try await journal.files(ofVolume: volume.key)[CardPath("DCIM/DJI_0001.JPG")]?.state
+        }
+
+        /// One run of the uploader from what the journal says, as a process would do it.
+        func run(resumed: Bool = false, confirming: Bool = false) async throws -> UploadResult {
+            let (record, parts) = try await journalled()
+            var settings = UploadSettings()
+            settings.partSize = partSize ?? ObjectUploaderTests.partSize
+            let uploader = ObjectUploader(
+                record: record, client: store, journal: journal, stagedPath: stagedPath,
+                limiter: TransferLimiter(maxRequests: 4, maxBytes: 1 << 30), settings: settings, sink: DiscardingSink(),
+                hooks: FaultHooks(), stop: StopFlag(), conditionalWrites: true)
+            return await uploader.run(parts: parts, resumed: resumed, checksums: nil, confirming: confirming)
+        }
+
+        /// The bucket holds the file's bytes at `key`, with its fingerprint.
+        func landed(at key: String = ObjectUploaderTests.key) -> Bool {
+            guard let object = store.objects[key] else { return false }
+            return object.bytes == bytes && object.metadata[ObjectLabelKeys.fingerprint] == fingerprint.hex
+        }
+    }
+
+    static func failed(_ result: UploadResult) -> UploadError? {
+        if case .failed(let error) = result { return error }
+        return nil
+    }
+
+    // MARK: a single PutObject
+
+    @Test func aSmallFileIsOnePutObjectAndTheJournalSaysUploaded() async throws {
+        let bench = try await Bench(size: 100_000, partSize: nil)
+        #expect(try await bench.journalled().0.phase == .created)
+
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+
+        #expect(bench.landed())
+        #expect(bench.store.calls(.put) == 1)
+        #expect(try await bench.journalled().0.phase == .completed)
+        #expect(try await bench.fileState() == .uploaded)
+    }
+
+    @Test func aPutObjectWhoseAnswerIsLostIsFoundByTheNextRunAndNotSentAgain() async throws {
+        let bench = try await Bench(size: 100_000, partSize: nil)
+        bench.store.script(.put, .after(ScriptedStore.connectionReset()))
+
+        let first = try await bench.run()
+        #expect(Self.failed(first)?.exitStatus == .unavailable)
+        let (record, _) = try await bench.journalled()
+        #expect(record.phase == .completing, "the journal knows a PutObject may have happened")
+        #expect(record.failures == 1)
+        #expect(try await bench.fileState() == .staged)
+
+        #expect(try await bench.run(resumed: true) == .uploaded(alreadyThere: true))
+        #expect(bench.store.calls(.put) == 1, "the object the lost answer made is found, not sent again")
+        #expect(bench.landed())
+        #expect(try await bench.fileState() == .uploaded)
+    }
+
+    @Test func aPutObjectRefusedAfterItsRetriesFailsAndIsSentByTheNextRun() async throws {
+        let bench = try await Bench(size: 100_000, partSize: nil)
+        bench.store.script(.put, .before(ScriptedStore.serverError()))
+
+        #expect(Self.failed(try await bench.run())?.exitStatus == .unavailable)
+        #expect(bench.store.objects.isEmpty)
+        #expect(try await bench.journalled().0.lastError?.contains("InternalError") == true)
+
+        #expect(try await bench.run(resumed: true) == .uploaded(alreadyThere: false))
+        #expect(bench.landed())
+        #expect(try await bench.journalled().0.lastError == nil)
+    }
+
+    @Test func aKeyHoldingOtherBytesSendsTheFileToItsAlternativeKeyAndReplacesNothing() async throws {
+        let bench = try await Bench(size: 100_000, partSize: nil)
+        let theirs = randomBytes(5_000)
+        bench.store.place(Self.key, bytes: theirs, metadata: [ObjectLabelKeys.fingerprint: "0123456789abcdef0123456789abcdef"])
+
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+
+        let alternative = try KeyTemplate.alternativeKey(Self.key, fingerprint: bench.fingerprint)
+        #expect(bench.store.objects[Self.key]?.bytes == theirs, "the other writer's object is untouched")
+        #expect(bench.landed(at: alternative))
+        #expect(try await bench.journalled().0.key == alternative)
+        #expect(try await bench.fileState() == .uploaded)
+    }
+
+    @Test func theSameBytesAlreadyAtTheKeyCountAsUploadedWithNothingSent() async throws {
+        let bench = try await Bench(size: 100_000, partSize: nil)
+        bench.store.place(Self.key, bytes: bench.bytes, metadata: [ObjectLabelKeys.fingerprint: bench.fingerprint.hex])
+
+        #expect(try await bench.run() == .uploaded(alreadyThere: true))
+        #expect(bench.store.objects.count == 1)
+        #expect(try await bench.fileState() == .uploaded)
+    }
+
+    // MARK: multipart
+
+    @Test func aMultipartUploadSendsEachPartOnceAndTheJournalKeepsNoPartsOnceItIsIn() async throws {
+        let bench = try await Bench(size: 12 << 20, partSize: Self.partSize)
+
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+
+        #expect(bench.landed())
+        #expect(bench.store.partsSent.sorted() == [1, 2, 3])
+        #expect(bench.store.openUploads.isEmpty)
+        let (record, parts) = try await bench.journalled()
+        #expect(record.phase == .completed)
+        #expect(parts.isEmpty)
+        #expect(try await bench.fileState() == .uploaded)
+    }
+
+    @Test func aPartRefusedAfterItsRetriesLeavesTheOthersJournalledAndTheNextRunSendsOnlyIt() async throws {
+        let bench = try await Bench(size: 12 << 20, partSize: Self.partSize)
+        bench.store.script(.uploadPart, call: 3, .before(ScriptedStore.serverError()))
+
+        #expect(Self.failed(try await bench.run())?.exitStatus == .unavailable)
+        let (record, parts) = try await bench.journalled()
+        #expect(record.phase == .failed)
+        #expect(record.uploadID != nil, "kept, so the next run lists its parts")
+        // Parts acknowledged after the failure ended the run are not journalled; the next
+        // run adopts them from ListParts (their ETags are the MD5s of the staged ranges).
+        #expect((1...2).contains(parts.count), "\(parts.map(\.number))")
+        #expect(bench.store.objects.isEmpty)
+
+        #expect(try await bench.run(resumed: true) == .uploaded(alreadyThere: false))
+        #expect(bench.store.partsSent.count == 3, "one part sent again, not three: \(bench.store.partsSent)")
+        #expect(bench.store.calls(.create) == 1)
+        #expect(bench.landed())
+    }
+
+    @Test func anUploadTheServerForgetsIsStartedAgainAndNoneIsLeftOpen() async throws {
+        let bench = try await Bench(size: 12 << 20, partSize: Self.partSize)
+        bench.store.script(.uploadPart, call: 2, .before(ScriptedStore.noSuchUpload()))
+
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+
+        #expect(bench.store.calls(.create) == 2)
+        #expect(bench.landed())
+        #expect(bench.store.openUploads.isEmpty, "the forgotten upload's id is aborted once the object is in")
+        #expect(try await bench.journalled().0.restartCount == 1)
+    }
+
+    @Test func aCompleteWhoseAnswerIsLostIsVerifiedByTheNextRunWithoutSendingAPart() async throws {
+        let bench = try await Bench(size: 12 << 20, partSize: Self.partSize)
+        bench.store.script(.complete, .after(ScriptedStore.connectionReset()))
+
+        let first = try await bench.run()
+        #expect(Self.failed(first)?.exitStatus == .unavailable)
+        let (record, parts) = try await bench.journalled()
+        #expect(record.phase == .completing)
+        #expect(parts.count == 3)
+
+        #expect(try await bench.run(resumed: true) == .uploaded(alreadyThere: true))
+        #expect(bench.store.partsSent.count == 3)
+        #expect(bench.store.calls(.complete) == 1)
+        #expect(bench.landed())
+        #expect(try await bench.journalled().1.isEmpty)
+    }
+
+    @Test func aCreateMultipartUploadWhoseAnswerIsLostLeavesNoOpenUploadOnceTheObjectIsIn() async throws {
+        let bench = try await Bench(size: 12 << 20, partSize: Self.partSize)
+        bench.store.script(.create, .after(ScriptedStore.connectionReset()))
+
+        #expect(Self.failed(try await bench.run()) != nil)
+        #expect(bench.store.openUploads.count == 1, "the server made an upload the journal never heard of")
+        #expect(try await bench.journalled().0.uploadID == nil)
+
+        #expect(try await bench.run(resumed: true) == .uploaded(alreadyThere: false))
+        #expect(bench.landed())
+        #expect(bench.store.openUploads.isEmpty)
+    }
+
+    @Test func aKeyTakenWhileThePartsWentIsNeverReplacedAndTheObjectGoesToItsAlternativeKey() async throws {
+        let bench = try await Bench(size: 12 << 20, partSize: Self.partSize)
+        let theirs = randomBytes(7_000)
+        bench.store.script(
+            .complete,
+            .anotherWriter(key: Self.key, bytes: theirs, metadata: [ObjectLabelKeys.fingerprint: String(repeating: "f", count: 32)]))
+
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+
+        let alternative = try KeyTemplate.alternativeKey(Self.key, fingerprint: bench.fingerprint)
+        #expect(bench.store.objects[Self.key]?.bytes == theirs, "Complete carried If-None-Match: the 412 kept theirs")
+        #expect(bench.landed(at: alternative))
+        #expect(bench.store.openUploads.isEmpty, "the upload at the taken key is aborted")
+        #expect(bench.store.calls(.create) == 2)
+        #expect(try await bench.journalled().0.key == alternative)
+        #expect(try await bench.fileState() == .uploaded)
+    }
+
+    // MARK: the staged copy and the journal's word
+
+    @Test func aStagedCopyChangedOnDiskIsNeverUploadedAndItsFileIsPendingAgain() async throws {
+        let bench = try await Bench(size: 12 << 20, partSize: Self.partSize)
+        let handle = try #require(FileHandle(forUpdatingAtPath: bench.stagedPath))
+        try handle.seek(toOffset: 1000)
+        try handle.write(contentsOf: [~bench.bytes[1000]])
+        try handle.close()
+
+        #expect(Self.failed(try await bench.run(resumed: true))?.exitStatus == .integrity)
+
+        #expect(bench.store.objects.isEmpty)
+        #expect(bench.store.partsSent.isEmpty)
+        #expect(try await bench.journal.upload(id: bench.uploadID) == nil, "the upload is dropped")
+        #expect(try await bench.fileState() == .pending, "the card's file is copied afresh next time")
+        #expect(!FileManager.default.fileExists(atPath: bench.stagedPath), "moved aside, never deleted")
+    }
+
+    @Test func contentTheJournalSaysIsInTheBucketButIsGoneIsSentAgainToTheSameKey() async throws {
+        let bench = try await Bench(size: 100_000, partSize: nil)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        bench.store.remove(Self.key)
+
+        #expect(try await bench.run(confirming: true) == .uploaded(alreadyThere: false))
+
+        #expect(bench.landed())
+        #expect(bench.store.calls(.put) == 2)
+        #expect(try await bench.journalled().0.phase == .completed)
+    }
+}

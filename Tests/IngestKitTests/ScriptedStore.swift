@@ -1,0 +1,225 @@
+import Foundation
+import Synchronization
+
+@testable import IngestKit
+
+/// A bucket in memory that keeps the S3 contract the uploader relies on, and fails on cue.
+///
+/// What it keeps: objects with their bytes and `x-amz-meta-*` metadata; `If-None-Match: *`
+/// refused with 412 when the key holds an object; multipart uploads with their parts by
+/// number (a part sent again replaces the earlier one), listed by `ListParts`, completed
+/// only with the ETags the parts were given, gone once completed or aborted; part ETags
+/// are the MD5 of the part, a multipart object's ETag is the MD5 of the parts' MD5s with
+/// `-N`, as S3 makes them.
+///
+/// What it scripts: the `n`th call of an operation can fail before it acts (the request
+/// never reached the server) or after (it acted, and the answer was lost on the way back),
+/// with any ``S3ClientError``. Every call is counted.
+final class ScriptedStore: ObjectStore {
+    enum Operation: Hashable, Sendable, CaseIterable {
+        case head, put, create, uploadPart, listParts, complete, abort, abortUploads
+    }
+
+    /// When a scripted failure strikes.
+    enum Fault: Sendable {
+        /// The request never reached the server.
+        case before(S3ClientError)
+        /// The server did what was asked; its answer was lost.
+        case after(S3ClientError)
+        /// Another writer puts an object at `key` just before this request arrives.
+        case anotherWriter(key: String, bytes: [UInt8], metadata: [String: String])
+    }
+
+    struct Object: Equatable, Sendable {
+        var bytes: [UInt8]
+        var metadata: [String: String]
+        var etag: String
+    }
+
+    struct Upload: Sendable {
+        var key: String
+        var metadata: [String: String]
+        var parts: [Int: [UInt8]] = [:]
+    }
+
+    private struct State {
+        var objects: [String: Object] = [:]
+        var uploads: [String: Upload] = [:]
+        var nextUploadID = 1
+        var calls: [Operation: Int] = [:]
+        var script: [Operation: [Int: Fault]] = [:]
+        var partsSent: [Int] = []
+    }
+
+    private let state = Mutex(State())
+    let bodiesCrossPlainHTTP = false
+
+    // MARK: the script and what happened
+
+    /// The `call`th call (from 1, counted from now on) of `operation` fails with `fault`.
+    func script(_ operation: Operation, call: Int = 1, _ fault: Fault) {
+        state.withLock { $0.script[operation, default: [:]][($0.calls[operation] ?? 0) + call] = fault }
+    }
+
+    func calls(_ operation: Operation) -> Int { state.withLock { $0.calls[operation] ?? 0 } }
+    /// The part numbers of every `UploadPart` that reached the server, in order.
+    var partsSent: [Int] { state.withLock { $0.partsSent } }
+    var objects: [String: Object] { state.withLock { $0.objects } }
+    /// Multipart uploads neither completed nor aborted.
+    var openUploads: [String: Upload] { state.withLock { $0.uploads } }
+
+    /// Puts an object there as another writer would.
+    func place(_ key: String, bytes: [UInt8], metadata: [String: String] = [:]) {
+        state.withLock { $0.objects[key] = Object(bytes: bytes, metadata: metadata, etag: Self.etag(of: bytes)) }
+    }
+
+    /// Deletes an object, as a lifecycle rule or a person would.
+    func remove(_ key: String) {
+        state.withLock { $0.objects[key] = nil }
+    }
+
+    static func preconditionFailed() -> S3ClientError {
+        .server(S3Error(status: 412, code: .preconditionFailed, message: "At least one of the pre-conditions you specified did not hold"), attempts: 1)
+    }
+    static func serverError(attempts: Int = 3) -> S3ClientError {
+        .server(S3Error(status: 500, code: .internalError, message: "We encountered an internal error"), attempts: attempts)
+    }
+    static func connectionReset() -> S3ClientError {
+        .transport(TransportError(kind: .connectionReset, code: 56, message: "Connection reset by peer"), attempts: 3)
+    }
+    static func noSuchUpload() -> S3ClientError {
+        .uploadGone(S3Error(status: 404, code: .noSuchUpload, message: "The specified upload does not exist"))
+    }
+
+    // MARK: ObjectStore
+
+    func headObject(key: String, checksumMode: Bool) async throws(S3ClientError) -> ObjectHead? {
+        try perform(.head) { state throws(S3ClientError) in
+            state.objects[key].map { ObjectHead(size: Int64($0.bytes.count), etag: $0.etag, metadata: $0.metadata) }
+        }
+    }
+
+    func putObject(key: String, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header]) async throws(S3ClientError)
+        -> String
+    {
+        let bytes = try Self.read(body)
+        return try perform(.put) { state throws(S3ClientError) in
+            if headers.contains(.ifNoneMatchAny), state.objects[key] != nil { throw Self.preconditionFailed() }
+            let object = Object(bytes: bytes, metadata: Self.metadata(headers), etag: Self.etag(of: bytes))
+            state.objects[key] = object
+            return object.etag
+        }
+    }
+
+    func createMultipartUpload(key: String, headers: [SigV4Header]) async throws(S3ClientError) -> String {
+        try perform(.create) { state throws(S3ClientError) in
+            let id = "upload-\(state.nextUploadID)"
+            state.nextUploadID += 1
+            state.uploads[id] = Upload(key: key, metadata: Self.metadata(headers))
+            return id
+        }
+    }
+
+    func uploadPart(
+        key: String, uploadID: String, partNumber: Int, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header]
+    ) async throws(S3ClientError) -> String {
+        let bytes = try Self.read(body)
+        return try perform(.uploadPart) { state throws(S3ClientError) in
+            guard state.uploads[uploadID]?.key == key else { throw Self.noSuchUpload() }
+            state.uploads[uploadID]?.parts[partNumber] = bytes
+            state.partsSent.append(partNumber)
+            return Self.etag(of: bytes)
+        }
+    }
+
+    func listParts(key: String, uploadID: String) async throws(S3ClientError) -> [ListedPart] {
+        try perform(.listParts) { state throws(S3ClientError) in
+            guard let upload = state.uploads[uploadID], upload.key == key else { throw Self.noSuchUpload() }
+            return upload.parts.sorted { $0.key < $1.key }.map {
+                ListedPart(number: $0.key, etag: Self.etag(of: $0.value), size: Int64($0.value.count))
+            }
+        }
+    }
+
+    func completeMultipartUpload(key: String, uploadID: String, parts: [CompletedPart], headers: [SigV4Header])
+        async throws(S3ClientError) -> String
+    {
+        try perform(.complete) { state throws(S3ClientError) in
+            guard let upload = state.uploads[uploadID], upload.key == key else { throw Self.noSuchUpload() }
+            if headers.contains(.ifNoneMatchAny), state.objects[key] != nil { throw Self.preconditionFailed() }
+            var bytes: [UInt8] = []
+            var md5s: [UInt8] = []
+            for part in parts.sorted(by: { $0.number < $1.number }) {
+                guard let held = upload.parts[part.number], Self.etag(of: held) == part.etag else {
+                    throw .server(S3Error(status: 400, code: .invalidPart, message: "part \(part.number)"), attempts: 1)
+                }
+                bytes += held
+                md5s += PartDigest.compute(.md5, bytes: held).bytes
+            }
+            let etag = "\"\(lowercaseHex(PartDigest.compute(.md5, bytes: md5s).bytes))-\(parts.count)\""
+            state.objects[key] = Object(bytes: bytes, metadata: upload.metadata, etag: etag)
+            state.uploads[uploadID] = nil
+            return etag
+        }
+    }
+
+    func abortMultipartUpload(key: String, uploadID: String) async throws(S3ClientError) {
+        try perform(.abort) { state throws(S3ClientError) in state.uploads[uploadID] = nil }
+    }
+
+    func abortUploads(key: String, known: String?) async throws(S3ClientError) -> Int {
+        try perform(.abortUploads) { state throws(S3ClientError) in
+            let ids = state.uploads.filter { $0.value.key == key }.map(\.key)
+            for id in ids { state.uploads[id] = nil }
+            return ids.count
+        }
+    }
+
+    // MARK: helpers
+
+    /// Counts the call, then acts, failing before or after as scripted.
+    private func perform<T>(_ operation: Operation, _ act: (inout State) throws(S3ClientError) -> T) throws(S3ClientError)
+        -> T
+    {
+        try state.withLock { state throws(S3ClientError) -> T in
+            let call = (state.calls[operation] ?? 0) + 1
+            state.calls[operation] = call
+            let fault = state.script[operation]?[call]
+            if case .before(let error) = fault { throw error }
+            if case let .anotherWriter(key, bytes, metadata) = fault {
+                state.objects[key] = Object(bytes: bytes, metadata: metadata, etag: Self.etag(of: bytes))
+            }
+            let result = try act(&state)
+            if case .after(let error) = fault { throw error }
+            return result
+        }
+    }
+
+    private static func read(_ body: HTTPBody) throws(S3ClientError) -> [UInt8] {
+        switch body {
+        case .empty: return []
+        case .bytes(let bytes): return bytes
+        case let .file(path, offset, length):
+            guard let handle = FileHandle(forReadingAtPath: path) else { throw .request("cannot open \(path)") }
+            defer { try? handle.close() }
+            do {
+                try handle.seek(toOffset: UInt64(offset))
+                return Array(try handle.read(upToCount: Int(length)) ?? Data())
+            } catch {
+                throw .request("cannot read \(path): \(error)")
+            }
+        }
+    }
+
+    private static func metadata(_ headers: [SigV4Header]) -> [String: String] {
+        var metadata: [String: String] = [:]
+        for header in headers where header.name.lowercased().hasPrefix("x-amz-meta-") {
+            metadata[String(header.name.lowercased().dropFirst("x-amz-meta-".count))] = header.value
+        }
+        return metadata
+    }
+
+    static func etag(of bytes: [UInt8]) -> String {
+        "\"\(lowercaseHex(PartDigest.compute(.md5, bytes: bytes).bytes))\""
+    }
+}
