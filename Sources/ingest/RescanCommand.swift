@@ -87,9 +87,7 @@ struct RescanCommand: AsyncParsableCommand {
             let rescanner = Rescanner(
                 config: config, state: state, journal: journal, logger: logger, target: target,
                 policy: MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems),
-                makeRunner: { [common, config] sink throws(IngestError) in
-                    try common.makeUploadRunner(config: config, state: state, journal: journal, sink: sink, logger: logger)
-                },
+                uploads: try common.makeUploadService(config: config, state: state, journal: journal, events: sink, logger: logger),
                 makeClient: { [common, config] target throws(IngestError) in
                     try common.makeClient(target, config: config, logger: logger)
                 })

@@ -41,10 +41,10 @@ struct ResumeCommand: AsyncParsableCommand {
                     records.append(record)
                 }
             }
-            let runner = try common.makeUploadRunner(config: config, state: state, journal: journal, sink: sink, logger: logger)
+            let service = try common.makeUploadService(config: config, state: state, journal: journal, events: sink, logger: logger)
             let display = Task { await console?.runProgressDisplay() }
             defer { display.cancel() }
-            outcome = await PendingUploads.resume(records, runner: runner)
+            outcome = await PendingUploads.resume(records, service: service, sink: sink)
             if common.json {
                 ReportOutput.standardOutput.write(JSONValue.line(outcome.json) + "\n")
             } else {

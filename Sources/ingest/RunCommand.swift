@@ -123,7 +123,7 @@ struct RunCommand: AsyncParsableCommand {
             let upload = try target.map { target throws(IngestError) in
                 UploadRequest(
                     target: target,
-                    runner: try common.makeUploadRunner(config: config, state: state, journal: journal, sink: sink, logger: logger),
+                    service: try common.makeUploadService(config: config, state: state, journal: journal, events: sink, logger: logger),
                     scene: scene, tags: tags)
             }
             let ingestor = Ingestor(config: config, state: state, journal: journal, logger: logger, upload: upload)
@@ -133,7 +133,7 @@ struct RunCommand: AsyncParsableCommand {
                 let policy = MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems)
                 do {
                     summary = try await DeviceIngest(state: state, policy: policy, logger: logger)
-                        .run(device: device, ingestor: ingestor, sink: sink, stop: stop)
+                        .run(device: device, ingestor: ingestor, sink: sink, stop: stop).get()
                 } catch {
                     switch error {
                     case .deviceBusy, .volumeBusy: return notice(error, code: "busy", json: common.json)
@@ -141,7 +141,7 @@ struct RunCommand: AsyncParsableCommand {
                     }
                 }
             } else {
-                summary = try await ingestor.ingest(path: path ?? ".", sink: sink, stop: stop)
+                summary = try await ingestor.ingest(path: path ?? ".", sink: sink, stop: stop).get()
             }
         } catch {
             if let signal = signals.signal { stopped(by: signal) }

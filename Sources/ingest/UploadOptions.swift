@@ -25,16 +25,17 @@ struct DestinationOptions: ParsableArguments {
 }
 
 extension CommonOptions {
-    /// The uploader every upload command shares: credentials as the AWS tools read them,
-    /// one libcurl transport, the limits of `[upload]`.
-    func makeUploadRunner(
-        config: Config, state: StateDirectory, journal: Journal, sink: any EventSink, logger: Logger
-    ) throws(IngestError) -> UploadRunner {
-        let staging = try StagingArea(root: state.stagingPath)
-        return UploadRunner(
-            journal: journal, state: state, staging: staging, settings: config.upload,
-            credentials: CredentialsProvider(environment: environment) { sink.emit(.upload(.refreshingCredentials)) },
-            transport: CurlTransport(settings: config.s3.transport), sink: sink, logger: logger, keyPrefix: config.s3.prefix)
+    /// The process's one upload service, whatever the command: credentials as the AWS
+    /// tools read them, one libcurl transport, the limits of `[upload]`. `events` hears what
+    /// concerns a destination rather than one run.
+    func makeUploadService(
+        config: Config, state: StateDirectory, journal: Journal, events: any EventSink, logger: Logger
+    ) throws(IngestError) -> UploadService {
+        try UploadService(
+            journal: journal, state: state, settings: config.upload,
+            credentials: CredentialsProvider(environment: environment) { events.emit(.upload(.refreshingCredentials)) },
+            transport: CurlTransport(settings: config.s3.transport), events: events, logger: logger,
+            keyPrefix: config.s3.prefix)
     }
 
     /// An S3 client for one destination, for the commands that send single requests.

@@ -64,34 +64,22 @@ struct WatchCommand: AsyncParsableCommand {
             if let maxCards { config.watch.maxCards = maxCards }
             let target = try config.s3.target()
             let (state, journal) = try common.openState(config)
-            let staging = try StagingArea(root: state.stagingPath)
             // Shared by every card: one connection pool, one set of credentials, one bound on
             // what is on the wire.
-            let credentials = CredentialsProvider(environment: common.environment)
-            let transport = CurlTransport(settings: config.s3.transport)
-            let limiter = TransferLimiter(maxRequests: config.upload.partsInFlight, maxBytes: config.upload.bytesInFlight)
+            let uploads = try common.makeUploadService(
+                config: config, state: state, journal: journal, events: DiscardingSink(), logger: logger)
             let devices = DeviceIngest(state: state, policy: MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems), logger: logger)
             let settings = config
 
             let ingestCard: CardWatcher.IngestCard = { device, stop in
                 let started = Date()
-                let sink = SummaryKeeper(json ? CardJSONReporter(card: device.kernelName) : DiscardingSink())
-                let runner = UploadRunner(
-                    journal: journal, state: state, staging: staging, settings: settings.upload, credentials: credentials,
-                    transport: transport, sink: sink, logger: logger, keyPrefix: settings.s3.prefix, limiter: limiter)
+                let sink: any EventSink = json ? CardJSONReporter(card: device.kernelName) : DiscardingSink()
                 let ingestor = Ingestor(
                     config: settings, state: state, journal: journal, logger: logger,
-                    upload: UploadRequest(target: target, runner: runner, scene: nil, tags: [:]))
-                let result: Result<RunSummary, IngestError>
-                do throws(IngestError) {
-                    result = .success(
-                        try await devices.run(
-                            device: device.node ?? "/dev/\(device.kernelName)", ingestor: ingestor, sink: sink, stop: stop))
-                } catch {
-                    result = .failure(error)
-                }
-                return CardReport.make(
-                    device: device, result: result, summary: sink.summary, stop: stop, seconds: Date().timeIntervalSince(started))
+                    upload: UploadRequest(target: target, service: uploads, scene: nil, tags: [:]))
+                let outcome = await devices.run(
+                    device: device.node ?? "/dev/\(device.kernelName)", ingestor: ingestor, sink: sink, stop: stop)
+                return CardReport.make(device: device, outcome: outcome, stop: stop, seconds: Date().timeIntervalSince(started))
             }
             let watcher = CardWatcher(maxCards: config.watch.maxCards, logger: logger, ingest: ingestCard) { report in
                 if json { ReportOutput.standardOutput.write(JSONValue.line(report.json) + "\n") }

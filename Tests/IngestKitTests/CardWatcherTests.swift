@@ -37,7 +37,7 @@ private final class ScriptedIngests: Sendable {
                     started.yield(Start(device: device, stop: stop))
                 }
                 return CardReport.make(
-                    device: device, result: .success(RunSummary(volume: "CARD")), summary: nil, stop: stop, seconds: 1)
+                    device: device, outcome: IngestOutcome(summary: RunSummary(volume: "CARD")), stop: stop, seconds: 1)
             },
             report: { [reported] in reported.yield($0) })
     }
@@ -165,7 +165,7 @@ extension AsyncStream {
     }
 
     @Test func aCardIngestedWholeIsDoneAndItsLineSaysWhatAndHowMuch() {
-        let report = CardReport.make(device: device, result: .success(summary(staged: 12, uploaded: 12)), summary: nil, stop: nil, seconds: 3.25)
+        let report = CardReport.make(device: device, outcome: IngestOutcome(summary: summary(staged: 12, uploaded: 12)), stop: nil, seconds: 3.25)
         #expect(report.outcome == .done)
         #expect(report.line.hasPrefix("card sdb1 (/dev/sdb1, label DRONE, UUID 1B6E-2F0A): done: "))
         #expect(report.line.contains("12 files staged"))
@@ -178,7 +178,7 @@ extension AsyncStream {
     }
 
     @Test func failedFilesMakeItPartial() {
-        let report = CardReport.make(device: device, result: .success(summary(staged: 10, failed: 2)), summary: nil, stop: nil, seconds: 1)
+        let report = CardReport.make(device: device, outcome: IngestOutcome(summary: summary(staged: 10, failed: 2)), stop: nil, seconds: 1)
         #expect(report.outcome == .partial)
         #expect(report.line.contains("2 failed"))
     }
@@ -186,26 +186,29 @@ extension AsyncStream {
     @Test func aStopSaysWhetherTheCardWentOrTheDaemonStopped() {
         let removed = IngestStop()
         removed.cardRemoved()
-        #expect(CardReport.make(device: device, result: .success(summary(staged: 3)), summary: nil, stop: removed, seconds: 1).outcome == .removed)
+        #expect(CardReport.make(device: device, outcome: IngestOutcome(summary: summary(staged: 3)), stop: removed, seconds: 1).outcome == .removed)
         let lost = CardReport.make(
-            device: device, result: .failure(.volumeLost(volume: "DRONE", cause: SystemError(call: "read", errno: 5), evidence: "its block device is gone")),
-            summary: summary(staged: 3), stop: removed, seconds: 1)
+            device: device,
+            outcome: IngestOutcome(
+                summary: summary(staged: 3),
+                error: .volumeLost(volume: "DRONE", cause: SystemError(call: "read", errno: 5), evidence: "its block device is gone")),
+            stop: removed, seconds: 1)
         #expect(lost.outcome == .removed)
-        #expect(lost.summary?.staged == 3, "the counts of a run that ended with an error come from its summary event")
+        #expect(lost.summary?.staged == 3, "a run that ended with an error still reports its counts")
         let shutdown = IngestStop()
         shutdown.shutdown()
-        let stopped = CardReport.make(device: device, result: .success(summary(staged: 3, interrupted: 4)), summary: nil, stop: shutdown, seconds: 1)
+        let stopped = CardReport.make(device: device, outcome: IngestOutcome(summary: summary(staged: 3, interrupted: 4)), stop: shutdown, seconds: 1)
         #expect(stopped.outcome == .stopped)
         #expect(stopped.line.contains("4 uploads pending"))
     }
 
     @Test func aBusyOrRefusedDeviceIsNamedSo() {
         let busy = CardReport.make(
-            device: device, result: .failure(.deviceBusy(device: "/dev/sdb1", lockPath: "/x")), summary: nil, stop: nil, seconds: 0)
+            device: device, outcome: IngestOutcome(error: .deviceBusy(device: "/dev/sdb1", lockPath: "/x")), stop: nil, seconds: 0)
         #expect(busy.outcome == .busy)
         #expect(busy.line.contains("busy: /dev/sdb1 is being ingested by another ingest process"))
         let refused = CardReport.make(
-            device: device, result: .failure(.systemDevice(device: "/dev/mmcblk0p2", mountPoint: "/")), summary: nil, stop: nil,
+            device: device, outcome: IngestOutcome(error: .systemDevice(device: "/dev/mmcblk0p2", mountPoint: "/")), stop: nil,
             seconds: 0)
         #expect(refused.outcome == .refused)
         #expect(refused.line.contains("mounted at /"))

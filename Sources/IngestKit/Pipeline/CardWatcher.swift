@@ -48,18 +48,14 @@ public struct CardReport: Sendable {
 
     /// Classifies how a card's ingest ended. `summary` is the run's summary when it ended
     /// with an error (from its `finished` event).
-    public static func make(
-        device: UdevDevice, result: Result<RunSummary, IngestError>, summary kept: RunSummary?, stop: IngestStop?,
-        seconds: Double
-    ) -> CardReport {
+    public static func make(device: UdevDevice, outcome ingested: IngestOutcome, stop: IngestStop?, seconds: Double) -> CardReport {
         var report = CardReport(
             kernelName: device.kernelName, node: device.node ?? "/dev/\(device.kernelName)",
             label: device.properties["ID_FS_LABEL"].flatMap { $0.isEmpty ? nil : $0 },
-            uuid: device.properties["ID_FS_UUID"].flatMap { $0.isEmpty ? nil : $0 }, outcome: .done, summary: kept,
+            uuid: device.properties["ID_FS_UUID"].flatMap { $0.isEmpty ? nil : $0 }, outcome: .done, summary: ingested.summary,
             message: nil, seconds: seconds)
-        switch result {
+        switch Result(catching: { () throws(IngestError) in try ingested.get() }) {
         case .success(let summary):
-            report.summary = summary
             if let reason = stop?.reason {
                 report.outcome = reason == .shutdown ? .stopped : .removed
             } else if let problem = summary.uploadError {

@@ -64,20 +64,18 @@ public struct DeviceIngest: Sendable {
         return place
     }
 
-    /// Ingests the card at `node` with `ingestor`. Throws `.deviceBusy` when another process
-    /// has this device: a second trigger, which the caller reports as a notice. A card whose
-    /// identity another process is ingesting from another device waits for it.
+    /// Ingests the card at `node` with `ingestor`. Ends with `.deviceBusy` when another
+    /// process has this device: a second trigger, which the caller reports as a notice. A
+    /// card whose identity another process is ingesting from another device waits for it.
     public func run(
         device node: String, ingestor: Ingestor, sink: some EventSink, stop: IngestStop = IngestStop()
-    ) async throws(IngestError) -> RunSummary {
+    ) async -> IngestOutcome {
         let mount: CardMount
         let lock: VolumeLock
         do throws(IngestError) {
             (mount, lock) = try attach(device: node)
         } catch {
-            // Nothing was queued: the runner ends at once.
-            if let upload = ingestor.upload { _ = await upload.runner.finish() }
-            throw error
+            return IngestOutcome(error: error)
         }
         defer { lock.release() }
         if mount.isOurs {
@@ -85,34 +83,12 @@ public struct DeviceIngest: Sendable {
         }
         var ingestor = ingestor
         ingestor.volumeWait = Self.cloneWait
-        let result: Result<RunSummary, IngestError>
-        do { result = .success(try await ingestor.ingest(path: mount.path, sink: sink, stop: stop)) } catch {
-            // A run that ended before it awaited its uploads (a card busy elsewhere, an
-            // unreadable root) leaves its runner to be ended here; ending it twice is harmless.
-            if let upload = ingestor.upload { _ = await upload.runner.finish() }
-            result = .failure(error)
-        }
+        let outcome = await ingestor.ingest(path: mount.path, sink: sink, stop: stop)
         if let problem = mount.release() {
             logger.warning(
                 "could not unmount the card; unmount it by hand", metadata: ["mount_point": "\(mount.path)", "error": "\(problem)"])
         }
-        return try result.get()
-    }
-}
-
-/// An event sink that passes events on and keeps the run's summary, which a run that ends
-/// with an error reports only as an event.
-public final class SummaryKeeper: EventSink {
-    private let base: any EventSink
-    private let kept = Mutex<RunSummary?>(nil)
-
-    public init(_ base: any EventSink) { self.base = base }
-
-    public var summary: RunSummary? { kept.withLock { $0 } }
-
-    public func emit(_ event: IngestEvent) {
-        if case .finished(let summary) = event { kept.withLock { $0 = summary } }
-        base.emit(event)
+        return outcome
     }
 }
 

@@ -60,19 +60,43 @@ public struct ScanPlan: Sendable {
     }
 }
 
-/// What a run uploads, and with which labels: the destination, the runner that uploads, and
-/// the scene and tags of this run (`--scene`, `--tag`).
+/// What a run uploads, and with which labels: the destination, the process's upload
+/// service, and the scene and tags of this run (`--scene`, `--tag`).
 public struct UploadRequest: Sendable {
     public var target: UploadTarget
-    public var runner: UploadRunner
+    public var service: UploadService
     public var scene: String?
     public var tags: [String: String]
 
-    public init(target: UploadTarget, runner: UploadRunner, scene: String?, tags: [String: String]) {
+    public init(target: UploadTarget, service: UploadService, scene: String?, tags: [String: String]) {
         self.target = target
-        self.runner = runner
+        self.service = service
         self.scene = scene
         self.tags = tags
+    }
+}
+
+/// How one ingest ended: what it did and, when something stopped it, what. A run that stops
+/// part-way still reports what it staged and uploaded.
+public struct IngestOutcome: Sendable {
+    /// The volume, once identified.
+    public var volume: VolumeIdentity?
+    /// What the run did; nil when it stopped before it scanned (no volume, busy, unreadable).
+    public var summary: RunSummary?
+    /// What stopped the run, if anything did.
+    public var error: IngestError?
+
+    public init(volume: VolumeIdentity? = nil, summary: RunSummary? = nil, error: IngestError? = nil) {
+        self.volume = volume
+        self.summary = summary
+        self.error = error
+    }
+
+    /// The summary of a run that ended as it should; what stopped it otherwise.
+    public func get() throws(IngestError) -> RunSummary {
+        if let error { throw error }
+        guard let summary else { preconditionFailure("an ingest that ended without an error reported no summary") }
+        return summary
     }
 }
 
@@ -101,15 +125,27 @@ public struct Ingestor: Sendable {
         self.upload = upload
     }
 
-    /// Ingests the volume at `path`: everything new is staged and journalled. Per-file
-    /// failures are reported and counted; only what stops the whole run throws. A `stop`
-    /// request ends the run early without an error: ``RunSummary/stoppedBy`` says why.
-    public func ingest(path: String, sink: some EventSink, stop: IngestStop = IngestStop()) async throws(IngestError)
-        -> RunSummary
-    {
+    /// Ingests the volume at `path`: everything new is staged and journalled, and uploaded
+    /// through one runner of the upload service, made once the card is scanned and finished
+    /// here on every path. Per-file failures are reported and counted; what stops the whole
+    /// run is the outcome's error. A `stop` request ends the run early without an error:
+    /// ``RunSummary/stoppedBy`` says why.
+    public func ingest(path: String, sink: some EventSink, stop: IngestStop = IngestStop()) async -> IngestOutcome {
+        var outcome = IngestOutcome()
+        do throws(IngestError) {
+            try await ingest(path: path, sink: sink, stop: stop, into: &outcome)
+        } catch {
+            outcome.error = error
+        }
+        return outcome
+    }
+
+    private func ingest(
+        path: String, sink: some EventSink, stop: IngestStop, into outcome: inout IngestOutcome
+    ) async throws(IngestError) {
         let started = Date()
-        if let upload { stop.attach(upload.runner) }
         let volume = try VolumeIdentity.identify(path: path)
+        outcome.volume = volume
         sink.emit(.volume(volume))
         let lock = try await lockVolume(volume, stop: stop)
         defer { lock.release() }
@@ -129,42 +165,39 @@ public struct Ingestor: Sendable {
 
         var summary = RunSummary(volume: volume.displayName)
         summary.scan = plan.totals
-        var uploads: (UploadRequest, UploadPlanner)?
+        // From here on the run ends below, its uploads awaited, whatever happens.
+        let runner = upload.map { $0.service.runner(sink: sink) }
+        if let runner { stop.attach(runner) }
         var labelProblem: IngestError?
         var stopped: IngestError?
         do {
             var unplanned: [FileRecord] = []
-            if let upload { unplanned = try await queuePendingUploads(of: volume, target: upload.target, runner: upload.runner) }
-            // Labels are checked before anything is uploaded, and only when a file of the card
-            // needs an upload planned: a rescan of an ingested card reads nothing on it, not
-            // even its scene file. A problem with them still lets the card be staged, so it is
-            // safe while the operator fixes the tags.
-            if let upload, !plan.toStage.isEmpty || !unplanned.isEmpty {
-                do throws(IngestError) {
-                    // The scene file is card data: read on a thread of its own, as card files are.
-                    let root = volume.rootPath
-                    let sceneFile: SceneFile?
-                    do {
-                        sceneFile = try await onDedicatedThread("ingest-scene") { () throws(LabelError) -> SceneFile? in
-                            try SceneFile.read(cardRoot: root)
-                        }
-                    } catch { throw .labels(error.description) }
-                    uploads = (upload, try UploadPlanner(config: config, request: upload, volume: volume, sceneFile: sceneFile))
-                } catch {
-                    labelProblem = error
+            var uploads: (planner: UploadPlanner, runner: UploadRunner)?
+            if let upload, let runner {
+                unplanned = try await queuePendingUploads(of: volume, target: upload.target, runner: runner)
+                // Labels are checked before anything is uploaded, and only when a file of the
+                // card needs an upload planned: a rescan of an ingested card reads nothing on
+                // it, not even its scene file. A problem with them still lets the card be
+                // staged, so it is safe while the operator fixes the tags.
+                if !plan.toStage.isEmpty || !unplanned.isEmpty {
+                    do throws(IngestError) {
+                        uploads = (try await planner(for: upload, volume: volume), runner)
+                    } catch {
+                        labelProblem = error
+                    }
                 }
             }
-            if let (request, planner) = uploads {
+            if let uploads {
                 try await queueUnplanned(
-                    unplanned, of: volume, planner: planner, runner: request.runner, summary: &summary, sink: sink)
+                    unplanned, of: volume, planner: uploads.planner, runner: uploads.runner, summary: &summary, sink: sink)
             }
             try await stage(plan, summary: &summary, uploads: uploads, sink: sink, stop: stop)
         } catch {
             stopped = error
             summary.stoppedBy = error.description
         }
-        if let upload {
-            let (totals, uploadError) = await upload.runner.finish()
+        if let runner {
+            let (totals, uploadError) = await runner.finish()
             summary.uploads = totals
             summary.uploadError = uploadError
         }
@@ -174,9 +207,22 @@ public struct Ingestor: Sendable {
         if stopped == nil, let reason = stop.reason { summary.stoppedBy = reason.rawValue }
         summary.seconds = Date().timeIntervalSince(started)
         sink.emit(.finished(summary))
+        outcome.summary = summary
         if let stopped { throw stopped }
         if let labelProblem { throw labelProblem }
-        return summary
+    }
+
+    /// The planner of this card's uploads, with the card's scene file: card data, read on a
+    /// thread of its own as card files are.
+    private func planner(for upload: UploadRequest, volume: VolumeIdentity) async throws(IngestError) -> UploadPlanner {
+        let root = volume.rootPath
+        let sceneFile: SceneFile?
+        do {
+            sceneFile = try await onDedicatedThread("ingest-scene") { () throws(LabelError) -> SceneFile? in
+                try SceneFile.read(cardRoot: root)
+            }
+        } catch { throw .labels(error.description) }
+        return try UploadPlanner(config: config, request: upload, volume: volume, sceneFile: sceneFile)
     }
 
     /// The volume's lock; when another process holds it, tried again each second for up to
@@ -269,7 +315,7 @@ public struct Ingestor: Sendable {
     /// Copies the plan's files and journals their outcomes as they arrive, in batches of
     /// whatever piled up during the last commit.
     private func stage(
-        _ plan: ScanPlan, summary: inout RunSummary, uploads: (UploadRequest, UploadPlanner)?, sink: some EventSink,
+        _ plan: ScanPlan, summary: inout RunSummary, uploads: (planner: UploadPlanner, runner: UploadRunner)?, sink: some EventSink,
         stop: IngestStop
     ) async throws(IngestError) {
         guard !plan.toStage.isEmpty, stop.reason == nil else { return }
@@ -305,7 +351,7 @@ public struct Ingestor: Sendable {
         while let batch = await outcomes.next() {
             do {
                 try await journal.record(batch, volumeKey: volume.key, quarantineAfter: config.upload.quarantineAfter)
-                if let (request, planner) = uploads {
+                if let (planner, runner) = uploads {
                     var claims: [UploadClaim] = []
                     var checksums: [String: PartChecksums] = [:]
                     for case .staged(let staged) in batch {
@@ -314,7 +360,7 @@ public struct Ingestor: Sendable {
                             try await notUploadable(staged.file, error, volume: volume, summary: &summary, sink: sink)
                         }
                     }
-                    try await submit(claims, volume: volume, runner: request.runner, resumed: false, checksums: checksums)
+                    try await submit(claims, volume: volume, runner: runner, resumed: false, checksums: checksums)
                 }
             } catch {
                 stager.cancel()

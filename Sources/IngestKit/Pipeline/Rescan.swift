@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import Synchronization
 
 /// A card or directory `ingest rescan` ingests.
 public struct RescanSource: Sendable, Equatable {
@@ -138,8 +137,8 @@ public struct Rescanner: Sendable {
     public let logger: Logger
     /// Where the cards' uploads go.
     public let target: UploadTarget
-    /// A new upload runner that reports to the sink; each one is finished after one use.
-    public let makeRunner: @Sendable (any EventSink) throws(IngestError) -> UploadRunner
+    /// The process's uploads: the resume step and every card share it.
+    public let uploads: UploadService
     /// An S3 client for one destination, for the orphan sweep.
     public let makeClient: @Sendable (UploadTarget) throws(IngestError) -> S3Client
     /// Which mounts may be cards: the `--device` policy.
@@ -147,7 +146,7 @@ public struct Rescanner: Sendable {
 
     public init(
         config: Config, state: StateDirectory, journal: Journal, logger: Logger, target: UploadTarget,
-        policy: MountPolicy, makeRunner: @escaping @Sendable (any EventSink) throws(IngestError) -> UploadRunner,
+        policy: MountPolicy, uploads: UploadService,
         makeClient: @escaping @Sendable (UploadTarget) throws(IngestError) -> S3Client
     ) {
         self.policy = policy
@@ -156,7 +155,7 @@ public struct Rescanner: Sendable {
         self.journal = journal
         self.logger = logger
         self.target = target
-        self.makeRunner = makeRunner
+        self.uploads = uploads
         self.makeClient = makeClient
     }
 
@@ -170,7 +169,7 @@ public struct Rescanner: Sendable {
         let started = Date()
         let sources = try await sources()
         let others = try await PendingUploads.all(in: journal, exceptOfVolumes: Set(sources.compactMap(\.volumeKey)))
-        let resumed = await PendingUploads.resume(others, runner: try makeRunner(sink))
+        let resumed = await PendingUploads.resume(others, service: uploads, sink: sink)
         progress(.resumed(resumed))
         var report = RescanReport(resume: resumed)
 
@@ -243,21 +242,19 @@ public struct Rescanner: Sendable {
     }
 
     private func ingest(_ source: RescanSource, sink: some EventSink) async -> CardOutcome {
-        let recorder = CardRecorder(sink)
         var outcome = CardOutcome(source: source, name: source.path, status: .ingested)
-        do throws(IngestError) {
-            let upload = UploadRequest(target: target, runner: try makeRunner(sink), scene: nil, tags: [:])
-            let ingestor = Ingestor(config: config, state: state, journal: journal, logger: logger, upload: upload)
-            outcome.summary = try await ingestor.ingest(path: source.path, sink: recorder)
-        } catch {
+        let upload = UploadRequest(target: target, service: uploads, scene: nil, tags: [:])
+        let ingestor = Ingestor(config: config, state: state, journal: journal, logger: logger, upload: upload)
+        let ingested = await ingestor.ingest(path: source.path, sink: sink)
+        outcome.summary = ingested.summary
+        if let error = ingested.error {
             switch error {
             case .volumeBusy: outcome.status = .busy(error.description)
-            case .sourceUnavailable where recorder.volume == nil: outcome.status = .unavailable(error)
+            case .sourceUnavailable where ingested.volume == nil: outcome.status = .unavailable(error)
             default: outcome.status = .failed(error)
             }
-            outcome.summary = recorder.summary
         }
-        if let volume = recorder.volume {
+        if let volume = ingested.volume {
             outcome.volumeKey = volume.key
             outcome.name = volume.displayName
             if let left = try? await journal.files(byStateOfVolume: volume.key) {
@@ -272,26 +269,5 @@ public struct Rescanner: Sendable {
 
     private func journalError(_ error: any Error) -> IngestError {
         .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
-    }
-}
-
-/// Passes a card's events on, keeping its identity and its summary: the ingest throws
-/// without returning the summary it reported when it stops part-way.
-private final class CardRecorder: EventSink {
-    private let inner: any EventSink
-    private let seen = Mutex<(volume: VolumeIdentity?, summary: RunSummary?)>((nil, nil))
-
-    init(_ inner: any EventSink) { self.inner = inner }
-
-    var volume: VolumeIdentity? { seen.withLock { $0.volume } }
-    var summary: RunSummary? { seen.withLock { $0.summary } }
-
-    func emit(_ event: IngestEvent) {
-        switch event {
-        case .volume(let volume): seen.withLock { $0.volume = volume }
-        case .finished(let summary): seen.withLock { $0.summary = summary }
-        default: break
-        }
-        inner.emit(event)
     }
 }

@@ -48,9 +48,10 @@ public enum PendingUploads {
         }
     }
 
-    /// Runs `records` on `runner` (which it finishes) and waits for them all. An upload
-    /// another process is running is left to it.
-    public static func resume(_ records: [UploadRecord], runner: UploadRunner) async -> ResumeOutcome {
+    /// Runs `records` on a runner of `service`, reporting to `sink`, and waits for them all.
+    /// An upload another process is running is left to it.
+    public static func resume(_ records: [UploadRecord], service: UploadService, sink: any EventSink) async -> ResumeOutcome {
+        let runner = service.runner(sink: sink)
         for record in records { runner.submit(record, resumed: true) }
         let (totals, problem) = await runner.finish()
         return ResumeOutcome(pending: records.count, totals: totals, problem: problem)

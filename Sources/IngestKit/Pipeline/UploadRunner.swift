@@ -19,51 +19,27 @@ public final class UploadRunner: Sendable {
         var confirming = false
     }
 
-    private struct State {
-        var totals = UploadTotals()
-        /// The first destination failure, which decides the exit status.
-        var stoppedBy: UploadError?
-        var worstObjectFailure: UploadError?
-        var submitted: Set<String> = []
-    }
-
-    private let journal: Journal
-    private let stateDirectory: StateDirectory
-    private let staging: StagingArea
-    private let settings: UploadSettings
-    private let destinations: Destinations
+    private let service: UploadService
     private let sink: any EventSink
-    private let logger: Logger
-    private let limiter: TransferLimiter
+    /// Files uploading at once, this run's own.
     private let files: TransferLimiter
-    private let hooks = FaultHooks()
-    private let state = Mutex(State())
-    /// Raised by ``stop()``.
+    /// Open, draining, finished; stopped or not; the totals (``UploadRunMachine``).
+    private let machine = Mutex(UploadRunMachine())
+    /// Raised by ``stop()``: running uploads send no new part.
     private let stopping = StopFlag()
     private let queue: AsyncStream<Job>.Continuation
     /// Takes jobs off the queue as file slots free up; ends when the queue is finished.
     private let worker = Mutex<Task<Void, Never>?>(nil)
 
-    /// - Parameters:
-    ///   - keyPrefix: the configuration's `s3.prefix`, where the probe of conditional writes
-    ///     (``S3Client/probeConditionalWrites(key:)``) leaves its empty object.
-    ///   - limiter: the bound on bodies and bytes on the wire, to share it between runners
-    ///     of one process (`ingest watch` runs one per card); by default, its own.
-    public init(
-        journal: Journal, state: StateDirectory, staging: StagingArea, settings: UploadSettings, credentials: CredentialsProvider,
-        transport: CurlTransport, sink: any EventSink, logger: Logger, keyPrefix: String = "", limiter: TransferLimiter? = nil
-    ) {
-        self.journal = journal
-        self.stateDirectory = state
-        self.staging = staging
-        self.settings = settings
+    private var journal: Journal { service.journal }
+    private var settings: UploadSettings { service.settings }
+    private var logger: Logger { service.logger }
+
+    /// A run's uploads, reporting to `sink`: made by ``UploadService/runner(sink:)``.
+    init(service: UploadService, sink: any EventSink) {
+        self.service = service
         self.sink = sink
-        self.logger = logger
-        destinations = Destinations(
-            credentials: credentials, transport: transport, sink: sink, logger: logger,
-            probeKey: KeyTemplate.probeKey(prefix: keyPrefix))
-        self.limiter = limiter ?? TransferLimiter(maxRequests: settings.partsInFlight, maxBytes: settings.bytesInFlight)
-        files = TransferLimiter(maxRequests: settings.filesInFlight, maxBytes: .max)
+        files = TransferLimiter(maxRequests: service.settings.filesInFlight, maxBytes: .max)
         let jobs: AsyncStream<Job>
         (jobs, queue) = AsyncStream.makeStream(of: Job.self)
         let files = self.files
@@ -86,8 +62,7 @@ public final class UploadRunner: Sendable {
     /// with one content share one upload). `checksums`: its parts' CRC32Cs, when the stager
     /// computed them as it read the card.
     public func submit(_ record: UploadRecord, resumed: Bool, checksums: PartChecksums? = nil) {
-        let isNew = state.withLock { $0.submitted.insert(record.id).inserted }
-        if isNew { queue.yield(Job(record: record, resumed: resumed, checksums: checksums)) }
+        if machine.withLock({ $0.submit(record.id) }) { queue.yield(Job(record: record, resumed: resumed, checksums: checksums)) }
     }
 
     /// A file whose content the journal says the bucket holds (content dedupe): the object
@@ -95,61 +70,67 @@ public final class UploadRunner: Sendable {
     /// object is uploaded again, and a key now holding other bytes sends the content to its
     /// alternative key.
     public func confirmInBucket(_ record: UploadRecord) {
-        let isNew = state.withLock { $0.submitted.insert(record.id).inserted }
-        if isNew { queue.yield(Job(record: record, resumed: false, checksums: nil, confirming: true)) }
+        if machine.withLock({ $0.submit(record.id) }) {
+            queue.yield(Job(record: record, resumed: false, checksums: nil, confirming: true))
+        }
     }
 
     /// Asks the uploads to stop for now (a shutdown): none starts any more, and each running
     /// one sends no new part; the parts on the wire end and are journalled. Everything left
     /// stays pending in the journal, counted as ``UploadTotals/interrupted``. Any thread.
-    public func stop() { stopping.raise() }
+    public func stop() {
+        machine.withLock { $0.stop() }
+        stopping.raise()
+    }
 
-    /// Waits for every queued upload, then deletes the staged copies retention allows.
+    /// Submits nothing more, waits for every queued upload, then deletes the staged copies
+    /// retention allows. Once per runner: the run that made it finishes it.
     public func finish() async -> (UploadTotals, UploadError?) {
+        machine.withLock { $0.drain() }
         queue.finish()
         await worker.withLock { $0 }?.value
         let removed = await removeStagedCopies()
-        return state.withLock { state in
-            state.totals.stagedCopiesRemoved += removed
-            return (state.totals, state.stoppedBy ?? state.worstObjectFailure)
+        return machine.withLock { machine in
+            machine.removedStagedCopies(removed)
+            return machine.finish()
         }
     }
 
     private func run(_ job: Job) async {
+        guard machine.withLock({ $0.start() }) else { return }
+        let ending = await upload(job)
+        machine.withLock { $0.ended(ending) }
+    }
+
+    private func upload(_ job: Job) async -> UploadRunMachine.Ending {
         let record = job.record
-        if stopping.isRaised {
-            state.withLock { $0.totals.interrupted += 1 }
-            return
-        }
         let destination: ReadyDestination
-        switch await destinations.client(for: record.target) {
+        switch await service.destinations.client(for: record.target) {
         case .success(let ready): destination = ready
-        case .failure(let error):
-            note(error, notAttempted: true)
-            return
+        case .failure(let error): return .failed(error, started: false)
         }
         let uploadLock: VolumeLock
         do {
-            guard let held = try stateDirectory.lockUpload(record.id) else {
+            guard let held = try service.stateDirectory.lockUpload(record.id) else {
                 logger.notice("upload is being run by another ingest process", metadata: ["upload": "\(record.id)"])
-                return
+                return .leftAlone
             }
             uploadLock = held
         } catch {
-            note(.journal(error, path: stateDirectory.path), notAttempted: true)
-            return
+            return .failed(.journal(error, path: service.stateDirectory.path), started: false)
         }
         defer { uploadLock.release() }
         // Another process may have moved it on since it was read: start from the journal's word.
         let current: (UploadRecord, [UploadPartRecord])?
         do { current = try await journal.upload(id: record.id) } catch {
-            note(.journal(error, path: journal.path), notAttempted: false)
-            return
+            return .failed(.journal(error, path: journal.path), started: true)
         }
-        guard let (fresh, parts) = current, fresh.isPending || (job.confirming && fresh.phase == .completed) else { return }
+        guard let (fresh, parts) = current, fresh.isPending || (job.confirming && fresh.phase == .completed) else {
+            return .leftAlone
+        }
         let uploader = ObjectUploader(
-            record: fresh, client: destination.client, journal: journal, stagedPath: stagedPath(fresh), limiter: limiter,
-            settings: settings, sink: sink, hooks: hooks, stop: stopping,
+            record: fresh, client: destination.client, journal: journal, stagedPath: stagedPath(fresh), limiter: service.limiter,
+            settings: settings, sink: sink, hooks: service.hooks, stop: stopping,
             conditionalWrites: destination.conditionalWrites)
         let confirming = job.confirming && !fresh.isPending
         switch await uploader.run(parts: parts, resumed: job.resumed, checksums: job.checksums, confirming: confirming) {
@@ -157,50 +138,31 @@ public final class UploadRunner: Sendable {
             // Kept for no time: the copy goes now, while other uploads run, rather than
             // in one long sweep after the last (a third of a second for a 1.8 GiB card here),
             // and a long card's copies never all hold the staging space at once.
-            var removed = 0
             if settings.stagingRetention == .zero, let fingerprint = fresh.contentFingerprint {
-                removed = await removeStagedCopies(only: fingerprint)
+                let removed = await removeStagedCopies(only: fingerprint)
+                machine.withLock { $0.removedStagedCopies(removed) }
             }
-            state.withLock {
-                if alreadyThere {
-                    $0.totals.alreadyThere += 1
-                } else {
-                    $0.totals.uploaded += 1
-                    $0.totals.uploadedBytes += fresh.size
-                }
-                $0.totals.stagedCopiesRemoved += removed
-            }
+            return .uploaded(alreadyThere: alreadyThere, bytes: fresh.size)
         case .failed(let error):
             logger.warning("upload failed", metadata: ["upload": "\(record.id)", "key": "\(record.key)", "error": "\(error)"])
-            if error.scope == .destination { await destinations.stop(record.target, because: error) }
-            note(error, notAttempted: false)
+            if error.scope == .destination { await service.destinations.stop(record.target, because: error) }
+            return .failed(error, started: true)
         case .aborted:
-            break
+            return .aborted
         case .interrupted:
-            state.withLock { $0.totals.interrupted += 1 }
-        }
-    }
-
-    private func note(_ error: UploadError, notAttempted: Bool) {
-        state.withLock { state in
-            if notAttempted { state.totals.notAttempted += 1 } else { state.totals.failed += 1 }
-            if error.scope == .destination {
-                if state.stoppedBy == nil { state.stoppedBy = error }
-            } else if state.worstObjectFailure == nil || error.exitStatus == .integrity {
-                state.worstObjectFailure = error
-            }
+            return .interrupted
         }
     }
 
     private func stagedPath(_ record: UploadRecord) -> String {
-        record.contentFingerprint.map(staging.path(for:)) ?? staging.root + "/" + record.fingerprint
+        record.contentFingerprint.map(service.staging.path(for:)) ?? service.staging.root + "/" + record.fingerprint
     }
 
     /// Deletes staged copies whose objects verified longer ago than the retention (with
     /// `only`, that one copy if so).
     private func removeStagedCopies(only: Fingerprint? = nil) async -> Int {
         do {
-            return try await staging.removeVerifiedCopies(journal: journal, retention: settings.stagingRetention, only: only)
+            return try await service.staging.removeVerifiedCopies(journal: journal, retention: settings.stagingRetention, only: only)
         } catch {
             logger.warning("could not clean the staging area", metadata: ["error": "\(error)"])
             return 0

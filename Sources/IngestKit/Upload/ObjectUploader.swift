@@ -130,7 +130,7 @@ struct ObjectUploader: Sendable {
     }
 
     /// How one attempt at the record's key ended.
-    private enum Attempt: Sendable {
+    enum Attempt: Sendable {
         case done(UploadResult)
         /// The key holds an object with other bytes (found by `HEAD`, or by a `412`).
         case keyTaken(ObjectHead)
@@ -147,14 +147,14 @@ struct ObjectUploader: Sendable {
         }
         let sender = PartSender(uploader: self, checksums: record.checksum == .crc32c ? checksums : nil)
         if let partSize = record.partSize {
-            return await runMultipart(partSize: partSize, parts: parts, sender: sender)
+            return await MultipartRun.start(self, partSize: partSize, parts: parts, sender: sender)
         }
         return await runSinglePut(sender: sender)
     }
 
     // MARK: the key
 
-    private enum KeyState: Sendable {
+    enum KeyState: Sendable {
         /// No object at the key.
         case free
         /// An object with this upload's size and fingerprint.
@@ -164,7 +164,7 @@ struct ObjectUploader: Sendable {
     }
 
     /// `HEAD` the key: free, ours, or taken by other bytes.
-    private func lookAtKey() async -> Result<KeyState, UploadError> {
+    func lookAtKey() async -> Result<KeyState, UploadError> {
         let head: ObjectHead?
         do { head = try await client.headObject(key: record.key) } catch {
             return .failure(UploadError(error, what: "HeadObject \(record.key)", target: record.target))
@@ -177,7 +177,7 @@ struct ObjectUploader: Sendable {
     }
 
     /// What a look at the key decides before a write: nil when the key is free to write.
-    private static func decided(by look: Result<KeyState, UploadError>) -> Attempt? {
+    static func decided(by look: Result<KeyState, UploadError>) -> Attempt? {
         switch look {
         case .failure(let error): .done(.failed(error))
         case .success(.ours): .done(.uploaded(alreadyThere: true))
@@ -187,7 +187,7 @@ struct ObjectUploader: Sendable {
     }
 
     /// A conditional write was refused (`412`): look at what holds the key.
-    private func afterPreconditionFailed(uploadID: String? = nil) async -> Attempt {
+    func afterPreconditionFailed(uploadID: String? = nil) async -> Attempt {
         if let uploadID { try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID) }
         return Self.decided(by: await lookAtKey())
             ?? .done(.failed(UploadError(
@@ -235,7 +235,7 @@ struct ObjectUploader: Sendable {
     // MARK: the staged copy
 
     /// What is wrong with a staged copy.
-    private enum StagedCopyProblem: Error {
+    enum StagedCopyProblem: Error {
         /// Reading it failed: gone (`ENOENT`), or a trouble that may pass (`EMFILE`,
         /// `ENOMEM`, `EIO` of a busy disk).
         case unreadable(SystemError)
@@ -271,7 +271,7 @@ struct ObjectUploader: Sendable {
     /// copy that cannot be read now, or that still hashes right after the server refused its
     /// bytes, is kept and tried again on the next run; the failure is counted, and
     /// quarantines the upload after `upload.quarantine_after` runs in a row.
-    private func handle(_ problem: StagedCopyProblem) async -> UploadResult {
+    func handle(_ problem: StagedCopyProblem) async -> UploadResult {
         switch problem {
         case .unreadable(let error) where error.errno == ENOENT:
             return await restage(
@@ -384,243 +384,6 @@ struct ObjectUploader: Sendable {
 
     // MARK: multipart
 
-    private enum PartAnswer: Sendable {
-        case acknowledged(uploadID: String, number: Int, etag: String, digest: PartDigest)
-        case failed(uploadID: String, number: Int, error: S3ClientError)
-        case unreadable(SystemError)
-        /// The server found the part's bytes do not match the CRC32C the card's bytes made.
-        case damaged(number: Int)
-        /// The process was asked to stop before the part left.
-        case notSent
-    }
-
-    private func runMultipart(partSize: Int64, parts: [UploadPartRecord], sender: PartSender) async -> Attempt {
-        let shape: UploadShape
-        do { shape = try PartPlan.plan(fileSize: record.size, preferredPartSize: partSize, singlePutThreshold: 0) } catch {
-            return .done(.failed(UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(error)")))
-        }
-        guard case .multipart(let plan) = shape, let fingerprint = record.contentFingerprint else {
-            return .done(.failed(UploadError(exitStatus: .software, scope: .object, message: "no multipart plan for \(record.key)")))
-        }
-        let configuration = UploadStateMachine.Configuration(
-            maxRestarts: settings.maxRestarts, partsInFlight: settings.partsInFlight)
-        var machine = UploadStateMachine(
-            resuming: .init(
-                logicalUploadID: record.id, file: stagedPath, fingerprint: fingerprint, plan: plan, phase: record.phase,
-                uploadID: record.uploadID, parts: parts.map(\.acknowledged), restartCount: record.restartCount,
-                failure: nil),
-            configuration: configuration)
-        var journalled = Dictionary(uniqueKeysWithValues: parts.map { ($0.number, $0.acknowledged) })
-        // The server's words for the request that ended the upload, to go with the machine's.
-        var cause: UploadError?
-
-        return await withTaskGroup(of: PartAnswer.self) { group -> Attempt in
-            var actions = machine.start()
-            while true {
-                var index = 0
-                while index < actions.count {
-                    let action = actions[index]
-                    index += 1
-                    switch action {
-                    case .persist(let snapshot):
-                        let now = Dictionary(uniqueKeysWithValues: snapshot.parts.map { ($0.number, $0) })
-                        let added = snapshot.parts.filter { journalled[$0.number] != $0 }
-                        let removed = journalled.keys.filter { now[$0] == nil }
-                        do {
-                            try await journal.persist(
-                                snapshot, added: added, removed: removed, lastError: cause?.message)
-                        } catch {
-                            group.cancelAll()
-                            return .done(.failed(.journal(error, path: journal.path)))
-                        }
-                        journalled = now
-                        for _ in added { hooks.partJournalled() }
-                    case .createUpload:
-                        sink.emit(.upload(.initiating(record)))
-                        do throws(S3ClientError) {
-                            let id = try await client.createMultipartUpload(
-                                key: record.key, headers: record.requestHeaders + record.checksum.createMultipartUploadHeaders)
-                            actions += machine.uploadCreated(uploadID: id)
-                        } catch {
-                            cause = UploadError(error, what: "CreateMultipartUpload \(record.key)", target: record.target)
-                            actions += machine.requestFailed(Self.decision(error))
-                        }
-                    case .listParts(let uploadID):
-                        sink.emit(.upload(.reconciling(record)))
-                        do throws(S3ClientError) {
-                            let listed = try await client.listParts(key: record.key, uploadID: uploadID)
-                            let known = Set(machine.acknowledgedParts.map(\.number))
-                            let adopted = await adopt(
-                                listed.filter { !known.contains($0.number) && plan.partNumbers.contains($0.number)
-                                    && $0.size == plan.length(ofPart: $0.number) }, plan: plan)
-                            actions += machine.partsListed(
-                                Self.remoteParts(listed, journal: machine.acknowledgedParts), adopted: adopted)
-                        } catch .uploadGone {
-                            actions += machine.uploadGone(uploadID: uploadID)
-                        } catch {
-                            cause = UploadError(error, what: "ListParts \(record.key)", target: record.target)
-                            actions += machine.requestFailed(Self.decision(error))
-                        }
-                    case let .sendParts(uploadID, numbers):
-                        if stop.isRaised { continue }
-                        for number in numbers {
-                            let range = plan.range(ofPart: number)
-                            group.addTask { await sendPart(uploadID: uploadID, number: number, range: range, sender: sender) }
-                        }
-                    case let .complete(uploadID, parts):
-                        sink.emit(.upload(.completing(record)))
-                        // A server that ignores If-None-Match: the key is looked at first, once.
-                        if !conditionalWrites {
-                            let look = await lookAtKey()
-                            if let decided = Self.decided(by: look) {
-                                group.cancelAll()
-                                if case .success = look {
-                                    try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID)
-                                }
-                                return decided
-                            }
-                        }
-                        do throws(S3ClientError) {
-                            let etag = try await client.completeMultipartUpload(
-                                key: record.key, uploadID: uploadID,
-                                parts: parts.map {
-                                    CompletedPart(number: $0.number, etag: $0.etag, digest: $0.digest.flatMap { try? PartDigest(journalText: $0) })
-                                }, headers: [.ifNoneMatchAny])
-                            hooks.completed()
-                            actions += machine.completed(etag: etag)
-                        } catch let error where error.isPreconditionFailed {
-                            group.cancelAll()
-                            return await afterPreconditionFailed(uploadID: uploadID)
-                        } catch .uploadGone {
-                            actions += machine.completeFailed(.restartUpload)
-                        } catch {
-                            cause = UploadError(error, what: "CompleteMultipartUpload \(record.key)", target: record.target)
-                            actions += machine.completeFailed(Self.decision(error))
-                        }
-                    case .abort(let uploadID):
-                        do throws(S3ClientError) {
-                            try await client.abortMultipartUpload(key: record.key, uploadID: uploadID)
-                            actions += machine.abortConfirmed()
-                        } catch {
-                            cause = UploadError(error, what: "AbortMultipartUpload \(record.key)", target: record.target)
-                            actions += machine.requestFailed(Self.decision(error))
-                        }
-                    case .verify:
-                        do throws(S3ClientError) {
-                            let digests = machine.acknowledgedParts.compactMap { part in
-                                part.digest.flatMap { try? PartDigest(journalText: $0) }
-                            }
-                            let whole = digests.count == plan.partCount && Set(digests.map(\.algorithm)).count == 1
-                                ? WholeObjectDigest.expected(parts: digests) : nil
-                            if let head = try await client.headObject(key: record.key, checksumMode: whole?.needsChecksumMode ?? false) {
-                                var mismatch: String?
-                                if let whole, case let .mismatch(want, found) = whole.check(head) {
-                                    mismatch = "the server's digest is \(found), the parts sent make \(want)"
-                                }
-                                actions += machine.objectAlreadyExists(
-                                    size: head.size, fingerprint: head.metadata[ObjectLabelKeys.fingerprint].flatMap(Fingerprint.init(hex:)),
-                                    digestMismatch: mismatch)
-                            } else {
-                                actions += machine.objectNotFound()
-                            }
-                        } catch {
-                            cause = UploadError(error, what: "HeadObject \(record.key)", target: record.target)
-                            actions += machine.requestFailed(Self.decision(error))
-                        }
-                    case .finish(let outcome):
-                        group.cancelAll()
-                        switch outcome {
-                        case .uploaded:
-                            await abortStrayUploads()
-                            return .done(.uploaded(alreadyThere: false))
-                        case .alreadyUploaded:
-                            await abortStrayUploads()
-                            return .done(.uploaded(alreadyThere: true))
-                        case .aborted: return .done(.aborted)
-                        case .failed(let failure): return .done(.failed(Self.error(failure, cause: cause, record: record)))
-                        }
-                    }
-                }
-                // Asked to stop: once the parts on the wire have ended (and been journalled
-                // above), the upload is left for later.
-                if stop.isRaised, group.isEmpty { return .done(.interrupted) }
-                guard let answer = await group.next() else {
-                    return .done(.failed(UploadError(
-                        exitStatus: .software, scope: .object,
-                        message: "the upload of \(record.key) stalled with no request outstanding (a bug: please report it)")))
-                }
-                switch answer {
-                case let .acknowledged(uploadID, number, etag, digest):
-                    actions = machine.partAcknowledged(uploadID: uploadID, number: number, etag: etag, digest: digest.journalText)
-                    sink.emit(.upload(.partUploaded(record, number: number, partCount: plan.partCount, bytes: plan.length(ofPart: number))))
-                case let .failed(uploadID, number, error):
-                    if case .uploadGone = error {} else {
-                        cause = UploadError(error, what: "UploadPart \(number) of \(record.key)", target: record.target)
-                    }
-                    actions = machine.partFailed(uploadID: uploadID, number: number, decision: Self.decision(error))
-                case .unreadable(let error):
-                    group.cancelAll()
-                    return .done(await handle(.unreadable(error)))
-                case .damaged(let number):
-                    group.cancelAll()
-                    return .done(await handle(.refusedByServer(part: number)))
-                case .notSent:
-                    actions = []
-                }
-            }
-        }
-    }
-
-    /// The object is in place: any multipart upload still open at its key is a stray, one
-    /// whose `CreateMultipartUpload` answer was lost (a kill before the journal write, a
-    /// connection cut after the server answered, a retry that created a second). Aborted
-    /// now, so none waits for the rescan's sweep; a failure to list or abort only waits
-    /// for that sweep.
-    private func abortStrayUploads() async {
-        _ = try? await client.abortUploads(key: record.key, known: nil)
-    }
-
-    /// Parts the server holds that the journal never recorded (acknowledged just before a
-    /// kill), proved ours: the server's ETag of a part is its MD5, so a part whose ETag is
-    /// the MD5 of the staged range holds exactly those bytes and need not be sent again.
-    /// A part that does not prove ours (another ETag form, encryption) is simply resent.
-    private func adopt(_ parts: [ListedPart], plan: PartPlan) async -> [UploadStateMachine.AcknowledgedPart] {
-        var adopted: [UploadStateMachine.AcknowledgedPart] = []
-        for part in parts {
-            let range = plan.range(ofPart: part.number)
-            guard case .success(let md5) = await Self.digest(.md5, path: stagedPath, offset: range.offset, length: range.length),
-                ETag.unquoted(part.etag).lowercased() == lowercaseHex(md5.bytes)
-            else { continue }
-            let digest: PartDigest
-            if record.checksum == .md5 {
-                digest = md5
-            } else if case .success(let value) = await Self.digest(
-                record.checksum, path: stagedPath, offset: range.offset, length: range.length)
-            {
-                digest = value
-            } else {
-                continue
-            }
-            adopted.append(.init(number: part.number, etag: part.etag, size: part.size, digest: digest.journalText))
-        }
-        return adopted
-    }
-
-    /// The server's parts by number. SeaweedFS lists every upload of a part number, where
-    /// AWS lists only the last; `Complete` takes the copy whose ETag it is sent, so the copy
-    /// the journal recorded is the one that counts, and otherwise the last one listed.
-    static func remoteParts(
-        _ listed: [ListedPart], journal: [UploadStateMachine.AcknowledgedPart]
-    ) -> [Int: UploadStateMachine.RemotePart] {
-        let recorded = Dictionary(journal.map { ($0.number, ETag.unquoted($0.etag)) }, uniquingKeysWith: { _, last in last })
-        var remote: [Int: UploadStateMachine.RemotePart] = [:]
-        for part in listed {
-            if let kept = remote[part.number], recorded[part.number] == ETag.unquoted(kept.etag) { continue }
-            remote[part.number] = UploadStateMachine.RemotePart(etag: part.etag, size: part.size)
-        }
-        return remote
-    }
-
     /// The digests parts go out with: the card's CRC32Cs when the stager (or the check
     /// before a resume) computed them for this cut, otherwise read from the staged copy.
     struct PartSender: Sendable {
@@ -636,38 +399,9 @@ struct ObjectUploader: Sendable {
         }
     }
 
-    /// Digests one part and sends it, within the process-wide limit.
-    private func sendPart(
-        uploadID: String, number: Int, range: (offset: Int64, length: Int64), sender: PartSender
-    ) async -> PartAnswer {
-        await limiter.withPermit(range.length) { () async -> PartAnswer in
-            if stop.isRaised { return .notSent }
-            let (digest, fromCard): (PartDigest, Bool)
-            switch await sender.digest(ofPart: number, range: range) {
-            case .success(let value): (digest, fromCard) = value
-            case .failure(let error): return .unreadable(error)
-            }
-            let payloadHash: PayloadHash
-            switch await bodyHash(of: range) {
-            case .success(let hash): payloadHash = hash
-            case .failure(let error): return .unreadable(error)
-            }
-            do throws(S3ClientError) {
-                let etag = try await client.uploadPart(
-                    key: record.key, uploadID: uploadID, partNumber: number,
-                    body: .file(path: stagedPath, offset: range.offset, length: range.length), payloadHash: payloadHash,
-                    headers: digest.headers)
-                return .acknowledged(uploadID: uploadID, number: number, etag: etag, digest: digest)
-            } catch {
-                if fromCard, error.isBadDigest { return .damaged(number: number) }
-                return .failed(uploadID: uploadID, number: number, error: error)
-            }
-        }
-    }
-
     /// `UNSIGNED-PAYLOAD` where TLS (or the loopback) protects the body; its SHA-256 over
     /// plain HTTP to another host, or with `[upload] sign_payloads` (``PayloadHash``).
-    private func bodyHash(of range: (offset: Int64, length: Int64)) async -> Result<PayloadHash, SystemError> {
+    func bodyHash(of range: (offset: Int64, length: Int64)) async -> Result<PayloadHash, SystemError> {
         guard settings.signPayloads || client.bodiesCrossPlainHTTP else { return .success(.unsigned) }
         let path = stagedPath
         return await onDedicatedThread("ingest-sha256") { () -> Result<PayloadHash, SystemError> in
@@ -675,35 +409,13 @@ struct ObjectUploader: Sendable {
         }
     }
 
-    private static func digest(
+    static func digest(
         _ algorithm: PartDigestAlgorithm, path: String, offset: Int64, length: Int64
     ) async -> Result<PartDigest, SystemError> {
         await onDedicatedThread("ingest-digest") { () -> Result<PartDigest, SystemError> in
             Result { () throws(SystemError) -> PartDigest in
                 try PartDigest.compute(algorithm, path: path, offset: offset, length: length)
             }
-        }
-    }
-
-    /// What the machine is told when a request was given up.
-    private static func decision(_ error: S3ClientError) -> RetryDecision {
-        switch error {
-        case .uploadGone: .restartUpload
-        case .server(_, let attempts), .transport(_, let attempts):
-            .fail(attempts > 1 ? .attemptsExhausted(attempts: attempts) : .notRetryable)
-        default: .fail(.notRetryable)
-        }
-    }
-
-    /// The machine's reason, with the server's words when a request ended it.
-    private static func error(_ failure: UploadFailure, cause: UploadError?, record: UploadRecord) -> UploadError {
-        switch failure {
-        case .requestFailed:
-            return cause ?? UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(failure)")
-        case .restartLimitExceeded:
-            return UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(failure)")
-        case .verificationFailed, .digestMismatch:
-            return UploadError(exitStatus: .integrity, scope: .object, message: "\(record.key): \(failure)")
         }
     }
 

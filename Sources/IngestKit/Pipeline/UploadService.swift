@@ -1,0 +1,50 @@
+import Logging
+
+/// What uploading needs once per process, whatever the command: one libcurl transport (its
+/// thread and connection pool), one credentials provider (so `credential_process` runs once
+/// while its credentials are valid), one bound on the bodies and bytes on the wire, and each
+/// destination checked once (`HeadBucket`, then whether it honours conditional writes) and
+/// stopped for good after a failure that concerns it.
+///
+/// `ingest PATH`, `--device`, `resume`, `watch` and `rescan` each make one when they start
+/// and hand out an ``UploadRunner`` per run of uploads (a card, or the pending uploads of a
+/// resume); `rescan` with ten cards and `watch` with a card an hour share it across all of
+/// them. A runner is finished by the run that made it; the service holds no task of its own,
+/// so it needs no finishing.
+public final class UploadService: Sendable {
+    let journal: Journal
+    let stateDirectory: StateDirectory
+    let staging: StagingArea
+    let settings: UploadSettings
+    let logger: Logger
+    let destinations: Destinations
+    /// Bodies and bytes on the wire, over every runner of the process.
+    let limiter: TransferLimiter
+    let hooks = FaultHooks()
+
+    /// - Parameters:
+    ///   - events: hears what concerns a destination rather than a run (a server that does
+    ///     not honour conditional writes, credentials being refreshed).
+    ///   - keyPrefix: the configuration's `s3.prefix`, where the probe of conditional writes
+    ///     (``S3Client/probeConditionalWrites(key:)``) leaves its empty object.
+    public init(
+        journal: Journal, state: StateDirectory, settings: UploadSettings, credentials: CredentialsProvider,
+        transport: CurlTransport, events: any EventSink, logger: Logger, keyPrefix: String
+    ) throws(IngestError) {
+        self.journal = journal
+        stateDirectory = state
+        staging = try StagingArea(root: state.stagingPath)
+        self.settings = settings
+        self.logger = logger
+        destinations = Destinations(
+            credentials: credentials, transport: transport, sink: events, logger: logger,
+            probeKey: KeyTemplate.probeKey(prefix: keyPrefix))
+        limiter = TransferLimiter(maxRequests: settings.partsInFlight, maxBytes: settings.bytesInFlight)
+    }
+
+    /// A new run of uploads reporting to `sink`, with its own file slots, totals and stop
+    /// request. The caller finishes it (``UploadRunner/finish()``).
+    public func runner(sink: any EventSink) -> UploadRunner {
+        UploadRunner(service: self, sink: sink)
+    }
+}
