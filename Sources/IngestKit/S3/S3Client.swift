@@ -115,7 +115,8 @@ public struct MultipartUploadListing: Sendable, Equatable {
     /// Every upload listed, kept or not.
     public var listed = 0
     public var pages = 0
-    /// The listing stopped at its page bound while the server said there was more.
+    /// The listing stopped at its bound of pages or of uploads kept while the server said
+    /// there was more.
     public var isTruncated = false
 
     public init() {}
