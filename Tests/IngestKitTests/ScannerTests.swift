@@ -6,10 +6,12 @@ import Testing
 
 @Suite struct ScannerTests {
     /// Scans and returns files and skips keyed by display path.
-    func scan(_ root: String, rules: ScanRules = ScanRules()) throws -> (files: [String: ScannedFile], skips: [String: SkipReason]) {
+    func scan(
+        _ root: String, rules: ScanRules = ScanRules(), maxDepth: Int = Scanner.defaultMaxDepth
+    ) throws -> (files: [String: ScannedFile], skips: [String: SkipReason]) {
         var files: [String: ScannedFile] = [:]
         var skips: [String: SkipReason] = [:]
-        try Scanner(rules: rules).scan(root: root) { finding in
+        try Scanner(rules: rules, maxDepth: maxDepth).scan(root: root) { finding in
             switch finding {
             case .file(let file): files[file.path.display] = file
             case let .skipped(path, reason): skips[path.display] = reason
@@ -115,6 +117,70 @@ import Testing
         var order: [String] = []
         try Scanner().scan(root: card.path) { if case .file(let file) = $0 { order.append(file.path.display) } }
         #expect(order == ["C", "_", "a", "a0", "b"])
+    }
+
+    @Test func aDirectoryAtTheDepthLimitIsReportedTooDeepAndNotEntered() throws {
+        let card = TemporaryDirectory()
+        try card.write("top.jpg", [1])
+        try card.write("a/b/two.jpg", [2])
+        try card.write("a/b/c/three.jpg", [3])
+        try card.write("a/b/c/d/four.jpg", [4])
+        let (files, skips) = try scan(card.path, maxDepth: 3)
+        #expect(Set(files.keys) == ["a/b/two.jpg", "top.jpg"], "entries three levels down are visited, nothing below")
+        #expect(skips == ["a/b/c": .tooDeep(limit: 3)])
+        #expect(SkipReason.tooDeep(limit: 3).isNotable)
+        #expect(SkipReason.tooDeep(limit: 3).code == "too-deep")
+        #expect(SkipReason.tooDeep(limit: 3).description == "its contents are more than 3 levels deep (not entered)")
+    }
+
+    @Test func aChainOfFoldersDeeperThanTheDefaultLimitEndsInOneSkipAndKeepsTheFilesAbove() throws {
+        let card = TemporaryDirectory()
+        var relative = ""
+        for level in 1...(Scanner.defaultMaxDepth + 20) {
+            relative += "d/"
+            try card.write(relative + "f\(level)", [UInt8(truncatingIfNeeded: level)])
+        }
+        let (files, skips) = try scan(card.path)
+        #expect(files.count == Scanner.defaultMaxDepth - 1, "the file in each folder entered, the last one at the limit")
+        #expect(files.keys.map { $0.split(separator: "/").count }.max() == Scanner.defaultMaxDepth)
+        #expect(skips == [String(repeating: "d/", count: Scanner.defaultMaxDepth - 1) + "d": .tooDeep(limit: Scanner.defaultMaxDepth)])
+    }
+
+    @Test func aDirectoryOfMoreNamesThanOneChunkIsVisitedWholeAndInTheSameOrderEachRun() throws {
+        let card = TemporaryDirectory()
+        let count = DirectoryStream.chunkNames * 2 + 500
+        for index in 0..<count { try card.write(rawName: Array("f\(index)".utf8), []) }
+        func order() throws -> [String] {
+            var order: [String] = []
+            try Scanner().scan(root: card.path) { if case .file(let file) = $0 { order.append(file.path.display) } }
+            return order
+        }
+        let first = try order()
+        #expect(first.count == count)
+        #expect(Set(first).count == count, "each name once")
+        #expect(try order() == first)
+        for chunk in stride(from: 0, to: count, by: DirectoryStream.chunkNames) {
+            let names = first[chunk..<min(count, chunk + DirectoryStream.chunkNames)]
+            #expect(names.elementsEqual(names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }))
+        }
+    }
+
+    @Test func aChunkHoldsAtMostItsBytesOfNames() throws {
+        let card = TemporaryDirectory()
+        let long = String(repeating: "x", count: 250)
+        let count = DirectoryStream.chunkBytes / 250 + 100
+        for index in 0..<count { try card.write(rawName: Array("\(index)\(long)".prefix(255).utf8), []) }
+        let descriptor = open(card.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let stream = try DirectoryStream(adopting: descriptor)
+        var sizes: [Int] = []
+        while true {
+            let chunk = try stream.nextChunk()
+            if chunk.isEmpty { break }
+            #expect(chunk.byteCount < DirectoryStream.chunkBytes + 256)
+            sizes.append(chunk.count)
+        }
+        #expect(sizes.reduce(0, +) == count)
+        #expect(sizes.count == 2)
     }
 
     @Test func aMissingRootIsAnErrorThatNamesThePath() throws {

@@ -12,8 +12,8 @@ public struct OrphanSweepOutcome: Sendable, Equatable {
     public var aborted = 0
     /// Uploads no journal knows but younger than the age: kept, maybe a run still sending them.
     public var young = 0
-    /// The listing stopped at its page bound (``S3Client/maxListPages``); the rest waits for
-    /// the next rescan.
+    /// The listing stopped at its bound (``S3Client/maxListPages``,
+    /// ``S3Client/maxKeptUploads``); the rest waits for the next rescan.
     public var truncated = false
     /// Why the sweep of this destination stopped, if it did.
     public var problem: String?

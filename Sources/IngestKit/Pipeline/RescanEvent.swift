@@ -167,7 +167,10 @@ extension OrphanSweepOutcome {
     public var text: String {
         let place = "s3://\(target.bucket)/\(prefix) at \(target.endpoint)"
         var line = "\(place): \(listed) unfinished listed, \(aborted) aborted, \(young) younger kept"
-        if truncated { line += " (listing stopped after \(S3Client.maxListPages) pages: the rest next time)" }
+        if truncated {
+            line += " (listing stopped at its bound of \(S3Client.maxListPages) pages or"
+                + " \(S3Client.maxKeptUploads) candidates: the rest next time)"
+        }
         if let problem { line += "; stopped: \(problem)" }
         return line
     }

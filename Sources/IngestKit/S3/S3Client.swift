@@ -115,7 +115,8 @@ public struct MultipartUploadListing: Sendable, Equatable {
     /// Every upload listed, kept or not.
     public var listed = 0
     public var pages = 0
-    /// The listing stopped at its page bound while the server said there was more.
+    /// The listing stopped at its bound of pages or of uploads kept while the server said
+    /// there was more.
     public var isTruncated = false
 
     public init() {}
@@ -260,18 +261,14 @@ public final class S3Client: Sendable {
     public func listParts(key: String, uploadID: String) async throws(S3ClientError) -> [ListedPart] {
         var parts: [ListedPart] = []
         var marker: String?
-        var pages = 0
+        var pages = ListingPages(
+            "ListParts", limit: Self.maxListPartsPages, pastLimitNote: "more than an upload of at most "
+                + "\(S3UploadLimits.maxPartCount) parts needs: the server pages forever")
         while true {
-            pages += 1
-            guard pages <= Self.maxListPartsPages, parts.count <= S3UploadLimits.maxPartCount else {
-                throw .unexpectedAnswer(
-                    status: 200,
-                    detail: "ListParts kept paging past \(Self.maxListPartsPages) pages or \(S3UploadLimits.maxPartCount) parts, "
-                        + "more than any upload holds")
-            }
             var query = [S3QueryItem("uploadId", uploadID)]
             if let marker { query.append(S3QueryItem("part-number-marker", marker)) }
             let response = try await perform("GET", key: key, query: query)
+            pages.read()
             guard let document = S3XMLDocument.parse(response.body, records: ["Part"]) else {
                 throw .unexpectedAnswer(status: response.status, detail: "ListPartsResult is not XML")
             }
@@ -281,10 +278,16 @@ public final class S3Client: Sendable {
                 else { throw .unexpectedAnswer(status: response.status, detail: "a Part without PartNumber, ETag or Size") }
                 parts.append(ListedPart(number: number, etag: etag, size: size))
             }
-            guard document.fields["IsTruncated"] == "true" else { return parts }
-            guard let next = document.fields["NextPartNumberMarker"], next != marker else {
-                throw .unexpectedAnswer(status: response.status, detail: "a truncated ListParts page without a new marker")
+            guard parts.count <= S3UploadLimits.maxPartCount else {
+                throw .unexpectedAnswer(
+                    status: response.status,
+                    detail: "ListParts listed more than \(S3UploadLimits.maxPartCount) parts, more than any upload holds")
             }
+            guard document.fields["IsTruncated"] == "true" else { return parts }
+            guard let next = document.fields["NextPartNumberMarker"] else {
+                throw .unexpectedAnswer(status: response.status, detail: "a truncated ListParts page without a marker")
+            }
+            try pages.follow(next, status: response.status)
             marker = next
         }
     }
@@ -327,6 +330,15 @@ public final class S3Client: Sendable {
     /// uploads, far beyond what one station leaves.
     public static let maxListPages = 100
 
+    /// The most uploads a ``listMultipartUploads(prefix:pageSize:maxPages:keeping:)`` keeps;
+    /// the listing stops there as at its page bound. With keys and upload ids of at most
+    /// ``maxListedNameBytes`` each, what is kept stays under 25 MB whatever the server sends.
+    public static let maxKeptUploads = 10_000
+
+    /// The longest key or upload id a listing accepts: S3 keys are at most 1,024 bytes
+    /// (``KeyTemplate/maximumKeyBytes``), upload ids far shorter.
+    static let maxListedNameBytes = KeyTemplate.maximumKeyBytes
+
     /// ListMultipartUploads under `prefix`: the uploads begun and neither completed nor
     /// aborted (a rescan aborts the ones no journal knows). Only those `keeping` accepts are
     /// kept, so a long listing costs the memory of what is kept, not of what is listed; at
@@ -349,6 +361,8 @@ public final class S3Client: Sendable {
     ) async throws(S3ClientError) -> MultipartUploadListing {
         var listing = MultipartUploadListing()
         var markers: (key: String?, uploadID: String?) = (nil, nil)
+        var pages = ListingPages(
+            "ListMultipartUploads", limit: maxPages, pastLimitNote: "more unfinished uploads than a station leaves")
         while true {
             var query = [S3QueryItem("uploads")]
             if !prefix.isEmpty { query.append(S3QueryItem("prefix", prefix)) }
@@ -356,7 +370,8 @@ public final class S3Client: Sendable {
             if let key = markers.key { query.append(S3QueryItem("key-marker", key)) }
             if let uploadID = markers.uploadID { query.append(S3QueryItem("upload-id-marker", uploadID)) }
             let response = try await perform("GET", key: "", query: query)
-            listing.pages += 1
+            pages.read()
+            listing.pages = pages.count
             guard let document = S3XMLDocument.parse(response.body, records: ["Upload"]) else {
                 throw .unexpectedAnswer(status: response.status, detail: "ListMultipartUploadsResult is not XML")
             }
@@ -367,24 +382,29 @@ public final class S3Client: Sendable {
                     throw .unexpectedAnswer(
                         status: response.status, detail: "an Upload without Key, UploadId or an ISO 8601 Initiated")
                 }
+                guard key.utf8.count <= Self.maxListedNameBytes, uploadID.utf8.count <= Self.maxListedNameBytes else {
+                    throw .unexpectedAnswer(
+                        status: response.status,
+                        detail: "an Upload whose Key or UploadId is longer than \(Self.maxListedNameBytes) bytes")
+                }
                 let upload = ListedUpload(key: key, uploadID: uploadID, initiated: initiated)
                 listing.listed += 1
-                if keeping(upload) { listing.uploads.append(upload) }
+                if listing.uploads.count < Self.maxKeptUploads, keeping(upload) { listing.uploads.append(upload) }
             }
             guard document.fields["IsTruncated"] == "true" else { return listing }
             let next = (key: document.fields["NextKeyMarker"], uploadID: document.fields["NextUploadIdMarker"])
-            guard next.key != nil || next.uploadID != nil, next.key != markers.key || next.uploadID != markers.uploadID
-            else {
+            guard next.key != nil || next.uploadID != nil else {
                 throw .unexpectedAnswer(
-                    status: response.status, detail: "a truncated ListMultipartUploads page without new markers")
+                    status: response.status, detail: "a truncated ListMultipartUploads page without markers")
             }
-            guard listing.pages < maxPages else {
+            guard !pages.isAtLimit, listing.uploads.count < Self.maxKeptUploads else {
                 listing.isTruncated = true
                 logger.warning(
-                    "ListMultipartUploads has more pages than are followed",
-                    metadata: ["prefix": "\(prefix)", "pages": "\(listing.pages)"])
+                    "ListMultipartUploads has more than is followed",
+                    metadata: ["prefix": "\(prefix)", "pages": "\(listing.pages)", "kept": "\(listing.uploads.count)"])
                 return listing
             }
+            try pages.follow([next.key, next.uploadID], status: response.status)
             markers = next
         }
     }
@@ -404,18 +424,29 @@ public final class S3Client: Sendable {
         return objects
     }
 
+    /// The most pages ``listObjectsV2(prefix:pageSize:maxPages:page:)`` follows: 10,000,000
+    /// objects at the usual 1,000 a page, more than `ingest ls` (a HeadObject each) lists in
+    /// a day; it stops a server that pages forever.
+    public static let maxObjectListPages = 10_000
+
     /// ListObjectsV2 page by page: `page` takes each page's objects before the next is asked
-    /// for, so a listing of any length holds one page in memory.
+    /// for, so a listing of any length holds one page in memory. More than `maxPages` pages
+    /// is an error.
     public func listObjectsV2(
-        prefix: String = "", pageSize: Int? = nil, page: ([ListedObject]) async -> Void
+        prefix: String = "", pageSize: Int? = nil, maxPages: Int = S3Client.maxObjectListPages,
+        page: ([ListedObject]) async -> Void
     ) async throws(S3ClientError) {
         var token: String?
+        var pages = ListingPages(
+            "ListObjectsV2", limit: maxPages,
+            pastLimitNote: "a listing too long to follow or a server that pages forever: list a narrower prefix")
         while true {
             var query = [S3QueryItem("list-type", "2"), S3QueryItem("encoding-type", "url")]
             if !prefix.isEmpty { query.append(S3QueryItem("prefix", prefix)) }
             if let pageSize { query.append(S3QueryItem("max-keys", String(pageSize))) }
             if let token { query.append(S3QueryItem("continuation-token", token)) }
             let response = try await perform("GET", key: "", query: query)
+            pages.read()
             guard let document = S3XMLDocument.parse(response.body, records: ["Contents"]) else {
                 throw .unexpectedAnswer(status: response.status, detail: "ListBucketResult is not XML")
             }
@@ -436,9 +467,10 @@ public final class S3Client: Sendable {
             }
             await page(objects)
             guard document.fields["IsTruncated"] == "true" else { return }
-            guard let next = document.fields["NextContinuationToken"], next != token else {
-                throw .unexpectedAnswer(status: response.status, detail: "a truncated ListObjectsV2 page without a new token")
+            guard let next = document.fields["NextContinuationToken"] else {
+                throw .unexpectedAnswer(status: response.status, detail: "a truncated ListObjectsV2 page without a token")
             }
+            try pages.follow(next, status: response.status)
             token = next
         }
     }

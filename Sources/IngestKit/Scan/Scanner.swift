@@ -33,6 +33,9 @@ public enum SkipReason: Sendable, Equatable, CustomStringConvertible {
     case otherFileSystem
     /// A directory that is its own ancestor (a bind mount loop).
     case directoryCycle
+    /// A directory more levels below the card's root than the scanner enters
+    /// (``Scanner/maxDepth``): a tree that deep is crafted, not written by a camera.
+    case tooDeep(limit: Int)
     /// A directory that cannot be listed.
     case unreadable(SystemError)
 
@@ -44,6 +47,7 @@ public enum SkipReason: Sendable, Equatable, CustomStringConvertible {
         case .special(let kind): "\(kind) (no content to copy)"
         case .otherFileSystem: "another file system is mounted here"
         case .directoryCycle: "directory loop"
+        case .tooDeep(let limit): "its contents are more than \(limit) levels deep (not entered)"
         case .unreadable(let error): "cannot be read: \(error.reason)"
         }
     }
@@ -65,6 +69,7 @@ public enum SkipReason: Sendable, Equatable, CustomStringConvertible {
         case .special: "special-file"
         case .otherFileSystem: "other-file-system"
         case .directoryCycle: "directory-loop"
+        case .tooDeep: "too-deep"
         case .unreadable: "unreadable"
         }
     }
@@ -111,121 +116,184 @@ public enum ScanFinding: Sendable, Equatable {
 ///
 /// Symlinks are reported, never followed; other file systems mounted inside the card are not
 /// entered; directories are visited in byte order of their names, so runs are repeatable.
+///
+/// A card chooses the shape of its tree, so the walk is bounded whatever it is: a directory
+/// is read a chunk of names at a time (``DirectoryStream``: a directory larger than a chunk
+/// is visited in byte order within each chunk, chunks in the order the file system lists
+/// them), the walk keeps its own stack instead of recursing, and directories more than
+/// ``maxDepth`` levels below the root are reported (``SkipReason/tooDeep(limit:)``), not
+/// entered. Memory is then at most one chunk and one descriptor per level, and each path
+/// at most ``maxDepth`` names long.
 public struct Scanner: Sendable {
     public var rules: ScanRules
+    /// The deepest level whose entries are visited: the root's entries are level 1. A
+    /// directory at this level is not entered.
+    public var maxDepth: Int
 
-    public init(rules: ScanRules = ScanRules()) { self.rules = rules }
+    /// Far deeper than cameras, drones and recorders write (`PRIVATE/AVCHD/BDMV/STREAM` is
+    /// four levels), and deep enough for copied trees; at most 64 descriptors and 64 chunks
+    /// of names (about 40 MB at worst) are held at once.
+    public static let defaultMaxDepth = 64
+
+    public init(rules: ScanRules = ScanRules(), maxDepth: Int = Scanner.defaultMaxDepth) {
+        self.rules = rules
+        self.maxDepth = maxDepth
+    }
 
     /// Scans the tree under `root` and calls `visit` for each file and each skipped entry.
     public func scan(root: String, visit: (ScanFinding) -> Void) throws(IngestError) {
-        let rootDirectory: FileDescriptor
+        let rootStream: DirectoryStream
+        let rootStat: stat
         do {
-            rootDirectory = try FileDescriptor(path: root, flags: O_RDONLY | O_DIRECTORY)
+            let descriptor = try retryingEINTR("open", path: root) { open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+            rootStream = try DirectoryStream(adopting: descriptor)
+            var st = stat()
+            try retryingEINTR("stat", path: root) { fstat(rootStream.descriptor, &st) }
+            rootStat = st
         } catch {
             throw .sourceUnavailable(path: root, reason: error.reason)
         }
-        let rootStat: stat
-        do { rootStat = try rootDirectory.stat() } catch { throw .sourceUnavailable(path: root, reason: error.reason) }
-        var ancestors: Set<FileIdentity> = [FileIdentity(rootStat)]
-        walk(rootDirectory, at: CardPath(bytes: []), device: rootStat.st_dev, ancestors: &ancestors, visit: visit)
-    }
-
-    private struct FileIdentity: Hashable {
-        let device: UInt64
-        let inode: UInt64
-        init(_ st: stat) {
-            device = UInt64(st.st_dev)
-            inode = UInt64(st.st_ino)
+        withoutActuallyEscaping(visit) { visit in
+            var walk = Walk(rules: rules, maxDepth: maxDepth, visit: visit)
+            walk.run(from: rootStream, stat: rootStat)
         }
     }
+}
 
-    private func walk(
-        _ directory: FileDescriptor, at prefix: CardPath, device: dev_t,
-        ancestors: inout Set<FileIdentity>, visit: (ScanFinding) -> Void
-    ) {
-        let names: [[UInt8]]
-        do { names = try Self.listNames(directory) } catch {
-            visit(.skipped(prefix, .unreadable(error)))
-            return
-        }
-        for name in names {
-            let path = prefix.appending(name)
-            var st = stat()
-            if fstatat(directory.raw, CardPath(bytes: name).cString, &st, AT_SYMLINK_NOFOLLOW) != 0 {
-                // Gone between listing and stat (the card is being written or was pulled).
-                if errno != ENOENT { visit(.skipped(path, .unreadable(.last("stat", path: path.display)))) }
+/// A device and inode: what tells a directory from its ancestors.
+private struct FileIdentity: Hashable {
+    let device: UInt64
+    let inode: UInt64
+    init(_ st: stat) {
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+    }
+}
+
+/// One walk of a tree, depth first, with an explicit stack: however deep the card, the
+/// thread's stack holds one frame of this.
+private struct Walk {
+    /// A directory being listed.
+    struct Level {
+        let directory: DirectoryStream
+        let identity: FileIdentity
+        let device: dev_t
+        /// How many bytes of ``Walk/path`` are this directory's own path.
+        let pathLength: Int
+        var chunk = NameChunk()
+        var next = 0
+    }
+
+    let rules: ScanRules
+    let maxDepth: Int
+    let visit: (ScanFinding) -> Void
+    /// The directories from the root down to the one being listed.
+    var levels: [Level] = []
+    /// The identities of ``levels``, to recognize a directory that is its own ancestor.
+    var ancestors: Set<FileIdentity> = []
+    /// The path of the entry at hand: one buffer shared by every level, so the paths of the
+    /// directories above cost their length once, not once per level.
+    var path: [UInt8] = []
+
+    init(rules: ScanRules, maxDepth: Int, visit: @escaping (ScanFinding) -> Void) {
+        self.rules = rules
+        self.maxDepth = maxDepth
+        self.visit = visit
+    }
+
+    mutating func run(from root: DirectoryStream, stat rootStat: stat) {
+        push(root, stat: rootStat)
+        while !levels.isEmpty {
+            guard let name = nextName() else {
+                ancestors.remove(levels.removeLast().identity)
                 continue
             }
-            switch st.st_mode & S_IFMT {
-            case S_IFDIR:
-                if let reason = rules.skipReason(for: path, isDirectory: true) {
-                    visit(.skipped(path, reason))
-                } else if st.st_dev != device {
-                    visit(.skipped(path, .otherFileSystem))
-                } else if ancestors.contains(FileIdentity(st)) {
-                    visit(.skipped(path, .directoryCycle))
-                } else {
-                    descend(into: CardPath(bytes: name), of: directory, at: path, stat: st, ancestors: &ancestors, visit: visit)
-                }
-            case S_IFREG:
-                if let reason = rules.skipReason(for: path, isDirectory: false) {
-                    visit(.skipped(path, reason))
-                } else {
-                    visit(.file(ScannedFile(path: path, size: Int64(st.st_size), mtime: st.mtimeNanoseconds, inode: UInt64(st.st_ino))))
-                }
-            case S_IFLNK:
-                visit(.skipped(path, rules.skipReason(for: path, isDirectory: false) ?? .symlink))
-            default:
-                visit(.skipped(path, rules.skipReason(for: path, isDirectory: false) ?? .special(kind: Self.kindName(st.st_mode))))
-            }
+            let level = levels[levels.count - 1]
+            path.removeSubrange(level.pathLength...)
+            if !path.isEmpty { path.append(UInt8(ascii: "/")) }
+            path.append(contentsOf: name)
+            examine(name, in: level)
         }
     }
 
-    private func descend(
-        into name: CardPath, of parent: FileDescriptor, at path: CardPath, stat st: stat,
-        ancestors: inout Set<FileIdentity>, visit: (ScanFinding) -> Void
-    ) {
-        let child: FileDescriptor
+    /// The next name of the deepest directory, reading its next chunk when one is used up;
+    /// nil at the end of its listing, or when it cannot be read (which is then reported).
+    private mutating func nextName() -> ArraySlice<UInt8>? {
+        let top = levels.count - 1
+        if levels[top].next == levels[top].chunk.count {
+            do { levels[top].chunk = try levels[top].directory.nextChunk() } catch {
+                let directory = CardPath(bytes: Array(path.prefix(levels[top].pathLength)))
+                visit(.skipped(directory, .unreadable(error)))
+                return nil
+            }
+            levels[top].next = 0
+            if levels[top].chunk.isEmpty { return nil }
+        }
+        defer { levels[top].next += 1 }
+        return levels[top].chunk[levels[top].next]
+    }
+
+    /// Reports the entry at ``path`` or, for a directory to enter, pushes it.
+    private mutating func examine(_ name: ArraySlice<UInt8>, in level: Level) {
+        let path = CardPath(bytes: self.path)
+        var st = stat()
+        if fstatat(level.directory.descriptor, CardPath(bytes: Array(name)).cString, &st, AT_SYMLINK_NOFOLLOW) != 0 {
+            let number = errno
+            // Gone between listing and stat (the card is being written or was pulled).
+            if number != ENOENT { visit(.skipped(path, .unreadable(SystemError(call: "stat", errno: number, path: path.display)))) }
+            return
+        }
+        switch st.st_mode & S_IFMT {
+        case S_IFDIR:
+            if let reason = rules.skipReason(for: path, isDirectory: true) {
+                visit(.skipped(path, reason))
+            } else if st.st_dev != level.device {
+                visit(.skipped(path, .otherFileSystem))
+            } else if ancestors.contains(FileIdentity(st)) {
+                visit(.skipped(path, .directoryCycle))
+            } else if levels.count >= maxDepth {
+                visit(.skipped(path, .tooDeep(limit: maxDepth)))
+            } else {
+                enter(name, of: level, at: path, stat: st)
+            }
+        case S_IFREG:
+            if let reason = rules.skipReason(for: path, isDirectory: false) {
+                visit(.skipped(path, reason))
+            } else {
+                visit(.file(ScannedFile(path: path, size: Int64(st.st_size), mtime: st.mtimeNanoseconds, inode: UInt64(st.st_ino))))
+            }
+        case S_IFLNK:
+            visit(.skipped(path, rules.skipReason(for: path, isDirectory: false) ?? .symlink))
+        default:
+            visit(.skipped(path, rules.skipReason(for: path, isDirectory: false) ?? .special(kind: Scanner.kindName(st.st_mode))))
+        }
+    }
+
+    /// Opens the directory `name` relative to its parent, never through a symlink.
+    private mutating func enter(_ name: ArraySlice<UInt8>, of parent: Level, at path: CardPath, stat st: stat) {
+        let child: DirectoryStream
         do {
-            child = try FileDescriptor(at: parent, path: name, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+            let cName = CardPath(bytes: Array(name)).cString
+            let descriptor = try retryingEINTR("open", path: path.display) {
+                openat(parent.directory.descriptor, cName, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            }
+            child = try DirectoryStream(adopting: descriptor)
         } catch {
             visit(.skipped(path, .unreadable(SystemError(call: error.call, errno: error.errno, path: path.display))))
             return
         }
+        push(child, stat: st)
+    }
+
+    private mutating func push(_ directory: DirectoryStream, stat st: stat) {
         let identity = FileIdentity(st)
         ancestors.insert(identity)
-        walk(child, at: path, device: st.st_dev, ancestors: &ancestors, visit: visit)
-        ancestors.remove(identity)
+        levels.append(Level(directory: directory, identity: identity, device: st.st_dev, pathLength: path.count))
     }
+}
 
-    /// The names in a directory, without `.` and `..`, sorted by their bytes.
-    private static func listNames(_ directory: FileDescriptor) throws(SystemError) -> [[UInt8]] {
-        // fdopendir takes ownership of the descriptor it is given, so give it a duplicate.
-        let fd = dup(directory.raw)
-        guard fd >= 0 else { throw .last("dup") }
-        guard let stream = fdopendir(fd) else {
-            let error = SystemError.last("opendir")
-            close(fd)
-            throw error
-        }
-        defer { closedir(stream) }
-        var names: [[UInt8]] = []
-        while true {
-            errno = 0
-            guard let entry = readdir(stream) else {
-                if errno != 0 { throw .last("readdir") }
-                break
-            }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                Array(raw.prefix { $0 != 0 })
-            }
-            if name == [UInt8(ascii: ".")] || name == [UInt8(ascii: "."), UInt8(ascii: ".")] { continue }
-            names.append(name)
-        }
-        return names.sorted { $0.lexicographicallyPrecedes($1) }
-    }
-
-    private static func kindName(_ mode: mode_t) -> String {
+extension Scanner {
+    fileprivate static func kindName(_ mode: mode_t) -> String {
         switch mode & S_IFMT {
         case S_IFIFO: "FIFO"
         case S_IFSOCK: "socket"
