@@ -2,6 +2,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include "system_shims.h"
 
@@ -38,4 +40,14 @@ int ingest_name_this_thread(const char *name) {
 
 int ingest_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
     return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
+}
+
+int ingest_statx_mount(int dirfd, const char *name, uint64_t *device, uint64_t *mount_id, int *has_mount_id) {
+    struct statx info;
+    int flags = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | (name[0] == '\0' ? AT_EMPTY_PATH : 0);
+    if (statx(dirfd, name, flags, STATX_MNT_ID, &info) != 0) return -1;
+    *device = makedev(info.stx_dev_major, info.stx_dev_minor);
+    *has_mount_id = (info.stx_mask & STATX_MNT_ID) != 0;
+    *mount_id = *has_mount_id ? info.stx_mnt_id : 0;
+    return 0;
 }
