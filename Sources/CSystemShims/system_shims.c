@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <linux/capability.h>
 #include <sys/syscall.h>
@@ -49,4 +51,14 @@ int ingest_has_effective_capability(int capability) {
     struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {{0}};
     if (syscall(SYS_capget, &header, data) != 0) return -1;
     return (data[capability / 32].effective >> (capability % 32)) & 1;
+}
+
+int ingest_statx_mount(int dirfd, const char *name, uint64_t *device, uint64_t *mount_id, int *has_mount_id) {
+    struct statx info;
+    int flags = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | (name[0] == '\0' ? AT_EMPTY_PATH : 0);
+    if (statx(dirfd, name, flags, STATX_MNT_ID, &info) != 0) return -1;
+    *device = makedev(info.stx_dev_major, info.stx_dev_minor);
+    *has_mount_id = (info.stx_mask & STATX_MNT_ID) != 0;
+    *mount_id = *has_mount_id ? info.stx_mnt_id : 0;
+    return 0;
 }

@@ -124,6 +124,56 @@ func writeDeep(_ root: String, _ components: [String], _ contents: [UInt8]) thro
         #expect(log.staged.map(\.file.path.display) == ["DCIM/101MEDIA/IMG_0002.JPG"])
     }
 
+    /// A bind mount keeps its file system's device: a folder of the card's own file system
+    /// (here a host folder beside the card) bind-mounted over a card folder after the scan
+    /// has the root's `st_dev`, and only the mount id tells it apart. The files beneath fail
+    /// as mount-in-path, nothing of the host folder is copied, the rest is staged.
+    @Test(needsRoot) func aBindMountOfTheCardsOwnFileSystemOverAFolderAfterTheScanIsNotEntered() throws {
+        let card = TemporaryDirectory(), host = TemporaryDirectory(), state = TemporaryDirectory()
+        try card.write("DCIM/100MEDIA/IMG_0001.JPG", randomBytes(4000))
+        let kept = try card.write("DCIM/101MEDIA/IMG_0002.JPG", randomBytes(4000))
+        let hostFile = try host.write("IMG_0001.JPG", Array("the host's secret\n".utf8))
+        let files = try scanFiles(card.path)
+        let covered = card.path + "/DCIM/100MEDIA"
+        try sh("mount --bind \(shellQuoted(host.path)) \(shellQuoted(covered))")
+        defer { _ = try? sh("umount \(shellQuoted(covered))") }
+        var coveredStat = stat(), rootStat = stat()
+        try #require(stat(covered, &coveredStat) == 0 && stat(card.path, &rootStat) == 0)
+        try #require(coveredStat.st_dev == rootStat.st_dev, "the bind mount shows the card's own file system")
+
+        let log = try stage(card.path, files: files, into: state)
+
+        let failure = try #require(log.failed.first { $0.0.path == CardPath("DCIM/100MEDIA/IMG_0001.JPG") })
+        #expect(failure.1.kind == .otherFileSystemInPath(at: CardPath("DCIM/100MEDIA")))
+        #expect(failure.1.code == "mount-in-path")
+        #expect(!log.staged.contains { $0.fingerprint.hex == (try? xxh128sum(hostFile)) })
+        #expect(log.staged.map(\.file.path.display) == ["DCIM/101MEDIA/IMG_0002.JPG"])
+        #expect(log.staged.first?.fingerprint.hex == (try xxh128sum(kept)))
+    }
+
+    /// The mount of a folder, of a bind mount over it and of a file inside: same device,
+    /// another mount id for the bind mount (this kernel reports mount ids: Linux 5.8+).
+    @Test(needsRoot) func aBindMountIsAnotherMountOnTheSameDevice() throws {
+        let card = TemporaryDirectory(), host = TemporaryDirectory()
+        try card.write("A/x", [1])
+        try card.write("B/y", [2])
+        try sh("mount --bind \(shellQuoted(host.path)) \(shellQuoted(card.path))/B")
+        defer { _ = try? sh("umount \(shellQuoted(card.path))/B") }
+        let root = try FileDescriptor(path: card.path, flags: O_RDONLY | O_DIRECTORY)
+        let rootMount = try root.mount()
+        try #require(rootMount.mountID != nil, "the kernel reports mount ids")
+
+        let a = try FileDescriptor(path: card.path + "/A", flags: O_RDONLY | O_DIRECTORY).mount()
+        let b = try FileDescriptor(path: card.path + "/B", flags: O_RDONLY | O_DIRECTORY).mount()
+        #expect(a == rootMount && a.isSameMount(as: rootMount))
+        #expect(b.device == rootMount.device && b.mountID != rootMount.mountID && !b.isSameMount(as: rootMount))
+        #expect(try root.mount(of: Array("B".utf8CString), path: "B") == b, "the entry of a mount point is the mount over it")
+        #expect(try root.mount(of: Array("A".utf8CString), path: "A") == rootMount)
+        // Where the kernel gives no mount id, the device is all there is to compare.
+        #expect(MountIdentity(device: b.device, mountID: nil).isSameMount(as: rootMount))
+        #expect(!MountIdentity(device: b.device + 1, mountID: rootMount.mountID).isSameMount(as: rootMount))
+    }
+
     /// Between scan and open, another file of the card is renamed over a scanned one: the
     /// copy under the scanned name would hold bytes the scan never saw there. It fails as
     /// replaced (the next run's scan sees the new file), and the others are staged.

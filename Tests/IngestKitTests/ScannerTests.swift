@@ -36,6 +36,26 @@ import Testing
         #expect(files["DCIM/100MEDIA/DJI_0001.JPG"]?.mtime == st.mtimeNanoseconds)
     }
 
+    /// A bind mount has its file system's device: a folder of the card's own file system
+    /// (a host folder beside the card) bind-mounted inside the card, and a host file
+    /// bind-mounted over a card file, are passed over as other mounts by their mount id.
+    @Test(needsRoot) func bindMountsOfTheCardsOwnFileSystemInsideItArePassedOver() throws {
+        let card = TemporaryDirectory(), host = TemporaryDirectory()
+        try card.write("DCIM/IMG_0001.JPG", randomBytes(100))
+        try card.write("DCIM/IMG_0002.JPG", randomBytes(100))
+        let secret = try host.write("secret.txt", Array("the host's secret".utf8))
+        #expect(mkdir(card.path + "/MOUNTED", 0o755) == 0)
+        try sh("mount --bind \(shellQuoted(host.path)) \(shellQuoted(card.path))/MOUNTED")
+        defer { _ = try? sh("umount \(shellQuoted(card.path))/MOUNTED") }
+        try sh("mount --bind \(shellQuoted(secret)) \(shellQuoted(card.path))/DCIM/IMG_0002.JPG")
+        defer { _ = try? sh("umount \(shellQuoted(card.path))/DCIM/IMG_0002.JPG") }
+
+        let (files, skips) = try scan(card.path)
+
+        #expect(Array(files.keys) == ["DCIM/IMG_0001.JPG"])
+        #expect(skips == ["MOUNTED": .otherFileSystem, "DCIM/IMG_0002.JPG": .otherFileSystem])
+    }
+
     @Test func skipsOperatingSystemLitterWithoutEnteringIt() throws {
         let card = TemporaryDirectory()
         try card.write("DCIM/IMG_0001.JPG", [1])

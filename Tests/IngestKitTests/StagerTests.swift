@@ -142,6 +142,62 @@ final class OutcomeLog: Sendable {
         #expect(published.isEmpty)
     }
 
+    /// A staging area on a tmpfs of `sizeMiB`, unmounted when `body` returns.
+    func withSmallStagingDisk<T>(sizeMiB: Int, _ body: (TemporaryDirectory) throws -> T) throws -> T {
+        let state = TemporaryDirectory()
+        try sh("mount -t tmpfs -o size=\(sizeMiB)M ingest-test-staging \(shellQuoted(state.path))")
+        defer { _ = try? sh("umount \(shellQuoted(state.path))") }
+        return try body(state)
+    }
+
+    /// A sparse file bigger than the whole staging file system (it holds no block on the
+    /// card) between two photos: it fails alone, naming its size and the disk's, before a
+    /// byte of it is read; the photos on either side are staged, and nothing is left behind.
+    @Test(needsRoot) func aFileLargerThanTheWholeStagingDiskFailsAloneAndTheFilesAfterItAreStaged() throws {
+        let card = TemporaryDirectory()
+        let first = try card.write("DCIM/A.JPG", randomBytes(70_000))
+        let giant = try card.write("DCIM/B.MP4", [])
+        let last = try card.write("DCIM/C.JPG", randomBytes(80_000))
+        #expect(truncate(giant, 1 << 40) == 0)
+        var st = stat()
+        #expect(stat(giant, &st) == 0 && st.st_blocks == 0, "sparse: no block on the card")
+
+        try withSmallStagingDisk(sizeMiB: 8) { state in
+            let area = try StagingArea(root: state.path + "/staging")
+            let stager = Stager(area: area, settings: StageSettings(reserve: 1 << 20, chunkSize: Self.chunk, chunks: 3))
+            let log = OutcomeLog()
+            try stager.run(root: card.path, files: try scanFiles(card.path), volumeName: "test card") { log.add($0) }
+
+            #expect(Set(log.staged.map(\.fingerprint.hex)) == Set([try xxh128sum(first), try xxh128sum(last)]))
+            let failure = try #require(log.failed.first)
+            #expect(log.failed.map(\.0.path.display) == ["DCIM/B.MP4"])
+            #expect(failure.1.kind == .largerThanStaging(size: 1 << 40, stagingPath: area.root, capacity: 8 << 20, reserve: 1 << 20))
+            #expect(failure.1.code == "larger-than-staging")
+            #expect(failure.1.description.contains("is 1.0 TiB, more than the staging file system can ever hold (\(area.root): 8.0 MiB"))
+            #expect(stager.bytesRead.load(ordering: .relaxed) == 150_000, "not a byte of the giant is read")
+            #expect(try partials(area).isEmpty)
+        }
+    }
+
+    /// A file that fits the staging disk but not the space free on it now: the space comes
+    /// back as uploads finish, so the run stops (exit 73), not the file.
+    @Test(needsRoot) func aFileThatFitsTheStagingDiskButNotItsFreeSpaceStopsTheRun() throws {
+        let card = TemporaryDirectory()
+        try card.write("DCIM/A.JPG", randomBytes(3 << 20))
+        try withSmallStagingDisk(sizeMiB: 8) { state in
+            try sh("head -c 6M /dev/zero > \(shellQuoted(state.path))/filler")
+            var thrown: IngestError?
+            do { _ = try stage(card, into: state) } catch let error as IngestError { thrown = error }
+
+            guard case .stagingFull(_, let needed, _, _) = thrown else {
+                Issue.record("expected stagingFull, got \(String(describing: thrown))")
+                return
+            }
+            #expect(needed == 3 << 20)
+            #expect(thrown?.exitStatus == .cantCreate)
+        }
+    }
+
     @Test(arguments: [VerifyMode.staged, .both])
     func verificationReadsTheCopyBackAndMarksItVerified(mode: VerifyMode) throws {
         let card = TemporaryDirectory(), state = TemporaryDirectory()

@@ -45,4 +45,12 @@ int ingest_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
 /// (capget): 1 if it does, 0 if not, -1 with errno set when the kernel cannot say.
 int ingest_has_effective_capability(int capability);
 
+/// The mount and file system of `name` in the directory `dirfd` (statx, not following a last
+/// symbolic link nor triggering an automount), or of the open file `dirfd` itself when `name` is
+/// "" (AT_EMPTY_PATH). Sets `*device` to the file system's device (as `st_dev`) and `*mount_id`
+/// to the mount's id (`stx_mnt_id`, Linux 5.8), which tells a bind mount of a file system apart
+/// from the file system itself where the device cannot; `*has_mount_id` is 0 where the kernel
+/// does not report it. Returns 0, or -1 with errno set.
+int ingest_statx_mount(int dirfd, const char *name, uint64_t *device, uint64_t *mount_id, int *has_mount_id);
+
 #endif

@@ -336,8 +336,8 @@ public final class S3Client: Sendable {
     public static let maxKeptUploads = 10_000
 
     /// The longest key or upload id a listing accepts: S3 keys are at most 1,024 bytes
-    /// (``KeyTemplate/maximumKeyBytes``), upload ids far shorter.
-    static let maxListedNameBytes = KeyTemplate.maximumKeyBytes
+    /// (``S3UploadLimits/maxKeyBytes``), upload ids far shorter.
+    static let maxListedNameBytes = S3UploadLimits.maxKeyBytes
 
     /// ListMultipartUploads under `prefix`: the uploads begun and neither completed nor
     /// aborted (a rescan aborts the ones no journal knows). Only those `keeping` accepts are

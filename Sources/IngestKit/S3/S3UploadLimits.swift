@@ -13,6 +13,8 @@ public enum S3UploadLimits {
     public static let maxPartCount = 10_000
     /// The largest object: 5 TiB (see the type's documentation for the newer 48.8 TiB).
     public static let maxObjectSize: Int64 = 5 * tebibyte
+    /// The longest object key, in bytes of UTF-8: 1,024.
+    public static let maxKeyBytes = 1024
     /// The largest object a single `PutObject` may send: 5 GiB.
     public static let maxSinglePutSize: Int64 = 5 * gibibyte
 

@@ -29,7 +29,8 @@ public enum SkipReason: Sendable, Equatable, CustomStringConvertible {
     case symlink
     /// A FIFO, socket or device node: it has no content to copy.
     case special(kind: String)
-    /// Another file system is mounted here; only the card's own is ingested.
+    /// Another mount is here (another file system, or a bind mount of this one); only the
+    /// card root's own mount is ingested.
     case otherFileSystem
     /// A directory that is its own ancestor (a bind mount loop).
     case directoryCycle
@@ -45,7 +46,7 @@ public enum SkipReason: Sendable, Equatable, CustomStringConvertible {
         case .excluded(let pattern): pattern.map { "excluded by pattern '\($0)'" } ?? "not matched by any include pattern"
         case .symlink: "symbolic link (not followed)"
         case .special(let kind): "\(kind) (no content to copy)"
-        case .otherFileSystem: "another file system is mounted here"
+        case .otherFileSystem: "another mount is here (another file system, or a bind mount): not entered"
         case .directoryCycle: "directory loop"
         case .tooDeep(let limit): "its contents are more than \(limit) levels deep (not entered)"
         case .unreadable(let error): "cannot be read: \(error.reason)"
@@ -144,17 +145,19 @@ public struct Scanner: Sendable {
     public func scan(root: String, visit: (ScanFinding) -> Void) throws(IngestError) {
         let rootStream: DirectoryStream
         let rootStat: stat
+        let rootMount: MountIdentity
         do {
             let descriptor = try retryingEINTR("open", path: root) { open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
             rootStream = try DirectoryStream(adopting: descriptor)
             var st = stat()
             try retryingEINTR("stat", path: root) { fstat(rootStream.descriptor, &st) }
             rootStat = st
+            rootMount = try MountIdentity.of([0], inDirectory: rootStream.descriptor, path: root)
         } catch {
             throw .sourceUnavailable(path: root, reason: error.reason)
         }
         withoutActuallyEscaping(visit) { visit in
-            var walk = Walk(rules: rules, maxDepth: maxDepth, visit: visit)
+            var walk = Walk(rules: rules, maxDepth: maxDepth, mount: rootMount, visit: visit)
             walk.run(from: rootStream, stat: rootStat)
         }
     }
@@ -177,7 +180,6 @@ private struct Walk {
     struct Level {
         let directory: DirectoryStream
         let identity: FileIdentity
-        let device: dev_t
         /// How many bytes of ``Walk/path`` are this directory's own path.
         let pathLength: Int
         var chunk = NameChunk()
@@ -186,6 +188,9 @@ private struct Walk {
 
     let rules: ScanRules
     let maxDepth: Int
+    /// The root's mount: nothing on another is entered or listed, a bind mount of the
+    /// card's own file system included (same device, another mount id).
+    let mount: MountIdentity
     let visit: (ScanFinding) -> Void
     /// The directories from the root down to the one being listed.
     var levels: [Level] = []
@@ -195,9 +200,10 @@ private struct Walk {
     /// directories above cost their length once, not once per level.
     var path: [UInt8] = []
 
-    init(rules: ScanRules, maxDepth: Int, visit: @escaping (ScanFinding) -> Void) {
+    init(rules: ScanRules, maxDepth: Int, mount: MountIdentity, visit: @escaping (ScanFinding) -> Void) {
         self.rules = rules
         self.maxDepth = maxDepth
+        self.mount = mount
         self.visit = visit
     }
 
@@ -247,7 +253,7 @@ private struct Walk {
         case S_IFDIR:
             if let reason = rules.skipReason(for: path, isDirectory: true) {
                 visit(.skipped(path, reason))
-            } else if st.st_dev != level.device {
+            } else if !isOnRootMount(name, in: level, stat: st, path: path) {
                 visit(.skipped(path, .otherFileSystem))
             } else if ancestors.contains(FileIdentity(st)) {
                 visit(.skipped(path, .directoryCycle))
@@ -259,6 +265,8 @@ private struct Walk {
         case S_IFREG:
             if let reason = rules.skipReason(for: path, isDirectory: false) {
                 visit(.skipped(path, reason))
+            } else if !isOnRootMount(name, in: level, stat: st, path: path) {
+                visit(.skipped(path, .otherFileSystem))  // a file bind-mounted over a card file
             } else {
                 visit(.file(ScannedFile(path: path, size: Int64(st.st_size), mtime: st.mtimeNanoseconds, inode: UInt64(st.st_ino))))
             }
@@ -288,7 +296,19 @@ private struct Walk {
     private mutating func push(_ directory: DirectoryStream, stat st: stat) {
         let identity = FileIdentity(st)
         ancestors.insert(identity)
-        levels.append(Level(directory: directory, identity: identity, device: st.st_dev, pathLength: path.count))
+        levels.append(Level(directory: directory, identity: identity, pathLength: path.count))
+    }
+
+    /// Whether the entry `name` of `level` (its `lstat` in `st`) is on the root's mount: the
+    /// same device, and the same mount id where the kernel reports one. When statx fails the
+    /// device decides (the stager's opener checks again before it reads).
+    private func isOnRootMount(_ name: ArraySlice<UInt8>, in level: Level, stat st: stat, path: CardPath) -> Bool {
+        guard UInt64(st.st_dev) == mount.device else { return false }
+        let cName = CardPath(bytes: Array(name)).cString
+        guard let entry = try? MountIdentity.of(cName, inDirectory: level.directory.descriptor, path: path.display) else {
+            return true
+        }
+        return entry.isSameMount(as: mount)
     }
 }
 

@@ -6,9 +6,9 @@ enum CardOpenError: Error, Sendable, Equatable {
     /// link's path on the card). The scan saw none there: it was swapped in since, and is
     /// not followed, so nothing off the card can be read through it.
     case symlink(at: CardPath)
-    /// A folder on the file's path, or the file itself, is on another file system than the
-    /// card's root: something was mounted there since the scan (which passes over mount
-    /// points), and is not entered.
+    /// A folder on the file's path, or the file itself, is on another mount than the card's
+    /// root (another file system, or a bind mount of the card's own): something was mounted
+    /// there since the scan (which passes over mount points), and is not entered.
     case otherFileSystem(at: CardPath)
     /// The system call on a component (or the file) failed.
     case system(SystemError)
@@ -28,14 +28,17 @@ enum CardOpenError: Error, Sendable, Equatable {
 /// an open per directory entered. Work per file is bounded by its path's depth, never by
 /// the number of files; one descriptor is held per level of the current directory.
 ///
-/// Every folder and file opened must be on the root's file system (its `st_dev`): a mount
-/// made over a card folder after the scan, like a link swapped in, leads off the card.
+/// Every folder and file opened must be on the root's mount (``MountIdentity``: the same
+/// mount id, or where the kernel gives none the same `st_dev`): a mount made over a card
+/// folder after the scan, like a link swapped in, leads off the card. That includes a bind
+/// mount of the card's own file system, which keeps its device: a device check alone would
+/// enter it and read whatever part of the disk it shows.
 ///
 /// One instance per thread.
 final class CardOpener {
     private let root: FileDescriptor
-    /// The root's file system; nil when it cannot be read (then opens fail on their own).
-    private let device: dev_t?
+    /// The root's mount; nil when it cannot be read (then opens fail on their own).
+    private let mount: MountIdentity?
     /// The names of the directories open now, from the root down…
     private var names: [ArraySlice<UInt8>] = []
     /// …and their descriptors: `directories[i]` is the directory `names[0...i]`.
@@ -43,7 +46,7 @@ final class CardOpener {
 
     init(root: FileDescriptor) {
         self.root = root
-        device = (try? root.stat())?.st_dev
+        mount = try? root.mount()
     }
 
     /// Opens the file at `path` (relative to the root) with `flags`, plus `O_NOFOLLOW` and
@@ -93,7 +96,7 @@ final class CardOpener {
             let fd = openat(parent.raw, cName, flags | O_CLOEXEC)
             if fd >= 0 {
                 let opened = FileDescriptor(adopting: fd)
-                if let device, let st = try? opened.stat(), st.st_dev != device {
+                if let mount, let other = try? opened.mount(), !other.isSameMount(as: mount) {
                     let place = components.prefix(depth).joined(separator: [UInt8(ascii: "/")])
                     throw .otherFileSystem(at: CardPath(bytes: Array(place)))
                 }

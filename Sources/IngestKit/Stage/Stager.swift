@@ -35,9 +35,15 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         /// A folder on the file's path, or the file itself, is a symbolic link now (`at`):
         /// swapped in since the scan, and not followed, so nothing off the card is read.
         case symlinkInPath(at: CardPath)
-        /// A folder on the file's path, or the file, is another file system now (`at`):
-        /// mounted there since the scan, and not entered.
+        /// A folder on the file's path, or the file, is another mount now (`at`): a file
+        /// system or a bind mount put there since the scan, and not entered.
         case otherFileSystemInPath(at: CardPath)
+        /// The file (`size` bytes) is larger than the staging file system (`stagingPath`,
+        /// `capacity` bytes in all) can ever hold above the reserve: no amount of freed space
+        /// makes room for it, so it fails alone and the run goes on. (One that fits the disk
+        /// but not its free space stops the run instead: the space comes back.) A sparse file
+        /// can claim terabytes on a card while it holds a few blocks.
+        case largerThanStaging(size: Int64, stagingPath: String, capacity: Int64, reserve: Int64)
         /// The file disappeared between scan and copy.
         case vanished
         /// The file changed size or time while it was copied.
@@ -62,7 +68,12 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
             "\(link.display) is a symbolic link now (it was not when the card was scanned); not followed, "
                 + "so nothing off the card is read"
         case .otherFileSystemInPath(let place):
-            "\(place.display) is another file system now (mounted there since the card was scanned); not entered"
+            "\(place.display) is another mount now (a file system or bind mount put there since the card was scanned); "
+                + "not entered"
+        case let .largerThanStaging(size, path, capacity, reserve):
+            "is \(ByteCount(size)), more than the staging file system can ever hold (\(path): \(ByteCount(capacity)) "
+                + "in all, less the \(ByteCount(reserve)) reserve); not copied. Put the state directory on a larger "
+                + "disk (or lower [staging] reserve) to ingest it, or `ingest forget` it once it is quarantined"
         case .vanished: "disappeared before it could be copied"
         case .changedWhileCopying: "changed while it was copied (it will be copied again next run)"
         case .replacedSinceScan: "another file took its place since the card was scanned (it will be copied next run)"
@@ -79,6 +90,7 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         case .ioError: "io-error"
         case .symlinkInPath: "symlink-in-path"
         case .otherFileSystemInPath: "mount-in-path"
+        case .largerThanStaging: "larger-than-staging"
         case .vanished: "vanished"
         case .changedWhileCopying: "changed"
         case .replacedSinceScan: "replaced"
@@ -159,10 +171,12 @@ public struct StageSettings: Sendable, Equatable {
 /// Files are opened beneath the root one component at a time, never through a symbolic link
 /// (``CardOpener``), so no path length limit applies and nothing off the card is read.
 ///
-/// A file whose open or read fails, or that changes while it is copied, leaves no staged
-/// copy: its partial file is removed, it is reported and the run goes on. The run stops,
-/// with the rest left pending, when the staging area runs out of space or the card itself
-/// is gone (``CardPresence``, asked after each failed read).
+/// A file whose open or read fails, that changes while it is copied, or that is larger than
+/// the staging file system could ever hold, leaves no staged copy: its partial file is
+/// removed, it is reported and the run goes on. The run stops, with the rest left pending,
+/// when the staging area runs out of space (a file that fits the disk but not what is free
+/// now: the space comes back as uploads finish) or the card itself is gone
+/// (``CardPresence``, asked after each failed read).
 public final class Stager: Sendable {
     public let area: StagingArea
     public let settings: StageSettings
@@ -198,7 +212,9 @@ public final class Stager: Sendable {
         } catch {
             throw .sourceUnavailable(path: root, reason: error.reason)
         }
-        try Pipeline(stager: self, root: rootDirectory, presence: presence, volumeName: volumeName)
+        let capacity: Int64
+        do { capacity = try area.capacityBytes() } catch { throw .stagingUnwritable(error) }
+        try Pipeline(stager: self, root: rootDirectory, presence: presence, volumeName: volumeName, stagingCapacity: capacity)
             .run(files: files, report: report)
     }
 }
@@ -227,6 +243,9 @@ private final class Pipeline: @unchecked Sendable {
     let stager: Stager
     let presence: CardPresence
     let volumeName: String
+    /// The staging file system's whole size: what no file larger than (less the reserve)
+    /// can ever be copied into.
+    let stagingCapacity: Int64
     /// The reader's way to the card's files, and the writer's (for `--verify both`).
     let readerOpener: CardOpener
     let writerOpener: CardOpener
@@ -235,10 +254,11 @@ private final class Pipeline: @unchecked Sendable {
     /// The error that stops the run; set once, by whichever thread meets it first.
     private let fatal = Mutex<IngestError?>(nil)
 
-    init(stager: Stager, root: FileDescriptor, presence: CardPresence, volumeName: String) {
+    init(stager: Stager, root: FileDescriptor, presence: CardPresence, volumeName: String, stagingCapacity: Int64) {
         self.stager = stager
         self.presence = presence
         self.volumeName = volumeName
+        self.stagingCapacity = stagingCapacity
         readerOpener = CardOpener(root: root)
         writerOpener = CardOpener(root: root)
         let settings = stager.settings
@@ -288,6 +308,19 @@ private final class Pipeline: @unchecked Sendable {
         queue.put(.finish)
     }
 
+    /// The failure of a file of `size` bytes that the staging file system could not hold
+    /// even empty, above the reserve, or nil. Checked before a byte is read: a 16 TiB sparse
+    /// file would otherwise be read whole (its holes as zeros) for a copy that cannot be.
+    /// A reserve that leaves no room at all is not the file's fault: then every file goes
+    /// on to the writer's space check, which stops the run and names the reserve.
+    private func neverFits(_ size: Int64) -> StageFailure? {
+        let reserve = stager.settings.reserve
+        // `capacity - reserve`: both are the station's own, 0 or more; no sum with the size.
+        guard stagingCapacity > reserve, size > stagingCapacity - reserve else { return nil }
+        return StageFailure(
+            kind: .largerThanStaging(size: size, stagingPath: stager.area.root, capacity: stagingCapacity, reserve: reserve))
+    }
+
     /// How often the reader drops what it has read from the page cache.
     private static let sourceDropStride: Int64 = 8 << 20
 
@@ -317,6 +350,7 @@ private final class Pipeline: @unchecked Sendable {
             }
             file.size = Int64(before.st_size)
             file.mtime = before.mtimeNanoseconds
+            if let tooLarge = neverFits(file.size) { return .failed(tooLarge) }
             if !isDirect { _ = posix_fadvise(source.raw, 0, 0, POSIX_FADV_SEQUENTIAL) }
             queue.put(.begin(file))
             hasher.reset()

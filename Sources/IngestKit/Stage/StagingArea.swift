@@ -61,9 +61,21 @@ public struct StagingArea: Sendable {
 
     /// Bytes that can still be written to the staging file system by this user.
     public func availableBytes() throws(SystemError) -> Int64 {
+        let info = try fileSystemInfo()
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
+    /// The staging file system's whole size (`f_blocks × f_frsize`): a copy larger than this,
+    /// less the reserve, can never be staged, however much is freed.
+    public func capacityBytes() throws(SystemError) -> Int64 {
+        let info = try fileSystemInfo()
+        return Int64(info.f_blocks) * Int64(info.f_frsize)
+    }
+
+    private func fileSystemInfo() throws(SystemError) -> statvfs {
         var info = statvfs()
         try retryingEINTR("statvfs", path: root) { statvfs(root, &info) }
-        return Int64(info.f_bavail) * Int64(info.f_frsize)
+        return info
     }
 
     /// Creates a new partial file for one copy, named after this process so that leftovers

@@ -1,3 +1,4 @@
+import CSystemShims
 import Glibc
 
 /// An open file descriptor that closes itself.
@@ -42,6 +43,17 @@ final class FileDescriptor: @unchecked Sendable {
         return st
     }
 
+    /// The mount this open file is reached through (`statx`, `AT_EMPTY_PATH`).
+    func mount() throws(SystemError) -> MountIdentity {
+        try MountIdentity.of([0], inDirectory: raw, path: nil)
+    }
+
+    /// The mount of the entry `name` (NUL-terminated, any bytes) in this directory, a symbolic
+    /// link not followed: for a mount point, the mount over it. `path` names it in errors.
+    func mount(of name: [CChar], path: String) throws(SystemError) -> MountIdentity {
+        try MountIdentity.of(name, inDirectory: raw, path: path)
+    }
+
     /// Reads until `buffer` is full or the file ends; returns the bytes read.
     func read(into buffer: UnsafeMutableRawBufferPointer, path: String? = nil) throws(SystemError) -> Int {
         var filled = 0
@@ -70,6 +82,39 @@ final class FileDescriptor: @unchecked Sendable {
                 Glibc.pwrite(raw, bytes.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written))
             }
         }
+    }
+}
+
+/// Which mount a file is reached through: its file system's device and, where the kernel
+/// reports it (Linux 5.8 and later), the mount's id.
+///
+/// The device alone cannot tell a bind mount from the file system it shows: a folder of the
+/// card bind-mounted inside the card (or a host folder of the same disk, for a card that is
+/// a folder) has the card's `st_dev`, yet it is another mount, and what is beneath it may
+/// be anywhere on that file system. Mount ids differ for every mount, bind mounts included.
+struct MountIdentity: Equatable, Sendable {
+    /// The file system's device, as `st_dev` gives it.
+    var device: UInt64
+    /// The mount's id (`stx_mnt_id`), nil where the kernel does not report it.
+    var mountID: UInt64?
+
+    /// Whether `other` is reached through the same mount: the same mount id where both
+    /// have one, otherwise (an older kernel) the same device, all that can be told there.
+    func isSameMount(as other: MountIdentity) -> Bool {
+        guard device == other.device else { return false }
+        guard let mountID, let otherID = other.mountID else { return true }
+        return mountID == otherID
+    }
+
+    /// The mount of the entry `name` (NUL-terminated) in the open directory `descriptor`, or
+    /// of the open file itself when `name` is empty (`[0]`).
+    static func of(_ name: [CChar], inDirectory descriptor: Int32, path: String?) throws(SystemError) -> MountIdentity {
+        var device: UInt64 = 0, mountID: UInt64 = 0
+        var hasMountID: Int32 = 0
+        try retryingEINTR("statx", path: path) {
+            ingest_statx_mount(descriptor, name, &device, &mountID, &hasMountID)
+        }
+        return MountIdentity(device: device, mountID: hasMountID != 0 ? mountID : nil)
     }
 }
 

@@ -43,7 +43,7 @@ public struct KeyTemplate: Sendable, Equatable, CustomStringConvertible {
     /// `{card_id}` keeps two cards labelled alike (or not at all) apart.
     public static let defaultTemplate = "{device}/{date}/{label}-{card_id}/{path}"
     /// S3's limit on an object key, in UTF-8 bytes.
-    public static let maximumKeyBytes = 1024
+    public static let maximumKeyBytes = S3UploadLimits.maxKeyBytes
 
     /// The prefix as keys start with it: empty, or ending with `/`.
     public let prefix: String
