@@ -300,7 +300,20 @@ struct CardWatchStateMachine: Sendable {
 
     private func impossible(_ event: String, file: StaticString = #file, line: UInt = #line) -> Never {
         preconditionFailure(
-            "CardWatchStateMachine: event \(event) is impossible in state \(phase), monitor \(monitor), cards \(cards)",
-            file: file, line: line)
+            "CardWatchStateMachine: event \(event) is impossible in state \(stateName)", file: file, line: line)
+    }
+
+    /// E.g. `watching, monitor open, cards [sdb1: removed, sdc1: waiting]`.
+    private var stateName: String {
+        let cards = cards.keys.sorted().map { name -> String in
+            switch self.cards[name] {
+            case .waiting?: "\(name): waiting"
+            case .ingesting?: "\(name): ingesting"
+            case .removed(_, let again)?: "\(name): removed\(again == nil ? "" : " (inserted again)")"
+            case .parked?: "\(name): parked"
+            case .rechecking?, nil: "\(name): rechecking"
+            }
+        }
+        return "\(phase), monitor \(monitor), cards [\(cards.joined(separator: ", "))]"
     }
 }
