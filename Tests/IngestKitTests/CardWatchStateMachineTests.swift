@@ -134,7 +134,8 @@ private let monitorLost = IngestError.udevUnavailable(SystemError(call: "udev_mo
         let sdb1 = cardEvent("sdb1")
         _ = machine.deviceEvent(sdb1)
         // A loop device whose backing file shrank: a change after which it is no card.
-        #expect(machine.deviceEvent(cardEvent("sdb1", action: "change", qualifies: false)) == [.stopReading(card: "sdb1")])
+        let shrunk = cardEvent("sdb1", action: "change", qualifies: false)
+        #expect(machine.deviceEvent(shrunk) == [.stopReading(card: "sdb1")])
         #expect(machine.deviceEvent(cardEvent("sdb1", action: "remove")) == [], "told once")
         #expect(machine.card("sdb1") == .removed(sdb1, again: nil))
         #expect(machine.running == ["sdb1"], "its staged files still upload")
@@ -233,7 +234,8 @@ private let monitorLost = IngestError.udevUnavailable(SystemError(call: "udev_mo
         #expect(machine.card("sdc1") == .rechecking)
         #expect(machine.deviceEvent(cardEvent("sdc1", action: "remove")) == [])
         #expect(machine.card("sdc1") == nil)
-        #expect(machine.rechecked("sdc1", now: cardEvent("sdc1", action: nil)) == [], "the look-up predates the removal")
+        let stale = cardEvent("sdc1", action: nil)
+        #expect(machine.rechecked("sdc1", now: stale) == [], "the look-up predates the removal")
         #expect(machine.running == ["sdb1"])
     }
 

@@ -9,13 +9,15 @@ import Glibc
 ///
 /// ```
 /// the watcher:
-///   watching ──shutdownRequested, or the monitor failed──▶ draining ──nothing runs, monitor ended──▶ stopped
+///   watching ──shutdownRequested, or the monitor failed──▶ draining
+///   draining ──no ingest left and the monitor's events ended──▶ stopped
 ///
 /// a card, by kernel name:
 ///   (none) ──a card──▶ waiting ──a free slot──▶ ingesting ──ended──▶ (none)
-///                         │ gone: dropped          │ gone: stopReading      └─ ended busy while others run ──▶ parked
-///                                                  ▼
-///                      removed ──a card again──▶ removed(again) ──ended──▶ waiting (a fresh ingest)
+///                         │                       │    └─ ended busy while others run ──▶ parked
+///                         └─ gone: (none)         └─ gone: stopReading ──▶ removed
+///   removed ──ended──▶ (none)
+///   removed ──a card again──▶ removed(again) ──ended──▶ waiting (a fresh ingest)
 ///   parked ──another card ended──▶ rechecking ──still a card in udev's database──▶ waiting
 /// ```
 ///
@@ -180,7 +182,8 @@ struct CardWatchStateMachine: Sendable {
         guard monitor == .open else { impossible("eventsEnded") }
         monitor = .ended
         guard phase == .watching else { return exitIfDrained() }
-        return drain(.failed(.udevUnavailable(SystemError(call: "udev_monitor_receive_device", errno: EIO))), announce: true)
+        let lost = IngestError.udevUnavailable(SystemError(call: "udev_monitor_receive_device", errno: EIO))
+        return drain(.failed(lost), announce: true)
     }
 
     /// SIGTERM or SIGINT: take no new card, stop the running ones. Any number of times.
