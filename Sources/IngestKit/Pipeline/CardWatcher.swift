@@ -3,7 +3,7 @@ import Logging
 /// `ingest watch`: ingests every card present at start and every card inserted later, a
 /// bounded number at once, each through ``DeviceIngest`` (the path of `ingest --device`).
 ///
-/// Which card is taken, stopped, retried or dropped is decided by ``CardWatchStateMachine``
+/// Which card is taken, stopped, retried or dropped is decided by ``CardWatchMachine``
 /// (its documentation has the rules); this actor feeds it udev's events and the ends of
 /// ingests, and performs what it asks. udev is only touched on threads of its own (the
 /// monitor's, and one per look-up), so the actor never blocks and a shutdown is heard at
@@ -12,7 +12,7 @@ import Logging
 public actor CardWatcher {
     /// Ingests one card to its end and says how it went; `stop` carries removal and shutdown.
     public typealias IngestCard = @Sendable (_ device: UdevDevice, _ stop: IngestStop) async -> CardReport
-    private typealias Machine = CardWatchStateMachine
+    private typealias Machine = CardWatchMachine
 
     private let logger: Logger
     private let ingest: IngestCard

@@ -3,7 +3,7 @@ import Testing
 
 @testable import IngestKit
 
-private typealias Machine = CardWatchStateMachine
+private typealias Machine = CardWatchMachine
 
 /// A machine as `run()` leaves it once the monitor listens.
 private func listening(maxCards: Int = 2) -> Machine {
@@ -16,7 +16,7 @@ private func listening(maxCards: Int = 2) -> Machine {
 /// What `run()` throws when the monitor's events end without a shutdown.
 private let monitorLost = IngestError.udevUnavailable(SystemError(call: "udev_monitor_receive_device", errno: EIO))
 
-@Suite struct CardWatchStateMachineTests {
+@Suite struct CardWatchMachineTests {
     // MARK: the watcher
 
     @Test func aShutdownWhileIdleClosesTheMonitorAndStopsOnceItsEventsEnd() {
@@ -282,7 +282,7 @@ private let monitorLost = IngestError.udevUnavailable(SystemError(call: "udev_mo
 
     @Test func anIngestEndingThatNeverStartedIsAProgrammingErrorNamingEventAndState() async throws {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            var machine = CardWatchStateMachine(maxCards: 1)
+            var machine = CardWatchMachine(maxCards: 1)
             _ = machine.deviceEvent(cardEvent("sdb1"))
             _ = machine.ingestEnded("sdc1", outcome: .done)
         }
@@ -295,7 +295,7 @@ private let monitorLost = IngestError.udevUnavailable(SystemError(call: "udev_mo
 
     @Test func runningTwiceIsAProgrammingError() async {
         await #expect(processExitsWith: .failure) {
-            var machine = CardWatchStateMachine(maxCards: 1)
+            var machine = CardWatchMachine(maxCards: 1)
             _ = machine.runStarted()
             _ = machine.runStarted()
         }

@@ -2,7 +2,7 @@ import Glibc
 
 /// The life of `ingest watch` as a value: udev's events, the ends of card ingests and the
 /// request to stop go in; the actions to perform come out. Nothing here touches udev, a
-/// card or a thread, so every rule is tested step by step (CardWatchStateMachineTests).
+/// card or a thread, so every rule is tested step by step (CardWatchMachineTests).
 ///
 /// Its owner, ``CardWatcher``, performs the actions in the order given and reports what
 /// came of them as the next events. The split is the one of ``UploadStateMachine``.
@@ -41,7 +41,7 @@ import Glibc
 ///   went, or after a shutdown, returns no actions. An event the owner cannot have seen (an
 ///   ingest ending that never started, the monitor opening twice) is a bug in the owner;
 ///   `preconditionFailure` names the event and the state.
-struct CardWatchStateMachine: Sendable {
+struct CardWatchMachine: Sendable {
     /// How the watcher ends: what ``CardWatcher/run()`` returns or throws.
     enum Exit: Sendable, Equatable {
         /// Asked to stop: what is left is pending.
@@ -303,7 +303,7 @@ struct CardWatchStateMachine: Sendable {
 
     private func impossible(_ event: String, file: StaticString = #file, line: UInt = #line) -> Never {
         preconditionFailure(
-            "CardWatchStateMachine: event \(event) is impossible in state \(stateName)", file: file, line: line)
+            "CardWatchMachine: event \(event) is impossible in state \(stateName)", file: file, line: line)
     }
 
     /// E.g. `watching, monitor open, cards [sdb1: removed, sdc1: waiting]`.
