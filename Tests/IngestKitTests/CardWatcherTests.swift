@@ -4,7 +4,8 @@ import Testing
 
 @testable import IngestKit
 
-private func card(_ kernelName: String, action: String? = "add", qualifies: Bool = true) -> UdevDevice {
+/// A udev event for a card in a USB reader; `qualifies: false` takes away its file system.
+func cardEvent(_ kernelName: String, action: String? = "add", qualifies: Bool = true) -> UdevDevice {
     var properties = ["ID_BUS": "usb", "ID_FS_TYPE": "vfat", "ID_FS_UUID": "UUID-\(kernelName)", "ID_FS_LABEL": "CARD"]
     if qualifies { properties["ID_FS_USAGE"] = "filesystem" }
     return UdevDevice(action: action, kernelName: kernelName, node: "/dev/\(kernelName)", properties: properties)
@@ -56,9 +57,9 @@ extension AsyncStream {
     @Test func aCardSeenAtStartAndAgainInAnEventIsIngestedOnce() async throws {
         let ingests = ScriptedIngests()
         let watcher = ingests.watcher(maxCards: 2)
-        await watcher.handle(card("sdb1", action: nil))
-        await watcher.handle(card("sdb1", action: "change"))
-        await watcher.handle(card("sdb1", action: "add"))
+        await watcher.handle(cardEvent("sdb1", action: nil))
+        await watcher.handle(cardEvent("sdb1", action: "change"))
+        await watcher.handle(cardEvent("sdb1", action: "add"))
         #expect(await watcher.cards.running == ["sdb1"])
         #expect(await watcher.cards.waiting.isEmpty)
         let start = try #require(await ingests.starts.first())
@@ -72,8 +73,8 @@ extension AsyncStream {
     @Test func noMoreThanMaxCardsAreIngestedAtOnceAndTheOthersWaitTheirTurn() async throws {
         let ingests = ScriptedIngests()
         let watcher = ingests.watcher(maxCards: 1)
-        await watcher.handle(card("sdb1"))
-        await watcher.handle(card("sdc1"))
+        await watcher.handle(cardEvent("sdb1"))
+        await watcher.handle(cardEvent("sdc1"))
         #expect(await watcher.cards.running == ["sdb1"])
         #expect(await watcher.cards.waiting == ["sdc1"])
         var starts = ingests.starts.makeAsyncIterator()
@@ -87,10 +88,10 @@ extension AsyncStream {
     @Test func somethingThatIsNotACardIsIgnored() async {
         let ingests = ScriptedIngests()
         let watcher = ingests.watcher(maxCards: 2)
-        var disk = card("sda1")
+        var disk = cardEvent("sda1")
         disk.properties["ID_BUS"] = "ata"
         await watcher.handle(disk)
-        await watcher.handle(card("sdb1", qualifies: false))
+        await watcher.handle(cardEvent("sdb1", qualifies: false))
         #expect(await watcher.cards.running.isEmpty)
         #expect(await watcher.cards.waiting.isEmpty)
     }
@@ -98,14 +99,14 @@ extension AsyncStream {
     @Test func aCardRemovedMidIngestIsToldToStopReadingAndOneRemovedWhileWaitingNeverStarts() async throws {
         let ingests = ScriptedIngests()
         let watcher = ingests.watcher(maxCards: 1)
-        await watcher.handle(card("sdb1"))
-        await watcher.handle(card("sdc1"))
+        await watcher.handle(cardEvent("sdb1"))
+        await watcher.handle(cardEvent("sdc1"))
         let start = try #require(await ingests.starts.first())
-        await watcher.handle(card("sdc1", action: "remove"))
+        await watcher.handle(cardEvent("sdc1", action: "remove"))
         #expect(await watcher.cards.waiting.isEmpty)
         #expect(start.stop.reason == nil)
         // A loop device whose backing file shrank: a change after which it is no card.
-        await watcher.handle(card("sdb1", action: "change", qualifies: false))
+        await watcher.handle(cardEvent("sdb1", action: "change", qualifies: false))
         #expect(start.stop.reason == .cardRemoved)
         ingests.finish("sdb1")
         #expect(await ingests.reports.first()?.outcome == .removed)
@@ -116,10 +117,10 @@ extension AsyncStream {
         let ingests = ScriptedIngests()
         let watcher = ingests.watcher(maxCards: 2)
         var starts = ingests.starts.makeAsyncIterator()
-        await watcher.handle(card("sdb1"))
+        await watcher.handle(cardEvent("sdb1"))
         let first = try #require(await starts.next())
-        await watcher.handle(card("sdb1", action: "remove"))
-        await watcher.handle(card("sdb1", action: "add"))
+        await watcher.handle(cardEvent("sdb1", action: "remove"))
+        await watcher.handle(cardEvent("sdb1", action: "add"))
         #expect(await watcher.cards.running == ["sdb1"], "the first session still uploads")
         ingests.finish("sdb1")
         let second = try #require(await starts.next())
@@ -132,13 +133,13 @@ extension AsyncStream {
     @Test func shutdownStopsTheRunningCardsDropsTheWaitingOnesAndTakesNoMore() async throws {
         let ingests = ScriptedIngests()
         let watcher = ingests.watcher(maxCards: 1)
-        await watcher.handle(card("sdb1"))
-        await watcher.handle(card("sdc1"))
+        await watcher.handle(cardEvent("sdb1"))
+        await watcher.handle(cardEvent("sdc1"))
         let start = try #require(await ingests.starts.first())
         await watcher.shutdown()
         #expect(start.stop.reason == .shutdown)
         #expect(await watcher.cards.waiting.isEmpty)
-        await watcher.handle(card("sdd1"))
+        await watcher.handle(cardEvent("sdd1"))
         #expect(await watcher.cards.running == ["sdb1"])
         ingests.finish("sdb1")
         #expect(await ingests.reports.first()?.outcome == .stopped)

@@ -1,286 +1,135 @@
-import Foundation
 import Logging
-
-/// How one card's ingest under `ingest watch` ended: the one line the daemon logs for it,
-/// and its `--json` event.
-public struct CardReport: Sendable {
-    public enum Outcome: String, Sendable {
-        /// Everything on the card was ingested, or was already.
-        case done
-        /// Some files or uploads failed; they stay pending for the next time.
-        case partial
-        /// The card went (or failed) before the end: what was staged was uploaded, the rest
-        /// is pending until it comes back.
-        case removed
-        /// `watch` was asked to stop: what is left is pending.
-        case stopped
-        /// Another ingest process has the card; it finishes it there.
-        case busy
-        /// Not a card ingest takes: mounted at a system place, no file system…
-        case refused
-        /// The ingest ended with an error (the message says which).
-        case failed
-    }
-
-    public var kernelName: String
-    public var node: String
-    public var label: String?
-    public var uuid: String?
-    public var outcome: Outcome
-    public var summary: RunSummary?
-    /// The error or problem, when there is one.
-    public var message: String?
-    public var seconds: Double
-
-    public init(
-        kernelName: String, node: String, label: String?, uuid: String?, outcome: Outcome, summary: RunSummary?,
-        message: String?, seconds: Double
-    ) {
-        self.kernelName = kernelName
-        self.node = node
-        self.label = label
-        self.uuid = uuid
-        self.outcome = outcome
-        self.summary = summary
-        self.message = message
-        self.seconds = seconds
-    }
-
-    /// Classifies how a card's ingest ended. `summary` is the run's summary when it ended
-    /// with an error (from its `finished` event).
-    public static func make(device: UdevDevice, outcome ingested: IngestOutcome, stop: IngestStop?, seconds: Double) -> CardReport {
-        var report = CardReport(
-            kernelName: device.kernelName, node: device.node ?? "/dev/\(device.kernelName)",
-            label: device.properties["ID_FS_LABEL"].flatMap { $0.isEmpty ? nil : $0 },
-            uuid: device.properties["ID_FS_UUID"].flatMap { $0.isEmpty ? nil : $0 }, outcome: .done, summary: ingested.summary,
-            message: nil, seconds: seconds)
-        switch Result(catching: { () throws(IngestError) in try ingested.get() }) {
-        case .success(let summary):
-            if let reason = stop?.reason {
-                report.outcome = reason == .shutdown ? .stopped : .removed
-            } else if let problem = summary.uploadError {
-                report.outcome = .failed
-                report.message = problem.description
-            } else {
-                report.outcome = summary.exitStatus == .success ? .done : .partial
-            }
-        case .failure(let error):
-            report.message = error.description
-            switch error {
-            case .deviceBusy, .volumeBusy: report.outcome = .busy
-            case .systemDevice, .notACard: report.outcome = .refused
-            case .volumeLost: report.outcome = .removed
-            default: report.outcome = stop?.reason == .shutdown ? .stopped : .failed
-            }
-        }
-        return report
-    }
-
-    /// Files that failed to stage or upload.
-    var failedFiles: Int { (summary?.failed ?? 0) + (summary?.uploads?.failed ?? 0) }
-    /// Uploads left for later: failed, not attempted, or interrupted by a stop.
-    var uploadsPending: Int {
-        guard let uploads = summary?.uploads else { return 0 }
-        return uploads.failed + uploads.notAttempted + uploads.interrupted
-    }
-
-    /// The one line logged for the card, e.g. `card sdb1 (/dev/sdb1, label DRONE, UUID 1B6E-2F0A):
-    /// done: 312 files staged (1.2 GiB), 312 uploaded (1.2 GiB), 0 failed, 0 uploads pending, in 95.2 s`.
-    public var line: String {
-        var who = "card \(kernelName) (\(node)"
-        if let label { who += ", label \(label)" }
-        if let uuid { who += ", UUID \(uuid)" }
-        who += ")"
-        var parts: [String] = []
-        if let summary {
-            parts.append("\(summary.staged) files staged (\(ByteCount(summary.stagedBytes)))")
-            if let uploads = summary.uploads {
-                var uploaded = "\(uploads.uploaded) uploaded (\(ByteCount(uploads.uploadedBytes)))"
-                if uploads.alreadyThere > 0 { uploaded += ", \(uploads.alreadyThere) already in the bucket" }
-                parts.append(uploaded)
-            }
-            parts.append("\(failedFiles) failed")
-            if summary.uploads != nil { parts.append("\(uploadsPending) uploads pending") }
-            parts.append(String(format: "in %.1f s", seconds))
-        }
-        var text = "\(who): \(outcome.rawValue)"
-        if !parts.isEmpty { text += ": " + parts.joined(separator: ", ") }
-        if let message { text += (parts.isEmpty ? ": " : "; ") + message }
-        return text
-    }
-
-    /// The `card` event of `ingest watch --json`.
-    public var json: [String: JSONValue] {
-        var object: [String: JSONValue] = [
-            "event": "card", "card": .string(kernelName), "device": .string(node), "outcome": .string(outcome.rawValue),
-            "seconds": .double(seconds), "failed": .int(failedFiles),
-        ]
-        object["fs_label"] = label.map(JSONValue.string)
-        object["fs_uuid"] = uuid.map(JSONValue.string)
-        object["message"] = message.map(JSONValue.string)
-        if let summary {
-            object["staged"] = .int(summary.staged)
-            object["staged_bytes"] = .int(summary.stagedBytes)
-            object["known"] = .int(summary.scan.known)
-            if let uploads = summary.uploads {
-                object["uploaded"] = .int(uploads.uploaded)
-                object["uploaded_bytes"] = .int(uploads.uploadedBytes)
-                object["already_in_bucket"] = .int(uploads.alreadyThere)
-                object["uploads_pending"] = .int(uploadsPending)
-            }
-        }
-        return object
-    }
-}
 
 /// `ingest watch`: ingests every card present at start and every card inserted later, a
 /// bounded number at once, each through ``DeviceIngest`` (the path of `ingest --device`).
 ///
-/// Cards are told apart by kernel name. An event for a card already being ingested starts
-/// nothing; a card removed (a `remove` event, or a `change` after which it no longer
-/// qualifies) has its staging stopped while its staged files finish uploading; a card
-/// inserted again while that goes on is ingested again once it ends. ``shutdown()`` stops
-/// taking cards and asks every running one to stop (``IngestStop/shutdown()``); ``run()``
-/// returns when all have ended, unmounted.
+/// Which card is taken, stopped, retried or dropped is decided by ``CardWatchMachine``
+/// (its documentation has the rules); this actor feeds it udev's events and the ends of
+/// ingests, and performs what it asks. udev is only touched on threads of its own (the
+/// monitor's, and one per look-up), so the actor never blocks and a shutdown is heard at
+/// once. ``shutdown()`` stops taking cards and asks every running one to stop
+/// (``IngestStop/shutdown()``); ``run()`` returns when all have ended, unmounted.
 public actor CardWatcher {
     /// Ingests one card to its end and says how it went; `stop` carries removal and shutdown.
     public typealias IngestCard = @Sendable (_ device: UdevDevice, _ stop: IngestStop) async -> CardReport
+    private typealias Machine = CardWatchMachine
 
-    private struct Session {
-        var device: UdevDevice
-        let stop = IngestStop()
-        var task: Task<Void, Never>?
-        /// Inserted again while a removed session still finishes its uploads.
-        var again: UdevDevice?
-    }
-
-    private let maxCards: Int
     private let logger: Logger
     private let ingest: IngestCard
     private let report: @Sendable (CardReport) -> Void
-    private var sessions: [String: Session] = [:]
-    /// Cards waiting for a free slot, first come first served.
-    private var waiting: [String] = []
-    private var running = 0
-    private var isShuttingDown = false
+    private var machine: Machine
+    /// How to stop each card being ingested, by kernel name.
+    private var stops: [String: IngestStop] = [:]
     private var monitor: UdevMonitor?
-    /// Cards found busy while another card of this process ran: the same card under another
-    /// name (pulled and inserted again) or a copy with its UUID. Tried again when a card ends.
-    private var busy: [String: UdevDevice] = [:]
+    /// How the watcher ended, once it has, and the ``run()`` waiting for it.
+    private var exit: Machine.Exit?
+    private var exitWaiter: CheckedContinuation<Machine.Exit, Never>?
 
     public init(
         maxCards: Int, logger: Logger, ingest: @escaping IngestCard, report: @escaping @Sendable (CardReport) -> Void
     ) {
-        self.maxCards = max(1, maxCards)
+        self.machine = Machine(maxCards: maxCards)
         self.logger = logger
         self.ingest = ingest
         self.report = report
     }
 
     /// Listens to udev, takes the cards present, then each new one, until ``shutdown()``;
-    /// returns when every card's ingest has ended.
+    /// returns when every card's ingest has ended. Throws when udev cannot be listened to.
     public func run() async throws(IngestError) {
-        guard !isShuttingDown else { return }
-        // Listening starts before the cards present are listed: none slips between the two
-        // (one seen twice is ingested once).
-        let monitor = try UdevMonitor()
-        self.monitor = monitor
-        let present = await onDedicatedThread("ingest-udev-ls") { Udev.blockDevices() }
-        for device in present { handle(device) }
-        for await device in monitor.events {
-            if isShuttingDown { break }
-            handle(device)
+        perform(machine.runStarted())
+        let exit: Machine.Exit
+        if let ended = self.exit {
+            exit = ended
+        } else {
+            exit = await withCheckedContinuation { exitWaiter = $0 }
         }
-        let monitorFailed = !isShuttingDown
-        if monitorFailed { await shutdown() }
-        while let session = sessions.values.first(where: { $0.task != nil }), let task = session.task {
-            await task.value
-        }
-        if monitorFailed { throw .udevUnavailable(SystemError(call: "udev_monitor_receive_device", errno: EIO)) }
+        if case let .failed(error) = exit { throw error }
     }
 
     /// Stops taking cards and asks every running ingest to stop; ``run()`` then returns once
     /// they have ended. Any number of times.
-    public func shutdown() async {
-        guard !isShuttingDown else { return }
-        isShuttingDown = true
-        logger.notice("stopping: no new cards; running ingests stop after the parts on the wire")
-        for name in waiting { sessions[name] = nil }
-        waiting.removeAll()
-        for session in sessions.values { session.stop.shutdown() }
-        if let monitor { await onDedicatedThread("ingest-udev-off") { monitor.stop() } }
+    public func shutdown() {
+        perform(machine.shutdownRequested())
     }
 
     /// Cards being ingested and cards waiting for a slot, by kernel name (for tests and logs).
-    var cards: (running: [String], waiting: [String]) {
-        (sessions.filter { $0.value.task != nil }.keys.sorted(), waiting)
-    }
+    var cards: (running: [String], waiting: [String]) { (machine.running, machine.waiting) }
 
-    /// What one udev event (or a device present at start) means for the cards.
+    /// One udev event, or a device present at start.
     func handle(_ device: UdevDevice) {
-        let name = device.kernelName
-        guard !isShuttingDown, !name.isEmpty else { return }
-        let qualifies = device.action != "remove" && CardPredicate.isCard(device) && device.node != nil
-        if !qualifies {
-            guard var session = sessions[name] else { return }
-            if session.task == nil {
-                waiting.removeAll { $0 == name }
-                sessions[name] = nil
-            } else {
-                session.again = nil
-                sessions[name] = session
-                if session.stop.reason == nil {
-                    logger.notice("card removed; its staged files finish uploading", metadata: ["card": "\(name)"])
-                }
-                session.stop.cardRemoved()
-            }
-            return
-        }
-        if var session = sessions[name] {
-            // Already being ingested, or waiting: nothing more, unless it was removed and is back.
-            if session.stop.reason == .cardRemoved {
-                session.again = device
-                sessions[name] = session
-            }
-            return
-        }
-        sessions[name] = Session(device: device)
-        waiting.append(name)
-        startWaiting()
+        perform(machine.deviceEvent(device))
     }
 
-    private func startWaiting() {
-        while running < maxCards, !waiting.isEmpty, !isShuttingDown {
-            let name = waiting.removeFirst()
-            guard var session = sessions[name] else { continue }
-            running += 1
-            let (ingest, device, stop) = (self.ingest, session.device, session.stop)
-            logger.info("ingesting card", metadata: ["card": "\(name)", "device": "\(device.node ?? "")"])
-            session.task = Task {
-                let report = await ingest(device, stop)
-                self.ended(name, report)
+    private func perform(_ actions: [Machine.Action]) {
+        for action in actions {
+            switch action {
+            case .listen:
+                Task { await listen() }
+            case .startIngest(let device):
+                start(device)
+            case .stopReading(let name):
+                logger.notice("card removed; its staged files finish uploading", metadata: ["card": "\(name)"])
+                stop(of: name).cardRemoved()
+            case .announceStop:
+                logger.notice("stopping: no new cards; running ingests stop after the parts on the wire")
+            case .stopIngest(let name):
+                stop(of: name).shutdown()
+            case .closeMonitor:
+                if let monitor { Task { await onDedicatedThread("ingest-udev-off") { monitor.stop() } } }
+            case .recheck(let device):
+                Task {
+                    let now = await onDedicatedThread("ingest-udev-get") {
+                        Udev.blockDevice(major: device.major, minor: device.minor)
+                    }
+                    perform(machine.rechecked(device.kernelName, now: now))
+                }
+            case .exit(let exit):
+                self.exit = exit
+                exitWaiter?.resume(returning: exit)
+                exitWaiter = nil
             }
-            sessions[name] = session
+        }
+    }
+
+    /// The udev side of ``run()``: the monitor, the cards present, then each event.
+    private func listen() async {
+        let monitor: UdevMonitor
+        do throws(IngestError) {
+            monitor = try await onDedicatedThread("ingest-udev-on") { () throws(IngestError) in try UdevMonitor() }
+        } catch {
+            return perform(machine.monitorFailed(error))
+        }
+        self.monitor = monitor
+        perform(machine.monitorOpened())
+        // Listening starts before the cards present are listed: none slips between the two
+        // (one seen twice is ingested once).
+        let present = await onDedicatedThread("ingest-udev-ls") { Udev.blockDevices() }
+        for device in present { handle(device) }
+        for await device in monitor.events { handle(device) }
+        // Closed by a shutdown, or failed: either way its thread is joined and its pipe closed.
+        await onDedicatedThread("ingest-udev-off") { monitor.stop() }
+        perform(machine.eventsEnded())
+    }
+
+    private func start(_ device: UdevDevice) {
+        let (name, stop, ingest) = (device.kernelName, IngestStop(), self.ingest)
+        stops[name] = stop
+        logger.info("ingesting card", metadata: ["card": "\(name)", "device": "\(device.node ?? "")"])
+        Task {
+            let report = await ingest(device, stop)
+            ended(name, report)
         }
     }
 
     private func ended(_ name: String, _ result: CardReport) {
-        running -= 1
+        stops[name] = nil
         report(result)
-        let session = sessions[name]
-        sessions[name] = nil
-        if isShuttingDown { return }
-        let again = session?.again
-        let retry = busy
-        busy = [:]
-        if result.outcome == .busy, running > 0, again == nil, let device = session?.device { busy[name] = device }
-        if let again { handle(again) }
-        for (retryName, device) in retry where sessions[retryName] == nil {
-            // Only if it is still there and still a card.
-            if let now = Udev.blockDevice(major: device.major, minor: device.minor), now.kernelName == retryName {
-                handle(now)
-            }
-        }
-        startWaiting()
+        perform(machine.ingestEnded(name, outcome: result.outcome))
+    }
+
+    private func stop(of name: String) -> IngestStop {
+        guard let stop = stops[name] else { preconditionFailure("CardWatcher: no ingest of \(name) to stop") }
+        return stop
     }
 }
