@@ -59,12 +59,14 @@ struct CommonOptions: ParsableArguments {
     /// Opens (creating if needed) the state directory and its journal.
     func openState(_ config: Config) throws(IngestError) -> (StateDirectory, Journal) {
         let state = try StateDirectory(path: statePath(config))
-        return (state, try Journal(path: state.journalPath))
+        do { return (state, try Journal(path: state.journalPath)) } catch { throw .journal(error) }
     }
 
     /// The journal as it is, for commands that change nothing; nil when none exists yet.
     func readJournal(_ config: Config) throws(IngestError) -> Journal? {
-        try Journal.openForReading(path: StateDirectory.journalPath(in: statePath(config)))
+        do { return try Journal.openForReading(path: StateDirectory.journalPath(in: statePath(config))) } catch {
+            throw .journal(error)
+        }
     }
 
     /// The event sink `--json` asks for: NDJSON on stdout, or the human view on stderr.

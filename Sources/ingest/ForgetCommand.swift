@@ -52,7 +52,7 @@ struct ForgetCommand: AsyncParsableCommand {
     private func forgetFile(row: Int64, state: StateDirectory, journal: Journal) async throws(IngestError) {
         let forgotten: (FileRecord, Fingerprint?)?
         do { forgotten = try await journal.forgetFile(row: row, note: "given up by ingest forget \(id)") } catch {
-            throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
+            throw .journal(error)
         }
         guard let (file, freed) = forgotten else { throw .unknownUpload(id) }
         var freedBytes: Int64 = 0
@@ -61,7 +61,7 @@ struct ForgetCommand: AsyncParsableCommand {
             if staging.remove(freed) {
                 freedBytes = file.size
                 do { try await journal.noteStagedCopiesRemoved([freed]) } catch {
-                    throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
+                    throw .journal(error)
                 }
             }
         }

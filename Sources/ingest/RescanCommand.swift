@@ -96,14 +96,14 @@ struct RescanCommand: AsyncParsableCommand {
             let report = try await rescanner.run(sink: sink, progress: show)
             status = report.exitStatus
             do { try await journal.noteRescan(endedAt: Date(), exitStatus: status) } catch {
-                throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
+                throw .journal(error)
             }
             var written: String?
             if let path = config.rescan.metricsFile {
                 do throws(IngestError) {
                     let totals: JournalTotals
                     do { totals = try await journal.totals() } catch {
-                        throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
+                        throw .journal(error)
                     }
                     try PrometheusText.write(PrometheusText.render(IngestMetrics.families(totals)), to: path)
                     written = path

@@ -27,7 +27,7 @@ struct ScanCommand: AsyncParsableCommand {
             let known: [CardPath: FileRecord]
             if let journal = try common.readJournal(config) {
                 do { known = try await journal.files(ofVolume: volume.key) } catch {
-                    throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
+                    throw .journal(error)
                 }
             } else {
                 known = [:]

@@ -29,7 +29,7 @@ struct StatusCommand: AsyncParsableCommand {
                     uploads = try await journal.uploadSummary()
                     quarantine = try await journal.quarantine()
                 } catch {
-                    throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
+                    throw .journal(error)
                 }
             }
             if common.json {

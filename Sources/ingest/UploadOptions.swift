@@ -61,7 +61,7 @@ extension CommonOptions {
     /// last word.
     func removeUpload(_ record: UploadRecord, note: String, from journal: Journal) async throws(IngestError) {
         do { try await journal.removeUpload(id: record.id, note: note) } catch {
-            throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
+            throw .journal(error)
         }
     }
 
@@ -69,7 +69,7 @@ extension CommonOptions {
     func findUpload(_ id: String, in journal: Journal) async throws(IngestError) -> UploadRecord {
         let matches: [UploadRecord]
         do { matches = try await journal.uploads(idPrefix: id) } catch {
-            throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
+            throw .journal(error)
         }
         guard !id.isEmpty, let first = matches.first else { throw .unknownUpload(id) }
         guard matches.count == 1 else { throw .ambiguousUpload(id, matches: matches.map(\.id)) }

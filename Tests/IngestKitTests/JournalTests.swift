@@ -132,8 +132,25 @@ import Testing
         #expect(failures.withLock { $0 } == [])
     }
 
-    @Test func anUnusableJournalPathIsAStateError() throws {
+    @Test func anUnusableJournalPathIsAStateErrorNamingThePathAndWhatFailed() throws {
         let dir = TemporaryDirectory()
-        #expect(throws: IngestError.self) { try Journal(path: dir.path + "/missing-dir/journal.sqlite") }
+        let path = dir.path + "/missing-dir/journal.sqlite"
+        let error = try #require(#expect(throws: JournalError.self) { try Journal(path: path) })
+        #expect(error == JournalError(path: path, operation: .lock, reason: "open \(path).lock: No such file or directory"))
+        #expect(IngestError.journal(error).description.hasPrefix(
+            "cannot use the state directory \(path): cannot lock the journal: open \(path).lock: No such file or directory."))
+        #expect(IngestError.journal(error).exitStatus == .cantCreate)
+    }
+
+    @Test func aFailedWriteNamesTheJournalAndTheOperationWithSQLitesWords() async throws {
+        let dir = TemporaryDirectory()
+        let path = dir.path + "/journal.sqlite"
+        _ = try Journal(path: path)
+        let reader = try #require(try Journal.openForReading(path: path))
+        let error = try #require(await #expect(throws: JournalError.self) { try await reader.noteVolume(volume) })
+        #expect(error.path == path)
+        #expect(error.operation == .write)
+        #expect(error.description.hasPrefix("cannot write the journal \(path): "))
+        #expect(error.reason.contains("readonly database"), "SQLite's own words: \(error.reason)")
     }
 }

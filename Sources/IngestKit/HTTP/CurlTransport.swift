@@ -67,6 +67,9 @@ private final class Loop: @unchecked Sendable {
     /// the uploader's limiter lets run).
     let readAhead: BodyReadAhead
     private let running = Atomic<Bool>(true)
+    /// The option libcurl refused when the multi handle was set up, if one was: every
+    /// request fails with it (there is no transport to send them with).
+    private let setupError: TransportError?
     /// Transfers in flight, by their easy handle; touched only by the loop's thread.
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
 
@@ -81,8 +84,13 @@ private final class Loop: @unchecked Sendable {
         // two reads in flight.
         nonisolated(unsafe) let wakeable = multi
         readAhead = BodyReadAhead(threads: 2, wake: { curl_multi_wakeup(wakeable) })
-        _ = curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, settings.maxConnections)
-        _ = curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxConnections)
+        do throws(TransportError) {
+            try setMultiOption(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, "CURLMOPT_MAX_TOTAL_CONNECTIONS", settings.maxConnections)
+            try setMultiOption(multi, CURLMOPT_MAXCONNECTS, "CURLMOPT_MAXCONNECTS", settings.maxConnections)
+            setupError = nil
+        } catch {
+            setupError = error
+        }
     }
 
     func start() {
@@ -95,6 +103,7 @@ private final class Loop: @unchecked Sendable {
     }
 
     func submit(_ transfer: Transfer) {
+        if let setupError { return transfer.fail(setupError) }
         pending.withLock { $0.append(transfer) }
         curl_multi_wakeup(multi)
     }
@@ -124,8 +133,60 @@ private final class Loop: @unchecked Sendable {
     }
 }
 
-private func curl_multi_setopt_long(_ multi: UnsafeMutableRawPointer, _ option: CURLMoption, _ value: Int) -> CURLMcode {
-    ingest_curl_multi_set_long(multi, option, value)
+/// Sets one option of the multi handle; throws, naming it, when libcurl refuses it.
+private func setMultiOption(
+    _ multi: UnsafeMutableRawPointer, _ option: CURLMoption, _ name: String, _ value: Int
+) throws(TransportError) {
+    let code = ingest_curl_multi_set_long(multi, option, value)
+    guard code != CURLM_OK else { return }
+    throw .refusedOption(name, code: Int32(code.rawValue), reason: String(cString: curl_multi_strerror(code)))
+}
+
+/// The options of one easy handle, set through the typed shims (libcurl's setter is
+/// variadic, which Swift cannot call). Each setter throws when libcurl refuses the option
+/// (one it does not know, or a feature this build of it lacks): a request sent without an
+/// option it needs (a timeout, TLS verification) must not be sent at all.
+private struct EasyOptions {
+    let easy: UnsafeMutableRawPointer
+
+    func set(_ option: CURLoption, _ value: Int) throws(TransportError) {
+        try check(ingest_curl_set_long(easy, option, value), option)
+    }
+
+    func set(_ option: CURLoption, offset: Int64) throws(TransportError) {
+        try check(ingest_curl_set_offset(easy, option, curl_off_t(offset)), option)
+    }
+
+    func set(_ option: CURLoption, _ pointer: UnsafeRawPointer?) throws(TransportError) {
+        try check(ingest_curl_set_pointer(easy, option, pointer), option)
+    }
+
+    /// A string option: libcurl copies it.
+    func set(_ option: CURLoption, _ text: String) throws(TransportError) {
+        try check(text.withCString { ingest_curl_set_pointer(easy, option, $0) }, option)
+    }
+
+    func set(_ option: CURLoption, _ callback: ingest_curl_data_callback) throws(TransportError) {
+        try check(ingest_curl_set_callback(easy, option, callback), option)
+    }
+
+    func setSeekFunction(_ callback: ingest_curl_seek_callback) throws(TransportError) {
+        try check(ingest_curl_set_seek_callback(easy, callback), CURLOPT_SEEKFUNCTION)
+    }
+
+    private func check(_ code: CURLcode, _ option: CURLoption) throws(TransportError) {
+        guard code != CURLE_OK else { return }
+        let name = curl_easy_option_by_id(option).map { "CURLOPT_" + String(cString: $0.pointee.name) }
+        throw .refusedOption(
+            name ?? "option \(option.rawValue)", code: Int32(code.rawValue), reason: String(cString: curl_easy_strerror(code)))
+    }
+}
+
+extension TransportError {
+    /// libcurl refused an option the transport sets: its build lacks a feature ingest needs.
+    fileprivate static func refusedOption(_ name: String, code: Int32, reason: String) -> TransportError {
+        TransportError(kind: .optionRefused, code: code, message: "libcurl refused the option \(name): \(reason)")
+    }
 }
 
 /// One request in flight: its easy handle, its body source, what came back.
@@ -175,53 +236,62 @@ private final class Transfer: @unchecked Sendable {
             return nil
         }
         self.easy = easy
+        do throws(TransportError) {
+            try configure(EasyOptions(easy: easy))
+        } catch {
+            cleanUp()
+            fail(error)
+            return nil
+        }
+        return easy
+    }
+
+    /// Sets every option of the request's easy handle.
+    private func configure(_ options: EasyOptions) throws(TransportError) {
         let context = Unmanaged.passUnretained(self).toOpaque()
-        _ = request.url.withCString { ingest_curl_set_pointer(easy, CURLOPT_URL, $0) }  // libcurl copies strings
-        _ = ingest_curl_set_pointer(easy, CURLOPT_ERRORBUFFER, errorBufferPointer)
-        _ = ingest_curl_set_long(easy, CURLOPT_NOSIGNAL, 1)
-        _ = ingest_curl_set_long(easy, CURLOPT_CONNECTTIMEOUT_MS, settings.connectTimeout.inMilliseconds)
-        _ = ingest_curl_set_long(easy, CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytesPerSecond)
-        _ = ingest_curl_set_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, settings.lowSpeedTime.inMilliseconds / 1000))
-        _ = ingest_curl_set_long(easy, CURLOPT_SSL_VERIFYPEER, settings.verifyTLS ? 1 : 0)
-        _ = ingest_curl_set_long(easy, CURLOPT_SSL_VERIFYHOST, settings.verifyTLS ? 2 : 0)
-        if let bundle = settings.caBundle { _ = bundle.withCString { ingest_curl_set_pointer(easy, CURLOPT_CAINFO, $0) } }
-        _ = ingest_curl_set_callback(easy, CURLOPT_WRITEFUNCTION, transferWrite)
-        _ = ingest_curl_set_pointer(easy, CURLOPT_WRITEDATA, context)
-        _ = ingest_curl_set_callback(easy, CURLOPT_HEADERFUNCTION, transferHeader)
-        _ = ingest_curl_set_pointer(easy, CURLOPT_HEADERDATA, context)
+        try options.set(CURLOPT_URL, request.url)
+        try options.set(CURLOPT_ERRORBUFFER, errorBufferPointer)
+        try options.set(CURLOPT_NOSIGNAL, 1)
+        try options.set(CURLOPT_CONNECTTIMEOUT_MS, settings.connectTimeout.inMilliseconds)
+        try options.set(CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytesPerSecond)
+        try options.set(CURLOPT_LOW_SPEED_TIME, max(1, settings.lowSpeedTime.inMilliseconds / 1000))
+        try options.set(CURLOPT_SSL_VERIFYPEER, settings.verifyTLS ? 1 : 0)
+        try options.set(CURLOPT_SSL_VERIFYHOST, settings.verifyTLS ? 2 : 0)
+        if let bundle = settings.caBundle { try options.set(CURLOPT_CAINFO, bundle) }
+        try options.set(CURLOPT_WRITEFUNCTION, transferWrite)
+        try options.set(CURLOPT_WRITEDATA, context)
+        try options.set(CURLOPT_HEADERFUNCTION, transferHeader)
+        try options.set(CURLOPT_HEADERDATA, context)
 
         switch request.method {
         case "GET": break
-        case "HEAD": _ = ingest_curl_set_long(easy, CURLOPT_NOBODY, 1)
+        case "HEAD": try options.set(CURLOPT_NOBODY, 1)
         default:
             // Any method with a body (PUT, POST) goes through the upload machinery, which
             // streams from the read callback with a known Content-Length.
-            _ = ingest_curl_set_long(easy, CURLOPT_UPLOAD, 1)
-            _ = ingest_curl_set_offset(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(request.body.length))
-            _ = ingest_curl_set_callback(easy, CURLOPT_READFUNCTION, transferRead)
+            try options.set(CURLOPT_UPLOAD, 1)
+            try options.set(CURLOPT_INFILESIZE_LARGE, offset: request.body.length)
+            try options.set(CURLOPT_READFUNCTION, transferRead)
             // libcurl's default of 64 KiB costs a read callback, a send and a pass of the loop
             // per 64 KiB; with 256 KiB the benchmark upload took 15 % less CPU, for 1 MiB of
             // peak RSS.
-            _ = ingest_curl_set_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 256 << 10)
-            _ = ingest_curl_set_pointer(easy, CURLOPT_READDATA, context)
+            try options.set(CURLOPT_UPLOAD_BUFFERSIZE, 256 << 10)
+            try options.set(CURLOPT_READDATA, context)
             // When a reused keep-alive connection turns out dead before any answer, libcurl
             // sends the request again on a fresh connection, and must rewind the body
             // first. Without a seek callback it cannot, and fails the request with
             // CURLE_SEND_FAIL_REWIND ("necessary data rewind wasn't possible"), which hides
             // the reset behind an unclassified error and costs a retry with backoff.
-            _ = ingest_curl_set_seek_callback(easy, transferSeek)
-            _ = ingest_curl_set_pointer(easy, CURLOPT_SEEKDATA, context)
-            if request.method != "PUT" {
-                _ = request.method.withCString { ingest_curl_set_pointer(easy, CURLOPT_CUSTOMREQUEST, $0) }
-            }
+            try options.setSeekFunction(transferSeek)
+            try options.set(CURLOPT_SEEKDATA, context)
+            if request.method != "PUT" { try options.set(CURLOPT_CUSTOMREQUEST, request.method) }
         }
         // No "Expect: 100-continue" round trip before each part; no header curl adds itself
         // that the signature does not cover.
         var headers = request.headers.map { "\($0.name): \($0.value)" }
         headers.append("Expect:")
         for header in headers { headerList = curl_slist_append(headerList, header) }
-        _ = ingest_curl_set_pointer(easy, CURLOPT_HTTPHEADER, headerList)
-        return easy
+        try options.set(CURLOPT_HTTPHEADER, headerList)
     }
 
     private var errorBufferPointer: UnsafeMutablePointer<CChar> {
@@ -328,7 +398,7 @@ private final class Transfer: @unchecked Sendable {
         return TransportError(kind: kind, code: Int32(code.rawValue), message: message)
     }
 
-    private func fail(_ error: TransportError) {
+    func fail(_ error: TransportError) {
         continuation.resume(returning: .failure(error))
     }
 

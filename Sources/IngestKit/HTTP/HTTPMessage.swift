@@ -64,6 +64,9 @@ public struct TransportError: Error, Sendable, Equatable, CustomStringConvertibl
         case tls
         /// The body could not be read from disk.
         case bodyUnreadable(SystemError)
+        /// libcurl refused an option the transport sets: its build lacks a feature, or a
+        /// setting is out of the option's range. Never worth retrying.
+        case optionRefused
         case other
     }
 
@@ -87,6 +90,9 @@ public struct TransportError: Error, Sendable, Equatable, CustomStringConvertibl
                 "the TLS handshake failed; check the endpoint URL (https or http, host name), "
                     + "the trusted CA certificates, and this machine's clock"
             case .bodyUnreadable: "the staged file could not be read; check the staging disk"
+            case .optionRefused:
+                "the libcurl this machine loads lacks a feature ingest needs, or a transport setting is out of range; "
+                    + "install the libcurl ingest was built against (the libcurl4 package) and check the [s3] settings"
             case .other: "retried, if it persists check the network"
             }
         return "\(message) (curl error \(code)): \(remedy)"

@@ -30,8 +30,8 @@ public enum QuarantinedFileID {
 extension Journal {
     /// Quarantined files and uploads of one volume (nil: of every volume), at most `limit`
     /// of each, most recently failed first.
-    public func quarantine(ofVolume key: String? = nil, limit: Int = 50) async throws -> QuarantineSummary {
-        try await database.read { db in
+    public func quarantine(ofVolume key: String? = nil, limit: Int = 50) async throws(JournalError) -> QuarantineSummary {
+        try await reading { db in
             var files = FileRecord.filter(Column("quarantined") == true)
             var uploads = UploadRecord.filter(Column("quarantined") == true)
             if let key {
@@ -55,8 +55,8 @@ extension Journal {
 
     /// How many files and uploads of a volume are quarantined: a run of the card that
     /// leaves any ends with a non-zero status.
-    public func quarantinedCount(ofVolume key: String) async throws -> Int {
-        try await database.read { db in
+    public func quarantinedCount(ofVolume key: String) async throws(JournalError) -> Int {
+        try await reading { db in
             try Int.fetchOne(
                 db,
                 sql: """
@@ -70,8 +70,8 @@ extension Journal {
     /// The operator gives a file up (`ingest forget file-N`): it is not staged again while
     /// its size and time stay the same. Returns the file, and the fingerprint of its staged
     /// copy when nothing else still needs that copy (the caller deletes it and records so).
-    public func forgetFile(row: Int64, note: String, at date: Date = Date()) async throws -> (FileRecord, Fingerprint?)? {
-        try await database.write { db in
+    public func forgetFile(row: Int64, note: String, at date: Date = Date()) async throws(JournalError) -> (FileRecord, Fingerprint?)? {
+        try await writing { db in
             guard let file = try FileRecord.fetchOne(db, key: row) else { return nil }
             try db.execute(
                 sql: """

@@ -59,8 +59,8 @@ extension JournalSummary.Tally {
 
 extension Journal {
     /// The journal's lifetime totals, read in one transaction.
-    public func totals() async throws -> JournalTotals {
-        try await database.read { db in
+    public func totals() async throws(JournalError) -> JournalTotals {
+        try await reading { db in
             var totals = JournalTotals()
             func tally(_ sql: String) throws -> JournalSummary.Tally {
                 let row = try Row.fetchOne(db, sql: sql)!
@@ -96,8 +96,8 @@ extension Journal {
     }
 
     /// A volume's files by state: what is left of a card after a run.
-    public func files(byStateOfVolume key: String) async throws -> [FileState: JournalSummary.Tally] {
-        try await database.read { db in
+    public func files(byStateOfVolume key: String) async throws(JournalError) -> [FileState: JournalSummary.Tally] {
+        try await reading { db in
             var byState: [FileState: JournalSummary.Tally] = [:]
             for row in try Row.fetchAll(
                 db, sql: "SELECT state, COUNT(*), COALESCE(SUM(size), 0) FROM file WHERE volumeKey = ? GROUP BY state",
@@ -111,8 +111,8 @@ extension Journal {
 
     /// Pending uploads, oldest first, but for those carrying a file of one of `volumeKeys`
     /// (the cards a rescan is about to ingest, which finish their own).
-    public func pendingUploads(exceptOfVolumes volumeKeys: Set<String>) async throws -> [UploadRecord] {
-        try await database.read { db in
+    public func pendingUploads(exceptOfVolumes volumeKeys: Set<String>) async throws(JournalError) -> [UploadRecord] {
+        try await reading { db in
             let keys = Array(volumeKeys)
             let placeholders = keys.isEmpty ? "NULL" : Array(repeating: "?", count: keys.count).joined(separator: ", ")
             return try UploadRecord.fetchAll(
@@ -126,21 +126,21 @@ extension Journal {
     }
 
     /// The keys of every volume the journal has seen.
-    public func volumeKeys() async throws -> Set<String> {
-        try await database.read { db in Set(try String.fetchAll(db, sql: "SELECT key FROM volume")) }
+    public func volumeKeys() async throws(JournalError) -> Set<String> {
+        try await reading { db in Set(try String.fetchAll(db, sql: "SELECT key FROM volume")) }
     }
 
     /// When the last orphan sweep that reached every destination ran; nil if none has.
-    public func lastCompleteOrphanSweep() async throws -> Date? {
-        try await database.read { db in
+    public func lastCompleteOrphanSweep() async throws(JournalError) -> Date? {
+        try await reading { db in
             try JournalDate.fetchOne(db, sql: "SELECT lastCompleteAt FROM orphanSweep WHERE id = 1")?.date
         }
     }
 
     /// Records an orphan sweep: its time (as complete only when every destination was
     /// swept, so that a failed one is tried again on the next rescan) and what it found.
-    public func noteOrphanSweep(_ sweep: OrphanSweepRecord, at date: Date = Date()) async throws {
-        try await database.write { db in
+    public func noteOrphanSweep(_ sweep: OrphanSweepRecord, at date: Date = Date()) async throws(JournalError) {
+        try await writing { db in
             try db.execute(
                 sql: """
                     INSERT INTO orphanSweep (id, lastRunAt, lastCompleteAt, lastAborted, lastYoung, lastFailures, abortedTotal)
@@ -158,8 +158,8 @@ extension Journal {
 
     /// Records how a rescan ended: its time, its exit status, and (when it finished
     /// everything) its time as the last success.
-    public func noteRescan(endedAt date: Date, exitStatus: ExitStatus) async throws {
-        try await database.write { db in
+    public func noteRescan(endedAt date: Date, exitStatus: ExitStatus) async throws(JournalError) {
+        try await writing { db in
             try db.execute(
                 sql: """
                     INSERT INTO rescan (id, lastRunAt, lastExitStatus, lastSuccessAt) VALUES (1, ?, ?, ?)

@@ -98,7 +98,7 @@ public final class Journal: Sendable {
     let database: DatabaseQueue
 
     /// Opens the journal at `path`, creating and migrating it as needed.
-    public init(path: String, busyTimeout: TimeInterval = 30) throws(IngestError) {
+    public init(path: String, busyTimeout: TimeInterval = 30) throws(JournalError) {
         self.path = path
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout)
@@ -109,31 +109,28 @@ public final class Journal: Sendable {
         }
         // Two processes opening a new journal at once must not both create its tables: the
         // migration runs under an exclusive lock on a file beside it.
-        let migrationLock: FileDescriptor
-        do {
-            migrationLock = try FileDescriptor(path: path + ".lock", flags: O_RDWR | O_CREAT, mode: 0o640)
-            try retryingEINTR("flock", path: path + ".lock") { flock(migrationLock.raw, LOCK_EX) }
-        } catch {
-            throw .stateUnusable(path: path, reason: "cannot lock the journal: \(error.reason)")
+        let migrationLock: FileLock
+        do { migrationLock = try FileLock.waiting(path: path + ".lock") } catch {
+            throw JournalError(path: path, operation: .lock, reason: error.description)
         }
-        defer { flock(migrationLock.raw, LOCK_UN) }
+        defer { migrationLock.unlock() }
         do {
             database = try DatabaseQueue(path: path, configuration: configuration)
             try Self.migrator.migrate(database)
         } catch {
-            throw .stateUnusable(path: path, reason: "the journal cannot be opened: \(error)")
+            throw JournalError(path: path, operation: .open, reason: "\(error)")
         }
     }
 
     /// Opens an existing journal without changing anything, for dry runs; nil if there is none.
-    public static func openForReading(path: String) throws(IngestError) -> Journal? {
+    public static func openForReading(path: String) throws(JournalError) -> Journal? {
         guard access(path, F_OK) == 0 else { return nil }
         var configuration = Configuration()
         configuration.readonly = true
         do {
             return Journal(path: path, database: try DatabaseQueue(path: path, configuration: configuration))
         } catch {
-            throw .stateUnusable(path: path, reason: "the journal cannot be read: \(error)")
+            throw JournalError(path: path, operation: .read, reason: "\(error)")
         }
     }
 
@@ -253,8 +250,8 @@ public final class Journal: Sendable {
     }
 
     /// Records that a volume was seen now (inserting it the first time).
-    public func noteVolume(_ identity: VolumeIdentity, at date: Date = Date()) async throws {
-        try await database.write { db in
+    public func noteVolume(_ identity: VolumeIdentity, at date: Date = Date()) async throws(JournalError) {
+        try await writing { db in
             var record = VolumeRecord(identity, seen: date)
             if let existing = try VolumeRecord.fetchOne(db, key: identity.key) {
                 record.firstSeen = existing.firstSeen
@@ -264,8 +261,8 @@ public final class Journal: Sendable {
     }
 
     /// What the journal knows of a volume's files, by path: a rescan matches against it.
-    public func files(ofVolume key: String) async throws -> [CardPath: FileRecord] {
-        try await database.read { db in
+    public func files(ofVolume key: String) async throws(JournalError) -> [CardPath: FileRecord] {
+        try await reading { db in
             let records = try FileRecord.filter(Column("volumeKey") == key).fetchAll(db)
             return Dictionary(records.map { ($0.cardPath, $0) }, uniquingKeysWith: { first, _ in first })
         }
@@ -276,9 +273,9 @@ public final class Journal: Sendable {
     /// file that failed `quarantineAfter` runs in a row is quarantined.
     public func record(
         _ outcomes: [StageOutcome], volumeKey: String, quarantineAfter: Int = .max, at date: Date = Date()
-    ) async throws {
+    ) async throws(JournalError) {
         guard !outcomes.isEmpty else { return }
-        try await database.write { db in
+        try await writing { db in
             for outcome in outcomes {
                 switch outcome {
                 case .staged(let staged):
@@ -320,8 +317,8 @@ public final class Journal: Sendable {
     }
 
     /// Counts and bytes by state, for `ingest status`.
-    public func summary() async throws -> JournalSummary {
-        try await database.read { db in
+    public func summary() async throws(JournalError) -> JournalSummary {
+        try await reading { db in
             var byState: [FileState: JournalSummary.Tally] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*), COALESCE(SUM(size), 0) FROM file GROUP BY state") {
                 if let state = FileState(rawValue: row[0]) {

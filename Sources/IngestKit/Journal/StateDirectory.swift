@@ -1,6 +1,5 @@
 import Foundation
 import Glibc
-import Synchronization
 
 /// The directory that holds everything `ingest` keeps between runs:
 ///
@@ -80,32 +79,24 @@ public struct StateDirectory: Sendable {
     /// never both hold one path's lock.
     private func lock(at lockPath: String, note: String, removeOnRelease: Bool = false) throws(IngestError) -> VolumeLock? {
         for _ in 0..<Self.lockAttempts {
-            let fd: FileDescriptor
-            do { fd = try FileDescriptor(path: lockPath, flags: O_RDWR | O_CREAT | O_CLOEXEC, mode: 0o640) } catch {
+            let lock: FileLock
+            do {
+                guard let free = try FileLock.ifFree(path: lockPath) else { return nil }
+                lock = free
+            } catch {
                 throw .stateUnusable(path: lockPath, reason: error.reason)
             }
-            if flock(fd.raw, LOCK_EX | LOCK_NB) != 0 {
-                if errno == EWOULDBLOCK { return nil }
-                throw .stateUnusable(path: lockPath, reason: SystemError.last("flock").reason)
-            }
-            guard Self.isStillAt(lockPath, fd) else { continue }  // dropping `fd` closes it, which unlocks it
+            guard lock.isStillAtPath else { continue }  // dropping `lock` unlocks and closes it
             // For people looking at a held lock: who holds it, and for what.
             let text = "\(getpid()) \(note)\n"
-            _ = ftruncate(fd.raw, 0)
-            _ = text.withCString { pwrite(fd.raw, $0, strlen($0), 0) }
-            return VolumeLock(file: fd, removing: removeOnRelease ? lockPath : nil)
+            _ = ftruncate(lock.file.raw, 0)
+            _ = text.withCString { pwrite(lock.file.raw, $0, strlen($0), 0) }
+            return VolumeLock(lock, removingItsFile: removeOnRelease)
         }
         throw .stateUnusable(
             path: lockPath,
             reason: "its lock file was replaced \(Self.lockAttempts) times while it was being locked; "
                 + "something other than ingest is removing files in \(locksPath)")
-    }
-
-    /// Whether `path` names the very file open as `fd`.
-    static func isStillAt(_ path: String, _ fd: FileDescriptor) -> Bool {
-        var atPath = stat()
-        guard let open = try? fd.stat(), stat(path, &atPath) == 0 else { return false }
-        return open.st_dev == atPath.st_dev && open.st_ino == atPath.st_ino
     }
 }
 
@@ -113,20 +104,15 @@ public struct StateDirectory: Sendable {
 /// when the process dies. A lock whose file is removed on release removes it while it still
 /// holds the lock (see ``StateDirectory`` for why that is safe against a racing locker).
 public final class VolumeLock: Sendable {
-    private let file: FileDescriptor
-    private let removing: String?
-    private let released = Mutex(false)
+    private let lock: FileLock
+    private let removingItsFile: Bool
 
-    fileprivate init(file: FileDescriptor, removing: String?) {
-        self.file = file
-        self.removing = removing
+    fileprivate init(_ lock: FileLock, removingItsFile: Bool) {
+        self.lock = lock
+        self.removingItsFile = removingItsFile
     }
 
-    public func release() {
-        guard !released.withLock({ was in defer { was = true }; return was }) else { return }
-        if let removing, StateDirectory.isStillAt(removing, file) { unlink(removing) }
-        flock(file.raw, LOCK_UN)
-    }
+    public func release() { lock.unlock(removingFile: removingItsFile) }
 
     deinit { release() }
 }

@@ -158,9 +158,9 @@ extension Journal {
     /// Links staged files to their uploads, in one transaction: an upload of the same content
     /// to the same bucket is reused (completed: the file is uploaded at once; pending: it
     /// rides along), otherwise a new one is planned.
-    public func claim(_ claims: [UploadClaim], volumeKey: String, at date: Date = Date()) async throws -> [ClaimResult] {
+    public func claim(_ claims: [UploadClaim], volumeKey: String, at date: Date = Date()) async throws(JournalError) -> [ClaimResult] {
         guard !claims.isEmpty else { return [] }
-        return try await database.write { db in
+        return try await writing { db in
             try claims.map { claim in try Self.claim(db, claim, volumeKey: volumeKey, at: date) }
         }
     }
@@ -194,8 +194,8 @@ extension Journal {
 
     /// Files of a volume that are staged but linked to no upload (staged with `--no-upload`,
     /// or by a run killed between staging and planning their uploads).
-    public func stagedFilesWithoutUpload(ofVolume key: String) async throws -> [FileRecord] {
-        try await database.read { db in
+    public func stagedFilesWithoutUpload(ofVolume key: String) async throws(JournalError) -> [FileRecord] {
+        try await reading { db in
             try FileRecord.filter(Column("volumeKey") == key && Column("state") == FileState.staged.rawValue
                 && Column("uploadID") == nil).fetchAll(db)
         }
@@ -203,8 +203,8 @@ extension Journal {
 
     /// Pending uploads of files of this volume (from earlier runs): a new ingest of the card
     /// finishes them.
-    public func pendingUploads(ofVolume key: String) async throws -> [UploadRecord] {
-        try await database.read { db in
+    public func pendingUploads(ofVolume key: String) async throws(JournalError) -> [UploadRecord] {
+        try await reading { db in
             try UploadRecord.fetchAll(
                 db,
                 sql: """
@@ -216,16 +216,16 @@ extension Journal {
     }
 
     /// Every pending upload (not completed, not aborted), oldest first.
-    public func pendingUploads() async throws -> [UploadRecord] {
-        try await database.read { db in
+    public func pendingUploads() async throws(JournalError) -> [UploadRecord] {
+        try await reading { db in
             try UploadRecord.filter(!["completed", "aborted"].contains(Column("phase")))
                 .order(Column("createdAt"), Column("id")).fetchAll(db)
         }
     }
 
     /// One upload and its acknowledged parts; nil when the journal has no such id.
-    public func upload(id: String) async throws -> (UploadRecord, [UploadPartRecord])? {
-        try await database.read { db in
+    public func upload(id: String) async throws(JournalError) -> (UploadRecord, [UploadPartRecord])? {
+        try await reading { db in
             guard let record = try UploadRecord.fetchOne(db, key: id) else { return nil }
             let parts = try UploadPartRecord.filter(Column("upload") == id).order(Column("number")).fetchAll(db)
             return (record, parts)
@@ -233,8 +233,8 @@ extension Journal {
     }
 
     /// Uploads whose id starts with `prefix` (people type a few digits).
-    public func uploads(idPrefix prefix: String) async throws -> [UploadRecord] {
-        try await database.read { db in
+    public func uploads(idPrefix prefix: String) async throws(JournalError) -> [UploadRecord] {
+        try await reading { db in
             try UploadRecord.filter(Column("id").like(prefix + "%")).fetchAll(db)
         }
     }
@@ -245,8 +245,8 @@ extension Journal {
     public func persist(
         _ snapshot: UploadStateMachine.Snapshot, added: [UploadStateMachine.AcknowledgedPart], removed: [Int],
         lastError: String?, at date: Date = Date()
-    ) async throws {
-        try await database.write { db in
+    ) async throws(JournalError) {
+        try await writing { db in
             let id = snapshot.logicalUploadID
             try db.cachedStatement(sql: """
                 UPDATE upload SET phase = ?, uploadID = ?, restartCount = ?, lastError = ?, updatedAt = ? WHERE id = ?
@@ -267,8 +267,8 @@ extension Journal {
     /// Records a phase (single `PutObject` uploads, which have no parts), and why it failed.
     public func setPhase(
         _ phase: UploadStateMachine.Phase, lastError: String?, ofUpload id: String, at date: Date = Date()
-    ) async throws {
-        try await database.write { db in
+    ) async throws(JournalError) {
+        try await writing { db in
             try db.execute(
                 sql: "UPDATE upload SET phase = ?, lastError = ?, updatedAt = ? WHERE id = ?",
                 arguments: [phase, lastError, JournalDate(date), id])
@@ -281,8 +281,8 @@ extension Journal {
     @discardableResult
     public func noteFailure(
         _ message: String, ofUpload id: String, quarantineAfter: Int = .max, at date: Date = Date()
-    ) async throws -> Bool {
-        try await database.write { db in
+    ) async throws(JournalError) -> Bool {
+        try await writing { db in
             try db.execute(
                 sql: """
                     UPDATE upload SET lastError = ?, failures = failures + 1, quarantined = failures + 1 >= ?,
@@ -294,8 +294,8 @@ extension Journal {
 
     /// A staged file of a volume cannot become an object as configured (a key or labels
     /// beyond S3's limits): quarantined at once, with the reason, until a run plans it.
-    public func noteNotUploadable(path: CardPath, volumeKey: String, reason: String, at date: Date = Date()) async throws {
-        try await database.write { db in
+    public func noteNotUploadable(path: CardPath, volumeKey: String, reason: String, at date: Date = Date()) async throws(JournalError) {
+        try await writing { db in
             try db.execute(
                 sql: """
                     UPDATE file SET lastError = ?, failures = failures + 1, quarantined = 1, updatedAt = ?
@@ -306,8 +306,8 @@ extension Journal {
 
     /// The object is in the bucket and verified: the upload is completed, its parts are no
     /// longer needed, and every file carrying this content is uploaded.
-    public func completeUpload(id: String, etag: String?, at date: Date = Date()) async throws {
-        try await database.write { db in
+    public func completeUpload(id: String, etag: String?, at date: Date = Date()) async throws(JournalError) {
+        try await writing { db in
             try db.execute(
                 sql: """
                     UPDATE upload SET phase = 'completed', etag = COALESCE(?, etag), lastError = NULL, uploadID = NULL,
@@ -327,8 +327,8 @@ extension Journal {
     /// said (missing, or another content at the key), or its key turned out to hold other
     /// bytes. The server's multipart upload, if any, was aborted by the caller; its parts
     /// are forgotten, and every file carrying this content waits for it again.
-    public func restartUpload(id: String, key: String, at date: Date = Date()) async throws -> UploadRecord? {
-        try await database.write { db in
+    public func restartUpload(id: String, key: String, at date: Date = Date()) async throws(JournalError) -> UploadRecord? {
+        try await writing { db in
             try db.execute(
                 sql: """
                     UPDATE upload SET key = ?, phase = 'created', uploadID = NULL, etag = NULL, completedAt = NULL,
@@ -345,8 +345,8 @@ extension Journal {
     /// The staged copy of an upload is gone or no longer matches its fingerprint: its files
     /// go back to pending, so the next ingest of the card copies them again, and the upload
     /// is removed (the caller aborted it on the server first).
-    public func restage(uploadID id: String, reason: String, at date: Date = Date()) async throws {
-        try await database.write { db in
+    public func restage(uploadID id: String, reason: String, at date: Date = Date()) async throws(JournalError) {
+        try await writing { db in
             try db.execute(
                 sql: """
                     UPDATE file SET state = 'pending', fingerprint = NULL, uploadID = NULL, lastError = ?, updatedAt = ?
@@ -358,8 +358,8 @@ extension Journal {
 
     /// Removes an upload from the journal (after `abort`, or for `forget`). Its files stay
     /// staged with no upload: the next ingest of the card plans a new one.
-    public func removeUpload(id: String, note: String, at date: Date = Date()) async throws {
-        try await database.write { db in
+    public func removeUpload(id: String, note: String, at date: Date = Date()) async throws(JournalError) {
+        try await writing { db in
             try db.execute(
                 sql: "UPDATE file SET lastError = ?, updatedAt = ? WHERE uploadID = ? AND state != 'uploaded'",
                 arguments: [note, JournalDate(date), id])
@@ -369,8 +369,8 @@ extension Journal {
 
     /// Staged copies whose content is verified in the bucket since before `cutoff`, that no
     /// file still waits for: they may be deleted. With `only`, that one copy if it may.
-    public func stagedCopiesToRemove(completedBefore cutoff: Date, only: Fingerprint? = nil) async throws -> [Fingerprint] {
-        try await database.read { db in
+    public func stagedCopiesToRemove(completedBefore cutoff: Date, only: Fingerprint? = nil) async throws(JournalError) -> [Fingerprint] {
+        try await reading { db in
             try String.fetchAll(
                 db,
                 sql: """
@@ -387,9 +387,9 @@ extension Journal {
     }
 
     /// Records that these staged copies were deleted.
-    public func noteStagedCopiesRemoved(_ fingerprints: [Fingerprint], at date: Date = Date()) async throws {
+    public func noteStagedCopiesRemoved(_ fingerprints: [Fingerprint], at date: Date = Date()) async throws(JournalError) {
         guard !fingerprints.isEmpty else { return }
-        try await database.write { db in
+        try await writing { db in
             for fingerprint in fingerprints {
                 try db.cachedStatement(sql: "UPDATE stagedObject SET removedAt = ? WHERE fingerprint = ?")
                     .execute(arguments: [JournalDate(date), fingerprint.hex])
@@ -399,8 +399,8 @@ extension Journal {
 
     /// Every destination the journal has uploads for, in the order first used: where
     /// `ingest rescan` looks for multipart uploads no journal knows.
-    public func uploadTargets() async throws -> [UploadTarget] {
-        try await database.read { db in
+    public func uploadTargets() async throws(JournalError) -> [UploadTarget] {
+        try await reading { db in
             try Row.fetchAll(
                 db,
                 sql: """
@@ -416,8 +416,8 @@ extension Journal {
 
     /// The server's multipart upload ids the journal holds for uploads to this bucket: the
     /// uploads a run started and has not finished (completed uploads forget theirs).
-    public func multipartUploadIDs(endpoint: String, bucket: String) async throws -> Set<String> {
-        try await database.read { db in
+    public func multipartUploadIDs(endpoint: String, bucket: String) async throws(JournalError) -> Set<String> {
+        try await reading { db in
             Set(try String.fetchAll(
                 db, sql: "SELECT uploadID FROM upload WHERE endpoint = ? AND bucket = ? AND uploadID IS NOT NULL",
                 arguments: [endpoint, bucket]))
@@ -425,8 +425,8 @@ extension Journal {
     }
 
     /// Recently failed or pending uploads, for `ingest status`.
-    public func uploadSummary() async throws -> UploadSummary {
-        try await database.read { db in
+    public func uploadSummary() async throws(JournalError) -> UploadSummary {
+        try await reading { db in
             var byPhase: [UploadStateMachine.Phase: JournalSummary.Tally] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT phase, COUNT(*), COALESCE(SUM(size), 0) FROM upload GROUP BY phase") {
                 if let phase = UploadStateMachine.Phase(rawValue: row[0]) { byPhase[phase] = .init(count: row[1], bytes: row[2]) }

@@ -153,7 +153,7 @@ public struct Ingestor: Sendable {
         do {
             try await journal.noteVolume(volume)
             known = try await journal.files(ofVolume: volume.key)
-        } catch { throw journalError(error) }
+        } catch { throw .journal(error) }
 
         let plan = try await ScanPlan.make(volume: volume, rules: config.scan, known: known)
         for (path, reason) in plan.notableSkips { sink.emit(.skipped(path, reason)) }
@@ -202,7 +202,7 @@ public struct Ingestor: Sendable {
             summary.uploadError = uploadError
         }
         do { summary.quarantined = try await journal.quarantinedCount(ofVolume: volume.key) } catch {
-            if stopped == nil { stopped = journalError(error) }
+            if stopped == nil { stopped = .journal(error) }
         }
         if stopped == nil, let reason = stop.reason { summary.stoppedBy = reason.rawValue }
         summary.seconds = Date().timeIntervalSince(started)
@@ -262,7 +262,7 @@ public struct Ingestor: Sendable {
             }
             return try await journal.stagedFilesWithoutUpload(ofVolume: volume.key)
         } catch {
-            throw journalError(error)
+            throw .journal(error)
         }
     }
 
@@ -282,7 +282,7 @@ public struct Ingestor: Sendable {
                 }
             }
             try await submit(claims, volume: volume, runner: runner, resumed: true)
-        } catch { throw journalError(error) }
+        } catch { throw .journal(error) }
     }
 
     /// A staged file no object can be made of (a key or labels beyond S3's limits): it
@@ -291,7 +291,7 @@ public struct Ingestor: Sendable {
     private func notUploadable(
         _ file: ScannedFile, _ error: UploadPlanError, volume: VolumeIdentity, summary: inout RunSummary,
         sink: some EventSink
-    ) async throws {
+    ) async throws(JournalError) {
         summary.failed += 1
         let failure = StageFailure(kind: .notUploadable("\(error)"))
         logger.warning("file not uploaded", metadata: ["path": "\(file.path.display)", "reason": "\(error)"])
@@ -302,7 +302,7 @@ public struct Ingestor: Sendable {
     private func submit(
         _ claims: [UploadClaim], volume: VolumeIdentity, runner: UploadRunner, resumed: Bool,
         checksums: [String: PartChecksums] = [:]
-    ) async throws {
+    ) async throws(JournalError) {
         for result in try await journal.claim(claims, volumeKey: volume.key) {
             switch result {
             case .upload(let record):
@@ -365,7 +365,7 @@ public struct Ingestor: Sendable {
             } catch {
                 stager.cancel()
                 _ = await copying.value
-                throw journalError(error)
+                throw .journal(error)
             }
             for outcome in batch {
                 switch outcome {
@@ -384,7 +384,4 @@ public struct Ingestor: Sendable {
         try await copying.value.get()
     }
 
-    private func journalError(_ error: any Error) -> IngestError {
-        .stateUnusable(path: journal.path, reason: "journal write failed: \(error)")
-    }
 }

@@ -157,7 +157,7 @@ public struct OrphanSweeper: Sendable {
 
     private func known(_ target: UploadTarget) async throws(IngestError) -> Set<String> {
         do { return try await journal.multipartUploadIDs(endpoint: target.endpoint, bucket: target.bucket) } catch {
-            throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
+            throw .journal(error)
         }
     }
 }

@@ -190,7 +190,7 @@ public struct Rescanner: Sendable {
         report.sweep = try await StagingArea(root: state.stagingPath)
             .sweep(journal: journal, retention: config.upload.stagingRetention)
         progress(.swept(report.sweep))
-        do { report.totals = try await journal.totals() } catch { throw journalError(error) }
+        do { report.totals = try await journal.totals() } catch { throw .journal(error) }
         report.seconds = Date().timeIntervalSince(started)
         return report
     }
@@ -210,11 +210,11 @@ public struct Rescanner: Sendable {
                 return sweep
             }
             known = try await journal.uploadTargets()
-        } catch { throw journalError(error) }
+        } catch { throw .journal(error) }
         let sweeper = OrphanSweeper(journal: journal, prefix: config.s3.prefix, age: age, logger: logger, makeClient: makeClient)
         sweep = await sweeper.sweep(OrphanSweeper.destinations(configured: target, journal: known), now: now)
         do { try await journal.noteOrphanSweep(sweep.record, at: now) } catch {
-            throw .stateUnusable(path: journal.path, reason: "cannot write the journal: \(error)")
+            throw .journal(error)
         }
         return sweep
     }
@@ -223,7 +223,7 @@ public struct Rescanner: Sendable {
     /// is ingested once.
     func sources() async throws(IngestError) -> [RescanSource] {
         let known: Set<String>
-        do { known = try await journal.volumeKeys() } catch { throw journalError(error) }
+        do { known = try await journal.volumeKeys() } catch { throw .journal(error) }
         let mounts: MountTable
         do { mounts = try MountTable.current() } catch {
             throw .sourceUnavailable(path: "/proc/self/mountinfo", reason: "\(error)")
@@ -267,7 +267,4 @@ public struct Rescanner: Sendable {
         return outcome
     }
 
-    private func journalError(_ error: any Error) -> IngestError {
-        .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
-    }
 }

@@ -44,7 +44,7 @@ public enum PendingUploads {
         in journal: Journal, exceptOfVolumes volumeKeys: Set<String> = []
     ) async throws(IngestError) -> [UploadRecord] {
         do { return try await journal.pendingUploads(exceptOfVolumes: volumeKeys) } catch {
-            throw .stateUnusable(path: journal.path, reason: "cannot read the journal: \(error)")
+            throw .journal(error)
         }
     }
 

@@ -16,7 +16,7 @@ extension StagingArea {
     /// and records their removal. Returns how many went.
     public func removeVerifiedCopies(
         journal: Journal, retention: Duration, only: Fingerprint? = nil, now: Date = Date()
-    ) async throws -> Int {
+    ) async throws(JournalError) -> Int {
         let cutoff = now.addingTimeInterval(-retention.inSeconds)
         let candidates = try await journal.stagedCopiesToRemove(completedBefore: cutoff, only: only)
         guard !candidates.isEmpty else { return 0 }
@@ -36,7 +36,7 @@ extension StagingArea {
         var sweep = StagingSweep()
         sweep.partialsRemoved = removeAbandonedPartials()
         do { sweep.copiesRemoved = try await removeVerifiedCopies(journal: journal, retention: retention) } catch {
-            throw .stateUnusable(path: journal.path, reason: "cannot clean the staging area: \(error)")
+            throw .journal(error)
         }
         return sweep
     }

@@ -101,38 +101,13 @@ public enum PrometheusText {
         return "\(value)"
     }
 
-    /// Writes `text` to `path` atomically: a temporary file in the same directory (a name
-    /// node_exporter ignores, as it reads only `*.prom`), written, made mode 0644, fsynced,
-    /// then renamed over `path`; a reader sees the old file or the new one, never half of one.
+    /// Writes `text` to `path` atomically (``AtomicFile``), mode 0644: node_exporter reads
+    /// only `*.prom`, so it passes over the temporary `.NAME.prom.XXXXXX` beside it, and it
+    /// sees the old file or the new one, never half of one.
     public static func write(_ text: String, to path: String) throws(IngestError) {
-        let slash = path.lastIndex(of: "/")
-        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        var template = Array("\(directory)/.\(name).XXXXXX".utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else {
-            throw .metricsUnwritable(path: path, reason: SystemError.last("mkstemp", path: directory).description)
-        }
-        let temporary = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let file = FileDescriptor(adopting: fd)
-        do throws(SystemError) {
-            try retryingEINTR("fchmod", path: temporary) { fchmod(fd, 0o644) }
-            let bytes = Array(text.utf8)
-            var written = 0
-            while written < bytes.count {
-                written += try retryingEINTR("write", path: temporary) {
-                    bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
-                }
-            }
-            try retryingEINTR("fsync", path: temporary) { fsync(fd) }
-            try file.close()
-            try retryingEINTR("rename", path: path) { rename(temporary, path) }
-        } catch {
-            unlink(temporary)
+        do { try AtomicFile.write(Array(text.utf8), to: path, mode: 0o644) } catch {
             throw .metricsUnwritable(path: path, reason: error.description)
         }
-        // The new name is durable once the directory is; a failure here loses only the name.
-        if let directoryFD = try? FileDescriptor(path: directory, flags: O_RDONLY | O_DIRECTORY) { fsync(directoryFD.raw) }
     }
 }
 

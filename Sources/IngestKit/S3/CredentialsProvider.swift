@@ -1,4 +1,3 @@
-import CSystemShims
 import Foundation
 import Glibc
 
@@ -61,17 +60,7 @@ public struct ResolvedCredentials: Sendable, Equatable, CustomStringConvertible,
 /// `credential_process`.
 public enum CredentialsError: Error, Sendable, Equatable, CustomStringConvertible {
     /// How a `credential_process` ended.
-    public enum Termination: Sendable, Equatable, CustomStringConvertible {
-        case exited(Int32)
-        case signalled(Int32)
-
-        public var description: String {
-            switch self {
-            case let .exited(status): "exited with status \(status)"
-            case let .signalled(signal): "was killed by signal \(signal)"
-            }
-        }
-    }
+    public typealias Termination = ProcessTermination
 
     /// One of `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` is set without the other.
     case incompleteEnvironment(missing: String, present: String)
@@ -402,10 +391,10 @@ struct CredentialProcess: Sendable {
         let result: ShellCommand.Result
         do {
             result = try ShellCommand(command: command, environment: environment)
-                .run(timeout: timeout, outputLimit: Self.outputLimit)
+                .run(timeout: .seconds(timeout), outputLimit: Self.outputLimit)
         } catch {
             switch error {
-            case let .notStarted(reason): throw .processNotStarted(profile: profile, reason: reason)
+            case let .notStarted(reason): throw .processNotStarted(profile: profile, reason: reason.description)
             case .timedOut: throw .processTimedOut(profile: profile, seconds: timeout)
             case .outputTooLarge:
                 throw .processOutputInvalid(profile: profile, problem: "more than \(Self.outputLimit / 1024) KiB of it")
@@ -498,158 +487,6 @@ struct CredentialProcess: Sendable {
         enum CodingKeys: String, CodingKey {
             case accessKeyID = "AccessKeyId", secretAccessKey = "SecretAccessKey"
             case sessionToken = "SessionToken", expiration = "Expiration"
-        }
-    }
-}
-
-/// A command run through `/bin/sh -c` in a process group of its own, with no input, its
-/// output collected, and a time limit after which the whole group is killed (so a helper's
-/// own children cannot keep it alive).
-struct ShellCommand: Sendable {
-    struct Result: Sendable {
-        var termination: CredentialsError.Termination
-        var stdout: [UInt8]
-        var stderr: [UInt8]
-    }
-
-    enum Failure: Error {
-        case notStarted(String)
-        case timedOut
-        case outputTooLarge
-    }
-
-    let command: String
-    let environment: [String: String]
-
-    /// How long to keep reading after the shell exited while something it started still
-    /// holds the output pipes open.
-    static let lingering: Duration = .milliseconds(500)
-
-    /// The most of a command's error output held while it runs (its end).
-    static let stderrKept = 64 * 1024
-
-    func run(timeout: TimeInterval, outputLimit: Int) throws(Failure) -> Result {
-        var output: [Int32] = [-1, -1]
-        var errors: [Int32] = [-1, -1]
-        // Close-on-exec from birth: set afterwards, a process another thread spawns in between
-        // would inherit the write ends and hold the pipes open long after the helper ended.
-        guard ingest_pipe_cloexec(&output) == 0 else { throw .notStarted("pipe: \(String(cString: strerror(errno)))") }
-        guard ingest_pipe_cloexec(&errors) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(output[0])
-            close(output[1])
-            throw .notStarted("pipe: \(reason)")
-        }
-        for fd in [output[0], errors[0]] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        // The runtime ignores SIGPIPE, and a run that stops cleanly ignores SIGTERM and
-        // SIGINT (``ShutdownSignals``); the helper must not inherit that.
-        for signal in [SIGPIPE, SIGTERM, SIGINT] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(
-            &attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        let arguments = ["/bin/sh", "-c", command].map { (text: String) in strdup(text) }
-        let variables = environment.filter { !$0.key.contains("=") }.map { strdup("\($0.key)=\($0.value)") }
-        defer { for pointer in arguments + variables { free(pointer) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, "/bin/sh", &actions, &attributes, arguments + [nil], variables + [nil])
-        close(output[1])
-        close(errors[1])
-        guard spawned == 0 else {
-            close(output[0])
-            close(errors[0])
-            throw .notStarted(String(cString: strerror(spawned)))
-        }
-        return try collect(pid: pid, stdout: output[0], stderr: errors[0], timeout: timeout, outputLimit: outputLimit)
-    }
-
-    private func collect(
-        pid: pid_t, stdout: Int32, stderr: Int32, timeout: TimeInterval, outputLimit: Int
-    ) throws(Failure) -> Result {
-        let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(timeout)
-        var open: [Int32: [UInt8]] = [stdout: [], stderr: []]
-        var collected: [Int32: [UInt8]] = [:]
-        var status: Int32?
-        var exitedAt: ContinuousClock.Instant?
-
-        func stop() {
-            kill(-pid, SIGKILL)  // the group: the shell and whatever it started
-            if status == nil {
-                var ignored: Int32 = 0
-                while waitpid(pid, &ignored, 0) == -1, errno == EINTR {}
-            }
-            for fd in open.keys { close(fd) }
-        }
-
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        while true {
-            var polled = open.keys.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            _ = poll(&polled, nfds_t(polled.count), 20)
-            for entry in polled where entry.revents != 0 {
-                reading: while true {
-                    let count = buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
-                    if count > 0 {
-                        open[entry.fd, default: []].append(contentsOf: buffer[..<count])
-                        if entry.fd == stdout, (open[entry.fd]?.count ?? 0) > outputLimit {
-                            stop()
-                            throw .outputTooLarge
-                        }
-                        // Only the end of the error output is ever shown: a helper that
-                        // writes forever costs a fixed amount of memory.
-                        if entry.fd == stderr, let excess = open[entry.fd].map({ $0.count - Self.stderrKept }), excess > 0 {
-                            open[entry.fd]?.removeFirst(excess)
-                        }
-                    } else if count == -1, errno == EINTR {
-                        continue reading
-                    } else if count == -1, errno == EAGAIN || errno == EWOULDBLOCK {
-                        break reading
-                    } else {  // end of file, or an error that ends the stream all the same
-                        collected[entry.fd] = open.removeValue(forKey: entry.fd)
-                        close(entry.fd)
-                        break reading
-                    }
-                }
-            }
-            if status == nil {
-                var raw: Int32 = 0
-                if waitpid(pid, &raw, WNOHANG) == pid {
-                    status = raw
-                    exitedAt = clock.now
-                }
-            }
-            if let status {
-                if open.isEmpty || exitedAt.map({ clock.now - $0 > Self.lingering }) == true {
-                    for (fd, bytes) in open {
-                        collected[fd] = bytes
-                        close(fd)
-                    }
-                    return Result(
-                        termination: status & 0x7f == 0 ? .exited((status >> 8) & 0xff) : .signalled(status & 0x7f),
-                        stdout: collected[stdout] ?? [], stderr: collected[stderr] ?? [])
-                }
-            }
-            if clock.now >= deadline {
-                stop()
-                throw .timedOut
-            }
         }
     }
 }

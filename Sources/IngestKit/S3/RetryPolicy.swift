@@ -143,7 +143,7 @@ public struct RetryPolicy: Sendable, Equatable {
         case let .transport(failure):
             switch failure {
             case .connectionReset, .connectionFailed, .timedOut, .other: return .transient
-            case .hostNotFound, .tls, .bodyUnreadable: return .permanent
+            case .hostNotFound, .tls, .bodyUnreadable, .optionRefused: return .permanent
             }
         case let .response(error, _):
             if let code = error.code, let kind = kind(of: code) { return kind }

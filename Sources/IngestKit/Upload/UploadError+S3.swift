@@ -47,12 +47,18 @@ extension UploadError {
                 + "Create it, or correct --bucket (INGEST_BUCKET, [s3] bucket); the files stay staged.")
     }
 
-    /// The journal could not record what happened: nothing more is sent, since the next
-    /// step would depend on a record that is not there.
-    static func journal(_ error: any Error, path: String) -> UploadError {
+    /// The journal could not record (or read) what happened: nothing more is sent, since
+    /// the next step would depend on a record that is not there.
+    static func journal(_ error: JournalError) -> UploadError {
         UploadError(
             exitStatus: .cantCreate, scope: .destination,
-            message: "cannot write the journal \(path): \(error). Uploads stop here and resume from the journal "
-                + "on the next run; check the state directory's disk.")
+            message: "\(error). Uploads stop here and resume from the journal on the next run; "
+                + "check the state directory's disk.")
+    }
+
+    /// For call sites whose `catch` sees `any Error` (ObjectUploader and UploadRunner, until
+    /// they catch ``JournalError`` itself): the journal only ever throws that.
+    static func journal(_ error: any Error, path: String) -> UploadError {
+        journal(error as? JournalError ?? JournalError(path: path, operation: .write, reason: "\(error)"))
     }
 }

@@ -1,0 +1,57 @@
+import GRDB
+
+/// What the journal could not do: the one error every method of ``Journal`` throws.
+///
+/// It names the journal's file, what was being done, and what SQLite (or the system) said,
+/// so that each caller turns it into its own error in one step (``IngestError/journal(_:)``,
+/// `UploadError.journal(_:)`) instead of composing a message by hand.
+public struct JournalError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Operation: String, Sendable {
+        /// Opening (creating and migrating) the database.
+        case open
+        /// Taking the lock that serialises opening a new journal.
+        case lock
+        case read
+        case write
+    }
+
+    /// The journal's file.
+    public let path: String
+    public let operation: Operation
+    /// SQLite's message and code, or the failed system call.
+    public let reason: String
+
+    public init(path: String, operation: Operation, reason: String) {
+        self.path = path
+        self.operation = operation
+        self.reason = reason
+    }
+
+    /// "cannot write the journal", the words every message built from it starts with.
+    public var failure: String { "cannot \(operation.rawValue) the journal" }
+
+    public var description: String { "\(failure) \(path): \(reason)" }
+}
+
+extension IngestError {
+    /// A run cannot go on without its journal: each step after depends on what it records.
+    public static func journal(_ error: JournalError) -> IngestError {
+        .stateUnusable(path: error.path, reason: "\(error.failure): \(error.reason)")
+    }
+}
+
+extension Journal {
+    /// Runs `body` in a read transaction; whatever fails becomes a ``JournalError``.
+    func reading<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws(JournalError) -> T {
+        do { return try await database.read(body) } catch {
+            throw JournalError(path: path, operation: .read, reason: "\(error)")
+        }
+    }
+
+    /// Runs `body` in a write transaction; whatever fails becomes a ``JournalError``.
+    func writing<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws(JournalError) -> T {
+        do { return try await database.write(body) } catch {
+            throw JournalError(path: path, operation: .write, reason: "\(error)")
+        }
+    }
+}

@@ -1,0 +1,188 @@
+import CSystemShims
+import Glibc
+
+/// How a child process ended.
+public enum ProcessTermination: Sendable, Equatable, CustomStringConvertible {
+    case exited(Int32)
+    case signalled(Int32)
+
+    /// From the status `waitpid` gives.
+    init(waitStatus status: Int32) {
+        self = status & 0x7f == 0 ? .exited((status >> 8) & 0xff) : .signalled(status & 0x7f)
+    }
+
+    public var description: String {
+        switch self {
+        case let .exited(status): "exited with status \(status)"
+        case let .signalled(signal): "was killed by signal \(signal)"
+        }
+    }
+}
+
+/// A command run through `/bin/sh -c` (so quoting works as in a shell), the one place
+/// `ingest` starts another program.
+///
+/// The command runs in a process group of its own, with `/dev/null` as its input, the
+/// signal mask and the dispositions a run changes (SIGPIPE, SIGTERM, SIGINT) reset, and
+/// exactly the environment given. Its output is collected; a time limit kills the whole
+/// group, so a helper's own children cannot keep it alive past the limit. What it writes
+/// is bounded too: standard output by a limit past which the run fails, standard error by
+/// keeping only its last ``stderrKept`` bytes, so a command that writes forever costs a
+/// fixed amount of memory.
+///
+/// `run` blocks its thread until the command ends: call it off the concurrency pool.
+struct ShellCommand: Sendable {
+    struct Result: Sendable {
+        var termination: ProcessTermination
+        var stdout: [UInt8]
+        /// The end of standard error: at most ``ShellCommand/stderrKept`` bytes.
+        var stderr: [UInt8]
+    }
+
+    enum Failure: Error, Equatable {
+        /// The pipes or the process could not be made.
+        case notStarted(SystemError)
+        /// The time limit passed; the group was killed.
+        case timedOut
+        /// Standard output passed its limit; the group was killed.
+        case outputTooLarge
+    }
+
+    let command: String
+    /// The command's whole environment (nothing is inherited); names holding `=` are left out.
+    let environment: [String: String]
+
+    /// How long to keep reading after the shell exited while something it started still
+    /// holds the output pipes open.
+    static let lingering: Duration = .milliseconds(500)
+
+    /// The most of a command's error output held while it runs (its end).
+    static let stderrKept = 64 * 1024
+
+    /// Runs the command to its end, or until `timeout` passes or its standard output grows
+    /// past `outputLimit` bytes (either kills its process group and throws).
+    func run(timeout: Duration, outputLimit: Int) throws(Failure) -> Result {
+        var output: [Int32] = [-1, -1]
+        var errors: [Int32] = [-1, -1]
+        // Close-on-exec from birth: set afterwards, a process another thread spawns in between
+        // would inherit the write ends and hold the pipes open long after the command ended.
+        guard ingest_pipe_cloexec(&output) == 0 else { throw .notStarted(.last("pipe")) }
+        guard ingest_pipe_cloexec(&errors) == 0 else {
+            let error = SystemError.last("pipe")
+            close(output[0])
+            close(output[1])
+            throw .notStarted(error)
+        }
+        for fd in [output[0], errors[0]] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        // The runtime ignores SIGPIPE, and a run that stops cleanly ignores SIGTERM and
+        // SIGINT (``ShutdownSignals``); the command must not inherit that.
+        for signal in [SIGPIPE, SIGTERM, SIGINT] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let arguments = ["/bin/sh", "-c", command].map { (text: String) in strdup(text) }
+        let variables = environment.filter { !$0.key.contains("=") }.map { strdup("\($0.key)=\($0.value)") }
+        defer { for pointer in arguments + variables { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/bin/sh", &actions, &attributes, arguments + [nil], variables + [nil])
+        close(output[1])
+        close(errors[1])
+        guard spawned == 0 else {
+            close(output[0])
+            close(errors[0])
+            throw .notStarted(SystemError(call: "posix_spawn", errno: spawned, path: "/bin/sh"))
+        }
+        return try collect(pid: pid, stdout: output[0], stderr: errors[0], timeout: timeout, outputLimit: outputLimit)
+    }
+
+    /// Reads both pipes until they close (or ``lingering`` after the shell exited), and
+    /// reaps the shell; on the deadline or too much output, kills the group first.
+    private func collect(
+        pid: pid_t, stdout: Int32, stderr: Int32, timeout: Duration, outputLimit: Int
+    ) throws(Failure) -> Result {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        var open: [Int32: [UInt8]] = [stdout: [], stderr: []]
+        var collected: [Int32: [UInt8]] = [:]
+        var status: Int32?
+        var exitedAt: ContinuousClock.Instant?
+
+        func stop() {
+            kill(-pid, SIGKILL)  // the group: the shell and whatever it started
+            if status == nil {
+                var ignored: Int32 = 0
+                while waitpid(pid, &ignored, 0) == -1, errno == EINTR {}
+            }
+            for fd in open.keys { close(fd) }
+        }
+
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            var polled = open.keys.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            _ = poll(&polled, nfds_t(polled.count), 20)
+            for entry in polled where entry.revents != 0 {
+                reading: while true {
+                    let count = buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
+                    if count > 0 {
+                        open[entry.fd, default: []].append(contentsOf: buffer[..<count])
+                        if entry.fd == stdout, (open[entry.fd]?.count ?? 0) > outputLimit {
+                            stop()
+                            throw .outputTooLarge
+                        }
+                        if entry.fd == stderr, let excess = open[entry.fd].map({ $0.count - Self.stderrKept }), excess > 0 {
+                            open[entry.fd]?.removeFirst(excess)
+                        }
+                    } else if count == -1, errno == EINTR {
+                        continue reading
+                    } else if count == -1, errno == EAGAIN || errno == EWOULDBLOCK {
+                        break reading
+                    } else {  // end of file, or an error that ends the stream all the same
+                        collected[entry.fd] = open.removeValue(forKey: entry.fd)
+                        close(entry.fd)
+                        break reading
+                    }
+                }
+            }
+            if status == nil {
+                var raw: Int32 = 0
+                if waitpid(pid, &raw, WNOHANG) == pid {
+                    status = raw
+                    exitedAt = clock.now
+                }
+            }
+            if let status {
+                if open.isEmpty || exitedAt.map({ clock.now - $0 > Self.lingering }) == true {
+                    for (fd, bytes) in open {
+                        collected[fd] = bytes
+                        close(fd)
+                    }
+                    return Result(
+                        termination: ProcessTermination(waitStatus: status),
+                        stdout: collected[stdout] ?? [], stderr: collected[stderr] ?? [])
+                }
+            }
+            if clock.now >= deadline {
+                stop()
+                throw .timedOut
+            }
+        }
+    }
+}

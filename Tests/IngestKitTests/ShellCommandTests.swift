@@ -1,0 +1,87 @@
+import Foundation
+import Glibc
+import Testing
+
+@testable import IngestKit
+
+/// The one runner of other programs (a profile's `credential_process`), with real shells.
+@Suite struct ShellCommandTests {
+    func run(
+        _ command: String, environment: [String: String] = [:], timeout: Duration = .seconds(10), outputLimit: Int = 1 << 20
+    ) throws(ShellCommand.Failure) -> ShellCommand.Result {
+        try ShellCommand(command: command, environment: environment).run(timeout: timeout, outputLimit: outputLimit)
+    }
+
+    /// Whether `pid` is gone: no such process, or a zombie waiting for its new parent to reap it.
+    func isGone(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return true }
+        return stat[stat.index(close, offsetBy: 2)] == "Z"
+    }
+
+    @Test func theExitStatusAndBothOutputsComeBack() throws {
+        let result = try run("printf 'out'; printf 'err' >&2; exit 3")
+        #expect(result.termination == .exited(3))
+        #expect(String(decoding: result.stdout, as: UTF8.self) == "out")
+        #expect(String(decoding: result.stderr, as: UTF8.self) == "err")
+    }
+
+    @Test func aCommandKilledBySignalSaysWhichSignal() throws {
+        let result = try run("kill -9 $$")
+        #expect(result.termination == .signalled(SIGKILL))
+        #expect(result.termination.description == "was killed by signal 9")
+    }
+
+    @Test func theCommandSeesOnlyTheEnvironmentGivenAndReadsNothing() throws {
+        let result = try run(#"printf '%s-%s-' "$ONLY" "${HOME:-unset}"; cat; printf end"#, environment: ["ONLY": "x"])
+        #expect(result.termination == .exited(0))
+        #expect(String(decoding: result.stdout, as: UTF8.self) == "x-unset-end", "standard input is /dev/null")
+    }
+
+    @Test func standardErrorKeepsOnlyItsLast64KiB() throws {
+        let result = try run(#"{ head -c 300000 /dev/zero | tr '\0' a; printf END; } >&2"#)
+        #expect(result.termination == .exited(0))
+        #expect(result.stderr.count == ShellCommand.stderrKept)
+        #expect(String(decoding: result.stderr.suffix(4), as: UTF8.self) == "aEND")
+    }
+
+    @Test func standardOutputPastItsLimitFailsTheRun() {
+        #expect(throws: ShellCommand.Failure.outputTooLarge) {
+            try run("head -c 5000 /dev/zero; sleep 30", outputLimit: 1000)
+        }
+    }
+
+    @Test func aCommandThatCannotStartSaysWhy() {
+        #expect(throws: ShellCommand.Failure.notStarted(SystemError(call: "posix_spawn", errno: E2BIG, path: "/bin/sh"))) {
+            // One argument longer than Linux takes (128 KiB): exec refuses it.
+            try run(String(repeating: "x", count: 200_000))
+        }
+    }
+
+    @Test func theTimeLimitKillsTheWholeProcessGroup() throws {
+        let dir = TemporaryDirectory()
+        let pids = dir.path + "/pids"
+        let started = ContinuousClock.now
+        #expect(throws: ShellCommand.Failure.timedOut) {
+            try run("sleep 30 & echo $$ $! > \(pids); sleep 30", timeout: .milliseconds(500))
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        let written = try String(contentsOfFile: pids, encoding: .utf8)
+        let both = written.split(whereSeparator: \.isWhitespace).compactMap { pid_t($0) }
+        #expect(both.count == 2)
+        // The shell is reaped by the runner; its background child, now another's, goes when killed.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !both.allSatisfy(isGone), ContinuousClock.now < deadline { usleep(20_000) }
+        #expect(both.allSatisfy(isGone), "the shell and the sleep it started are both killed")
+    }
+
+    @Test func aShellThatExitsWhileItsChildHoldsTheOutputReturnsSoonAfter() throws {
+        let started = ContinuousClock.now
+        let result = try run("sleep 30 & echo $!")
+        #expect(ContinuousClock.now - started < .seconds(5), "no wait for the child past the lingering time")
+        let child = try #require(pid_t(String(decoding: result.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(result.termination == .exited(0))
+        kill(child, SIGKILL)
+    }
+}
