@@ -117,13 +117,13 @@ public final class UploadRunner: Sendable {
             }
             uploadLock = held
         } catch {
-            return .failed(.journal(error, path: service.stateDirectory.path), started: false)
+            return .failed(UploadError(exitStatus: error.exitStatus, scope: .destination, message: error.description), started: false)
         }
         defer { uploadLock.release() }
         // Another process may have moved it on since it was read: start from the journal's word.
         let current: (UploadRecord, [UploadPartRecord])?
         do { current = try await journal.upload(id: record.id) } catch {
-            return .failed(.journal(error, path: journal.path), started: true)
+            return .failed(.journal(error), started: true)
         }
         guard let (fresh, parts) = current, fresh.isPending || (job.confirming && fresh.phase == .completed) else {
             return .leftAlone

@@ -122,7 +122,7 @@ struct MultipartRun {
         do {
             try await uploader.journal.persist(snapshot, added: added, removed: removed, lastError: cause?.message)
         } catch {
-            return .end(.done(.failed(.journal(error, path: uploader.journal.path))))
+            return .end(.done(.failed(.journal(error))))
         }
         journalled = now
         for _ in added { uploader.hooks.partJournalled() }

@@ -54,44 +54,44 @@ protocol UploadLog: Sendable {
     func persist(
         _ snapshot: UploadStateMachine.Snapshot, added: [UploadStateMachine.AcknowledgedPart], removed: [Int],
         lastError: String?
-    ) async throws
+    ) async throws(JournalError)
     /// The phase of an upload without parts (a single PutObject).
-    func setPhase(_ phase: UploadStateMachine.Phase, lastError: String?, ofUpload id: String) async throws
+    func setPhase(_ phase: UploadStateMachine.Phase, lastError: String?, ofUpload id: String) async throws(JournalError)
     /// A failed run of the upload; returns whether it is quarantined now.
-    func noteFailure(_ message: String, ofUpload id: String, quarantineAfter: Int) async throws -> Bool
+    func noteFailure(_ message: String, ofUpload id: String, quarantineAfter: Int) async throws(JournalError) -> Bool
     /// The object is in the bucket and verified.
-    func completeUpload(id: String, etag: String?) async throws
+    func completeUpload(id: String, etag: String?) async throws(JournalError)
     /// The upload starts again from nothing at `key`; returns it as it is now.
-    func restartUpload(id: String, key: String) async throws -> UploadRecord?
+    func restartUpload(id: String, key: String) async throws(JournalError) -> UploadRecord?
     /// The staged copy is gone or wrong: the files go back to pending, the upload goes.
-    func restage(uploadID id: String, reason: String) async throws
+    func restage(uploadID id: String, reason: String) async throws(JournalError)
 }
 
 extension Journal: UploadLog {
     func persist(
         _ snapshot: UploadStateMachine.Snapshot, added: [UploadStateMachine.AcknowledgedPart], removed: [Int],
         lastError: String?
-    ) async throws {
+    ) async throws(JournalError) {
         try await persist(snapshot, added: added, removed: removed, lastError: lastError, at: Date())
     }
 
-    func setPhase(_ phase: UploadStateMachine.Phase, lastError: String?, ofUpload id: String) async throws {
+    func setPhase(_ phase: UploadStateMachine.Phase, lastError: String?, ofUpload id: String) async throws(JournalError) {
         try await setPhase(phase, lastError: lastError, ofUpload: id, at: Date())
     }
 
-    func noteFailure(_ message: String, ofUpload id: String, quarantineAfter: Int) async throws -> Bool {
+    func noteFailure(_ message: String, ofUpload id: String, quarantineAfter: Int) async throws(JournalError) -> Bool {
         try await noteFailure(message, ofUpload: id, quarantineAfter: quarantineAfter, at: Date())
     }
 
-    func completeUpload(id: String, etag: String?) async throws {
+    func completeUpload(id: String, etag: String?) async throws(JournalError) {
         try await completeUpload(id: id, etag: etag, at: Date())
     }
 
-    func restartUpload(id: String, key: String) async throws -> UploadRecord? {
+    func restartUpload(id: String, key: String) async throws(JournalError) -> UploadRecord? {
         try await restartUpload(id: id, key: key, at: Date())
     }
 
-    func restage(uploadID id: String, reason: String) async throws {
+    func restage(uploadID id: String, reason: String) async throws(JournalError) {
         try await restage(uploadID: id, reason: reason, at: Date())
     }
 }

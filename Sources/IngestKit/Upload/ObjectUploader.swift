@@ -200,7 +200,7 @@ struct ObjectUploader: Sendable {
     private func restarted(atKey key: String) async -> Result<ObjectUploader, UploadError> {
         let moved: UploadRecord?
         do { moved = try await journal.restartUpload(id: record.id, key: key) } catch {
-            return .failure(.journal(error, path: journal.path))
+            return .failure(.journal(error))
         }
         guard let moved else {
             return .failure(UploadError(
@@ -312,7 +312,7 @@ struct ObjectUploader: Sendable {
         let message = "\(problem). The upload was dropped and the file is pending again: "
             + "ingest the card again to copy it afresh.\(kept)"
         do { try await journal.restage(uploadID: record.id, reason: message) } catch {
-            return .failed(.journal(error, path: journal.path))
+            return .failed(.journal(error))
         }
         return .failed(UploadError(exitStatus: .integrity, scope: .object, message: message))
     }
@@ -327,7 +327,7 @@ struct ObjectUploader: Sendable {
         }
         if stop.isRaised { return .done(.interrupted) }
         do { try await journal.setPhase(.completing, lastError: nil, ofUpload: record.id) } catch {
-            return .done(.failed(.journal(error, path: journal.path)))
+            return .done(.failed(.journal(error)))
         }
         sink.emit(.upload(.initiating(record)))
         let path = stagedPath
@@ -426,7 +426,7 @@ struct ObjectUploader: Sendable {
         switch result {
         case .uploaded(let alreadyThere):
             do { try await journal.completeUpload(id: record.id, etag: nil) } catch {
-                return .failed(.journal(error, path: journal.path))
+                return .failed(.journal(error))
             }
             sink.emit(.upload(.completed(record, alreadyThere: alreadyThere)))
         case .failed(let error):

@@ -55,10 +55,4 @@ extension UploadError {
             message: "\(error). Uploads stop here and resume from the journal on the next run; "
                 + "check the state directory's disk.")
     }
-
-    /// For call sites whose `catch` sees `any Error` (ObjectUploader and UploadRunner, until
-    /// they catch ``JournalError`` itself): the journal only ever throws that.
-    static func journal(_ error: any Error, path: String) -> UploadError {
-        journal(error as? JournalError ?? JournalError(path: path, operation: .write, reason: "\(error)"))
-    }
 }
