@@ -1,0 +1,32 @@
+/// Limits of one process's uploads, from the `[upload]` configuration.
+public struct UploadSettings: Sendable, Equatable {
+    public var partSize = PartPlan.defaultPartSize
+    public var singlePutThreshold = PartPlan.defaultSinglePutThreshold
+    /// New multipart uploads after `NoSuchUpload`, per logical upload.
+    public var maxRestarts = 3
+    /// Files uploading at once. A small file is one request with a journal write and a HEAD
+    /// around it: with 4 at once, the benchmark's 4 MiB files kept the two cores 85–95 % busy
+    /// and the upload took 7–14 % longer than with 8 (whose 4 more bodies hold 2 MiB more of
+    /// read-ahead blocks).
+    public var filesInFlight = 8
+    /// Bodies (parts and single PUTs) on the wire at once, over all files.
+    public var partsInFlight = 8
+    /// Their total size.
+    public var bytesInFlight: Int64 = 256 << 20
+    /// The digest sent with every part and checked by the server: CRC32C costs next to
+    /// nothing (ISA-L); MD5 (`Content-MD5`) is for servers that check nothing else.
+    public var checksum: PartDigestAlgorithm = .crc32c
+    /// How long a staged copy is kept after its object verified (0: deleted at once).
+    public var stagingRetention: Duration = .zero
+    /// Runs in a row a file or an upload may fail before it is quarantined: shown by
+    /// `ingest status` and the metrics, and a non-zero exit status for every run that meets
+    /// it, until it succeeds or is forgotten.
+    public var quarantineAfter = 5
+    /// Sign every body with its SHA-256 even over TLS (it always is over plain HTTP to
+    /// another host): costs one more read and hash of each part.
+    public var signPayloads = false
+
+    public var cut: UploadCut { UploadCut(partSize: partSize, singlePutThreshold: singlePutThreshold) }
+
+    public init() {}
+}
