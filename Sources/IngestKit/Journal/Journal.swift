@@ -246,6 +246,13 @@ public final class Journal: Sendable {
                 try db.create(index: "\(table)_quarantined", on: table, columns: ["quarantined"], condition: Column("quarantined") == true)
             }
         }
+        // What each upload's end asks by content and by upload: without these, completing an
+        // upload scanned every file and deciding its staged copy's fate every upload, so a
+        // card of n files cost n² row reads.
+        migrator.registerMigration("v6: per-file work without table scans") { db in
+            try db.create(index: "file_by_upload", on: "file", columns: ["uploadID"])
+            try db.create(index: "upload_by_fingerprint", on: "upload", columns: ["fingerprint"])
+        }
         return migrator
     }
 

@@ -370,18 +370,23 @@ extension Journal {
     /// Staged copies whose content is verified in the bucket since before `cutoff`, that no
     /// file still waits for: they may be deleted. With `only`, that one copy if it may.
     public func stagedCopiesToRemove(completedBefore cutoff: Date, only: Fingerprint? = nil) async throws(JournalError) -> [Fingerprint] {
-        try await reading { db in
+        // With `only` (after each upload), one staged object by its key; without (the
+        // rescan's sweep), all of them. Every subquery looks up by content (`+u.phase` keeps
+        // SQLite from choosing the phase index, which holds every completed upload).
+        let which = only == nil ? "s.removedAt IS NULL" : "s.fingerprint = ?2 AND s.removedAt IS NULL"
+        let arguments: StatementArguments = only.map { [JournalDate(cutoff), $0.hex] } ?? [JournalDate(cutoff)]
+        return try await reading { db in
             try String.fetchAll(
                 db,
                 sql: """
                     SELECT s.fingerprint FROM stagedObject s
-                    WHERE s.removedAt IS NULL AND (?2 IS NULL OR s.fingerprint = ?2)
-                    AND EXISTS (SELECT 1 FROM upload u WHERE u.fingerprint = s.fingerprint AND u.phase = 'completed'
+                    WHERE \(which)
+                    AND EXISTS (SELECT 1 FROM upload u WHERE u.fingerprint = s.fingerprint AND +u.phase = 'completed'
                                 AND u.completedAt <= ?1)
                     AND NOT EXISTS (SELECT 1 FROM upload u WHERE u.fingerprint = s.fingerprint
-                                    AND u.phase NOT IN ('completed', 'aborted'))
+                                    AND +u.phase NOT IN ('completed', 'aborted'))
                     AND NOT EXISTS (SELECT 1 FROM file f WHERE f.fingerprint = s.fingerprint AND f.state != 'uploaded')
-                    """, arguments: [JournalDate(cutoff), only?.hex]
+                    """, arguments: arguments
             ).compactMap(Fingerprint.init(hex:))
         }
     }

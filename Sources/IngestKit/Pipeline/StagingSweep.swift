@@ -21,7 +21,7 @@ extension StagingArea {
         let candidates = try await journal.stagedCopiesToRemove(completedBefore: cutoff, only: only)
         guard !candidates.isEmpty else { return 0 }
         // Unlinking a large copy frees its extents there and then: not on the concurrency pool.
-        let removed = await onDedicatedThread("ingest-unlink") {
+        let removed = await BlockingWorkers.shared.run {
             candidates.filter { unlink(path(for: $0)) == 0 || errno == ENOENT }
         }
         try await journal.noteStagedCopiesRemoved(removed)

@@ -45,7 +45,9 @@ public final class UploadRunner: Sendable {
         let files = self.files
         // The task holds the runner until `finish()` ends the queue.
         let task = Task { [self] in
-            await withTaskGroup(of: Void.self) { group in
+            // Discarding: each upload's task is freed as it ends, not kept for a result
+            // nobody reads (which held memory for every file of the card until the end).
+            await withDiscardingTaskGroup { group in
                 for await job in jobs {
                     await files.acquire(0)
                     group.addTask {

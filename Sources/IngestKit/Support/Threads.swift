@@ -68,6 +68,32 @@ func onDedicatedThread<T: Sendable, E: Error>(
     return try result.get()
 }
 
+/// A few threads started once per process for the blocking work done per file (hashing a
+/// staged copy, unlinking it): a card of 100,000 files costs no thread per file, and the
+/// Swift concurrency pool is never blocked. Work runs in the order it was given.
+final class BlockingWorkers: Sendable {
+    /// Two, as many as a station's cores: the work is disk reads and hashing.
+    static let shared = BlockingWorkers(name: "ingest-work", count: 2)
+
+    private let jobs = BlockingQueue<@Sendable () -> Void>(capacity: .max)
+
+    init(name: String, count: Int) {
+        for index in 0..<count {
+            startThread("\(name)-\(index)") { [jobs] in
+                while true { jobs.take()() }
+            }
+        }
+    }
+
+    /// Runs `body` on one of the threads and awaits its result.
+    func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+        let result: Result<T, E> = await withCheckedContinuation { continuation in
+            jobs.put { continuation.resume(returning: Result { () throws(E) -> T in try body() }) }
+        }
+        return try result.get()
+    }
+}
+
 /// Starts `body` on a new thread and returns a handle to wait for it.
 final class Joinable: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)

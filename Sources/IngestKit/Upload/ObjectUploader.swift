@@ -218,7 +218,7 @@ struct ObjectUploader: Sendable {
     private func checkStagedCopy() async -> Result<PartChecksums?, StagedCopyProblem> {
         let path = stagedPath
         let checksummer = record.checksum == .crc32c ? PartChecksummer(partSize: record.partSize) : nil
-        let found = await onDedicatedThread("ingest-check") { () -> Result<(Fingerprint, PartChecksums?), SystemError> in
+        let found = await BlockingWorkers.shared.run { () -> Result<(Fingerprint, PartChecksums?), SystemError> in
             Result { () throws(SystemError) in try Fingerprint.ofFile(at: path, checksummer: checksummer) }
         }
         switch found {
@@ -371,7 +371,7 @@ struct ObjectUploader: Sendable {
     func bodyHash(of range: (offset: Int64, length: Int64)) async -> Result<PayloadHash, SystemError> {
         guard settings.signPayloads || client.bodiesCrossPlainHTTP else { return .success(.unsigned) }
         let path = stagedPath
-        return await onDedicatedThread("ingest-sha256") { () -> Result<PayloadHash, SystemError> in
+        return await BlockingWorkers.shared.run { () -> Result<PayloadHash, SystemError> in
             Result { () throws(SystemError) in try PayloadHash.ofFile(path: path, offset: range.offset, length: range.length) }
         }
     }
@@ -379,7 +379,7 @@ struct ObjectUploader: Sendable {
     static func digest(
         _ algorithm: PartDigestAlgorithm, path: String, offset: Int64, length: Int64
     ) async -> Result<PartDigest, SystemError> {
-        await onDedicatedThread("ingest-digest") { () -> Result<PartDigest, SystemError> in
+        await BlockingWorkers.shared.run { () -> Result<PartDigest, SystemError> in
             Result { () throws(SystemError) -> PartDigest in
                 try PartDigest.compute(algorithm, path: path, offset: offset, length: length)
             }
