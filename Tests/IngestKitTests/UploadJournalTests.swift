@@ -1,4 +1,6 @@
 import Foundation
+import GRDB
+import Synchronization
 import Testing
 
 @testable import IngestKit
@@ -133,6 +135,42 @@ import Testing
         #expect(parts.map(\.number) == [3])
         #expect(parts.first?.digest == "d3")
         #expect(try await journal.uploads(idPrefix: String(record.id.prefix(4))).map(\.id) == [record.id])
+    }
+
+    /// What each upload's end asks of the journal (complete it, then decide its staged
+    /// copy's fate) finds its rows by index: no statement scans a table, so the work per
+    /// file stays the same however many files the journal holds. Checked with SQLite's own
+    /// query plans of the statements the journal really ran.
+    @Test func theJournalWritesAtAnUploadsEndScanNoTable() async throws {
+        let (_, journal) = try await openJournal()
+        var records: [UploadRecord] = []
+        for n in 1...40 {
+            let staged = try await stage(journal, "DCIM/\(n).jpg", digest: UInt64(n))
+            guard case .upload(let record) = try await journal.claim([claim(staged)], volumeKey: volume.key).first else {
+                Issue.record("no upload for \(n)")
+                return
+            }
+            records.append(record)
+        }
+        try await journal.completeUpload(id: records[0].id, etag: nil)
+        let statements = Mutex<[String]>([])
+        try await journal.database.write { db in
+            db.trace(options: .statement) { event in
+                if case .statement(let statement) = event { statements.withLock { $0.append(statement.expandedSQL) } }
+            }
+        }
+        try await journal.completeUpload(id: records[1].id, etag: "\"e\"")
+        let removable = try await journal.stagedCopiesToRemove(completedBefore: Date(), only: records[1].contentFingerprint)
+        #expect(removable == [records[1].contentFingerprint])
+        try await journal.noteStagedCopiesRemoved(removable)
+        try await journal.database.write { db in db.trace(options: .statement, nil) }
+
+        let ran = statements.withLock { $0 }.filter { $0.range(of: #"^\s*(SELECT|UPDATE|DELETE|INSERT)"#, options: .regularExpression) != nil }
+        #expect(ran.count >= 4)
+        for sql in ran {
+            let plan = try await journal.database.read { db in try String.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: [], adapter: ColumnMapping(["detail": "detail"])) }
+            #expect(!plan.contains { $0.hasPrefix("SCAN") }, "\(sql) → \(plan)")
+        }
     }
 
     @Test func aStagedCopyThatNoLongerMatchesSendsItsFilesBackToPending() async throws {
