@@ -131,7 +131,7 @@ struct RescanCommand: AsyncParsableCommand {
     }
 
     /// Where the cards' uploads go; rescan has no stage-only mode, so the hint is its own.
-    private func uploadTarget(_ config: Config) throws(IngestError) -> UploadTarget {
+    private func uploadTarget(_ config: Config) throws(IngestError) -> S3Destination {
         guard let endpoint = config.s3.endpoint, !endpoint.isEmpty, let bucket = config.s3.bucket, !bucket.isEmpty else {
             throw .config(
                 file: config.source, key: config.s3.endpoint?.isEmpty ?? true ? "s3.endpoint" : "s3.bucket",

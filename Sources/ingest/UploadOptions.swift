@@ -39,14 +39,14 @@ extension CommonOptions {
     }
 
     /// An S3 client for one destination, for the commands that send single requests.
-    func makeClient(_ target: UploadTarget, config: Config, logger: Logger) throws(IngestError) -> S3Client {
-        let destination: S3Destination
-        do { destination = try target.destination() } catch {
+    func makeClient(_ target: S3Destination, config: Config, logger: Logger) throws(IngestError) -> S3Client {
+        do {
+            return try S3Client(
+                destination: target, credentials: CredentialsProvider(environment: environment),
+                transport: CurlTransport(settings: config.s3.transport), logger: logger)
+        } catch {
             throw .config(file: nil, key: "s3.endpoint", problem: "\(error)")
         }
-        return S3Client(
-            destination: destination, credentials: CredentialsProvider(environment: environment),
-            transport: CurlTransport(settings: config.s3.transport), logger: logger)
     }
 
     /// The lock of an upload a command acts on; refused while another process runs it.

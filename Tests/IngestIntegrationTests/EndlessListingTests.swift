@@ -91,9 +91,8 @@ final class EndlessListingTests {
             "AWS_ACCESS_KEY_ID": "endless", "AWS_SECRET_ACCESS_KEY": "endless-secret",
             "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
         ])
-        let destination = S3Destination(
-            endpoint: try S3Endpoint("http://127.0.0.1:\(port)"), bucket: "cards", region: "us-east-1", style: .path)
-        return S3Client(
+        let destination = S3Destination(endpoint: "http://127.0.0.1:\(port)", bucket: "cards", region: "us-east-1", addressing: .path)
+        return try S3Client(
             destination: destination, credentials: credentials, transport: CurlTransport(settings: TransportSettings()),
             logger: Logger(label: "test"))
     }

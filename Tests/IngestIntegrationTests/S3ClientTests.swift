@@ -18,8 +18,8 @@ struct S3ClientTests {
         var settings = custom ?? TransportSettings()
         if custom == nil { settings.connectTimeout = .seconds(2) }
         let destination = S3Destination(
-            endpoint: try S3Endpoint(endpoint ?? server.endpoint), bucket: bucket, region: "us-east-1", style: .path)
-        return S3Client(
+            endpoint: endpoint ?? server.endpoint, bucket: bucket, region: "us-east-1", addressing: .path)
+        return try S3Client(
             destination: destination, credentials: credentials, transport: CurlTransport(settings: settings),
             logger: Logger(label: "test"))
     }

@@ -321,7 +321,7 @@ private let fullConfig = """
             [scene]
             name = "survey"
             """)
-        #expect(try config.s3.target() == UploadTarget(
+        #expect(try config.s3.target() == S3Destination(
             endpoint: "http://127.0.0.1:8333", bucket: "cards", region: "us-east-1", addressing: .path))
         #expect(config.s3.transport.lowSpeedTime == .seconds(5))
         #expect(config.upload.partSize == 8 << 20)

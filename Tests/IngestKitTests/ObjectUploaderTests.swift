@@ -25,7 +25,7 @@ import Testing
         let volume = VolumeIdentity(
             key: "uuid:1A2B-3C4D", rootPath: "/media/card", mountPoint: "/media/card", pathInFileSystem: "/",
             fsType: "vfat", device: nil)
-        static let target = UploadTarget(endpoint: "http://127.0.0.1:9", bucket: "cards", region: "us-east-1", addressing: .path)
+        static let target = S3Destination(endpoint: "http://127.0.0.1:9", bucket: "cards", region: "us-east-1", addressing: .path)
 
         /// A file of `size` random bytes, staged and claimed: multipart with `partSize`,
         /// a single PutObject without.

@@ -5,8 +5,8 @@ import Testing
 
 /// Which multipart uploads `ingest rescan` aborts, and where it looks for them.
 @Suite struct OrphanSweepTests {
-    let configured = UploadTarget(endpoint: "https://s3.example.net", bucket: "cards", region: "eu-west-1", addressing: .path)
-    let older = UploadTarget(endpoint: "http://10.0.0.5:8333", bucket: "archive", region: "us-east-1", addressing: .path)
+    let configured = S3Destination(endpoint: "https://s3.example.net", bucket: "cards", region: "eu-west-1", addressing: .path)
+    let older = S3Destination(endpoint: "http://10.0.0.5:8333", bucket: "archive", region: "us-east-1", addressing: .path)
     let now = Date(timeIntervalSince1970: 1_800_000_000)
 
     func upload(_ id: String, hoursAgo: Double) -> ListedUpload {

@@ -9,7 +9,7 @@ import Testing
     let volume = VolumeIdentity(
         key: "uuid:1234-ABCD", rootPath: "/media/card", mountPoint: "/media/card", pathInFileSystem: "/", fsType: "vfat",
         device: nil)
-    let target = UploadTarget(endpoint: "http://127.0.0.1:8333", bucket: "cards", region: "us-east-1", addressing: .path)
+    let target = S3Destination(endpoint: "http://127.0.0.1:8333", bucket: "cards", region: "us-east-1", addressing: .path)
     let file = ScannedFile(path: CardPath("DCIM/broken.jpg"), size: 1000, mtime: 1)
 
     func openJournal() async throws -> (TemporaryDirectory, Journal) {

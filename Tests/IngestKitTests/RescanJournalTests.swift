@@ -8,7 +8,7 @@ import Testing
 /// its resume step takes, the totals its summary and metrics show, the record of its runs,
 /// and the sweep of the staging area.
 @Suite struct RescanJournalTests {
-    let target = UploadTarget(endpoint: "http://127.0.0.1:8333", bucket: "cards", region: "us-east-1", addressing: .path)
+    let target = S3Destination(endpoint: "http://127.0.0.1:8333", bucket: "cards", region: "us-east-1", addressing: .path)
 
     func volume(_ key: String) -> VolumeIdentity {
         VolumeIdentity(key: key, rootPath: "/media/\(key)", mountPoint: nil, pathInFileSystem: "/", fsType: nil, device: nil)

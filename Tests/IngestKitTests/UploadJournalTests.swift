@@ -11,7 +11,7 @@ import Testing
     let volume = VolumeIdentity(
         key: "uuid:1234-ABCD", rootPath: "/media/card", mountPoint: "/media/card", pathInFileSystem: "/", fsType: "vfat",
         device: nil)
-    let target = UploadTarget(endpoint: "http://127.0.0.1:8333", bucket: "cards", region: "us-east-1", addressing: .path)
+    let target = S3Destination(endpoint: "http://127.0.0.1:8333", bucket: "cards", region: "us-east-1", addressing: .path)
 
     func stage(_ journal: Journal, _ path: String, digest: UInt64) async throws -> StagedFile {
         let staged = StagedFile(
@@ -21,7 +21,7 @@ import Testing
         return staged
     }
 
-    func claim(_ staged: StagedFile, target: UploadTarget? = nil) -> UploadClaim {
+    func claim(_ staged: StagedFile, target: S3Destination? = nil) -> UploadClaim {
         UploadClaim(
             path: staged.file.path, fingerprint: staged.fingerprint, size: staged.file.size, target: target ?? self.target,
             key: "station/\(staged.file.path.display)", headers: [SigV4Header("x-amz-meta-xxh128", staged.fingerprint.hex)],
@@ -56,7 +56,7 @@ import Testing
 
     @Test func theJournalNamesItsDestinationsAndTheServerIdsOfItsUnfinishedUploads() async throws {
         let (_, journal) = try await openJournal()
-        let elsewhere = UploadTarget(endpoint: "https://s3.example.net", bucket: "archive", region: "eu-west-1", addressing: .virtualHost)
+        let elsewhere = S3Destination(endpoint: "https://s3.example.net", bucket: "archive", region: "eu-west-1", addressing: .virtualHost)
         let a = try await stage(journal, "a.jpg", digest: 1)
         let b = try await stage(journal, "b.jpg", digest: 2)
         let c = try await stage(journal, "c.jpg", digest: 3)
@@ -104,7 +104,7 @@ import Testing
         #expect(try await journal.files(ofVolume: volume.key)[CardPath("b.jpg")]?.state == .uploaded)
 
         // Another bucket is another upload.
-        let other = UploadTarget(endpoint: target.endpoint, bucket: "archive", region: "us-east-1", addressing: .path)
+        let other = S3Destination(endpoint: target.endpoint, bucket: "archive", region: "us-east-1", addressing: .path)
         guard case .upload(let elsewhere) = try await journal.claim([claim(later, target: other)], volumeKey: volume.key)[0] else {
             Issue.record("expected a new upload to the other bucket")
             return

@@ -412,7 +412,7 @@ public struct S3Settings: Sendable, Equatable {
     public init() {}
 
     /// The upload target, or an error naming what is missing.
-    public func target() throws(IngestError) -> UploadTarget {
+    public func target() throws(IngestError) -> S3Destination {
         guard let endpoint, !endpoint.isEmpty else {
             throw .config(
                 file: nil, key: "s3.endpoint",
@@ -430,10 +430,10 @@ public struct S3Settings: Sendable, Equatable {
                 file: nil, key: "s3.bucket",
                 problem: BucketName.fix(bucket, problem: problem, origin: "--bucket, INGEST_BUCKET or [s3] bucket"))
         }
-        let target = UploadTarget(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
-        let destination: S3Destination
-        do { destination = try target.destination() } catch { throw .config(file: nil, key: "s3.endpoint", problem: "\(error)") }
-        if destination.endpoint.isPlainHTTPOverNetwork, !allowHTTP {
+        let target = S3Destination(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
+        let parsed: S3Endpoint
+        do { parsed = try S3Endpoint(endpoint) } catch { throw .config(file: nil, key: "s3.endpoint", problem: "\(error)") }
+        if parsed.isPlainHTTPOverNetwork, !allowHTTP {
             throw .config(
                 file: nil, key: "s3.allow_http",
                 problem: "the endpoint \(endpoint) is plain http to another host: anyone on the way can read the "

@@ -1,30 +1,6 @@
 import Foundation
 import GRDB
 
-/// Where an upload goes: everything needed to reach the bucket again from the journal alone,
-/// so `ingest resume` needs no configuration to finish what a run started.
-public struct UploadTarget: Sendable, Hashable, Codable {
-    public var endpoint: String
-    public var bucket: String
-    public var region: String
-    public var addressing: S3AddressingStyle
-
-    public init(endpoint: String, bucket: String, region: String, addressing: S3AddressingStyle) {
-        self.endpoint = endpoint
-        self.bucket = bucket
-        self.region = region
-        self.addressing = addressing
-    }
-
-    /// How people read it: `s3://cards at http://127.0.0.1:8333`.
-    public var displayName: String { "s3://\(bucket) at \(endpoint)" }
-
-    /// What the S3 client addresses; fails for an endpoint that is not a service URL.
-    public func destination() throws(S3AddressError) -> S3Destination {
-        S3Destination(endpoint: try S3Endpoint(endpoint), bucket: bucket, region: region, style: addressing)
-    }
-}
-
 extension S3AddressingStyle: DatabaseValueConvertible {}
 extension UploadStateMachine.Phase: DatabaseValueConvertible {}
 extension PartDigestAlgorithm: DatabaseValueConvertible {}
@@ -73,8 +49,8 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
     /// aborted or forgotten. It is still tried.
     public var quarantined: Bool = false
 
-    public var target: UploadTarget {
-        UploadTarget(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
+    public var target: S3Destination {
+        S3Destination(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
     }
 
     public var sourceDisplay: String {
@@ -95,7 +71,7 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
     }
 
     /// The logical id of the upload of `fingerprint` to `target`.
-    public static func logicalID(target: UploadTarget, fingerprint: Fingerprint) -> String {
+    public static func logicalID(target: S3Destination, fingerprint: Fingerprint) -> String {
         let text = "\(target.endpoint)\n\(target.bucket)\n\(fingerprint.hex)"
         return String(Fingerprint.of(Array(text.utf8)).hex.prefix(12))
     }
@@ -123,7 +99,7 @@ public struct UploadClaim: Sendable, Equatable {
     public var path: CardPath
     public var fingerprint: Fingerprint
     public var size: Int64
-    public var target: UploadTarget
+    public var target: S3Destination
     public var key: String
     public var headers: [SigV4Header]
     /// nil: a single `PutObject`.
@@ -131,7 +107,7 @@ public struct UploadClaim: Sendable, Equatable {
     public var checksum: PartDigestAlgorithm
 
     public init(
-        path: CardPath, fingerprint: Fingerprint, size: Int64, target: UploadTarget, key: String,
+        path: CardPath, fingerprint: Fingerprint, size: Int64, target: S3Destination, key: String,
         headers: [SigV4Header], partSize: Int64?, checksum: PartDigestAlgorithm = .crc32c
     ) {
         self.checksum = checksum
@@ -404,7 +380,7 @@ extension Journal {
 
     /// Every destination the journal has uploads for, in the order first used: where
     /// `ingest rescan` looks for multipart uploads no journal knows.
-    public func uploadTargets() async throws(JournalError) -> [UploadTarget] {
+    public func uploadTargets() async throws(JournalError) -> [S3Destination] {
         try await reading { db in
             try Row.fetchAll(
                 db,
@@ -414,7 +390,7 @@ extension Journal {
                     """
             ).compactMap { row in
                 guard let addressing = S3AddressingStyle(rawValue: row[3]) else { return nil }
-                return UploadTarget(endpoint: row[0], bucket: row[1], region: row[2], addressing: addressing)
+                return S3Destination(endpoint: row[0], bucket: row[1], region: row[2], addressing: addressing)
             }
         }
     }

@@ -63,12 +63,12 @@ public struct ScanPlan: Sendable {
 /// What a run uploads, and with which labels: the destination, the process's upload
 /// service, and the scene and tags of this run (`--scene`, `--tag`).
 public struct UploadRequest: Sendable {
-    public var target: UploadTarget
+    public var target: S3Destination
     public var service: UploadService
     public var scene: String?
     public var tags: [String: String]
 
-    public init(target: UploadTarget, service: UploadService, scene: String?, tags: [String: String]) {
+    public init(target: S3Destination, service: UploadService, scene: String?, tags: [String: String]) {
         self.target = target
         self.service = service
         self.scene = scene
@@ -248,7 +248,7 @@ public struct Ingestor: Sendable {
     /// files staged without an upload planned (`--no-upload`, a kill in between, or an upload
     /// planned for another destination and never started, which follows the run to its own).
     private func queuePendingUploads(
-        of volume: VolumeIdentity, target: UploadTarget, runner: UploadRunner
+        of volume: VolumeIdentity, target: S3Destination, runner: UploadRunner
     ) async throws(IngestError) -> [FileRecord] {
         do {
             for record in try await journal.pendingUploads(ofVolume: volume.key) {

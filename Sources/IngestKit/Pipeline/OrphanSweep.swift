@@ -3,7 +3,7 @@ import Logging
 
 /// What the orphan sweep did at one destination.
 public struct OrphanSweepOutcome: Sendable, Equatable {
-    public var target: UploadTarget
+    public var target: S3Destination
     /// The key prefix listed (`[s3] prefix`; empty: the whole bucket).
     public var prefix: String
     /// Unfinished multipart uploads listed under the prefix.
@@ -18,7 +18,7 @@ public struct OrphanSweepOutcome: Sendable, Equatable {
     /// Why the sweep of this destination stopped, if it did.
     public var problem: String?
 
-    public init(target: UploadTarget, prefix: String) {
+    public init(target: S3Destination, prefix: String) {
         self.target = target
         self.prefix = prefix
     }
@@ -72,11 +72,11 @@ public struct OrphanSweeper: Sendable {
     public let prefix: String
     public let age: Duration
     public let logger: Logger
-    public let makeClient: @Sendable (UploadTarget) throws(IngestError) -> S3Client
+    public let makeClient: @Sendable (S3Destination) throws(IngestError) -> S3Client
 
     public init(
         journal: Journal, prefix: String, age: Duration, logger: Logger,
-        makeClient: @escaping @Sendable (UploadTarget) throws(IngestError) -> S3Client
+        makeClient: @escaping @Sendable (S3Destination) throws(IngestError) -> S3Client
     ) {
         self.journal = journal
         self.prefix = prefix
@@ -87,7 +87,7 @@ public struct OrphanSweeper: Sendable {
 
     /// The destinations to sweep: `configured` (if any) first, then every one the journal has
     /// uploads for, each bucket once.
-    public static func destinations(configured: UploadTarget?, journal: [UploadTarget]) -> [UploadTarget] {
+    public static func destinations(configured: S3Destination?, journal: [S3Destination]) -> [S3Destination] {
         var seen: Set<String> = []
         return ([configured].compactMap { $0 } + journal).filter { seen.insert("\($0.endpoint)\n\($0.bucket)").inserted }
     }
@@ -98,7 +98,7 @@ public struct OrphanSweeper: Sendable {
     }
 
     /// Sweeps each destination in turn; a destination that fails is reported and the rest go on.
-    public func sweep(_ targets: [UploadTarget], now: Date = Date()) async -> OrphanSweep {
+    public func sweep(_ targets: [S3Destination], now: Date = Date()) async -> OrphanSweep {
         var sweep = OrphanSweep(age: age)
         for target in targets {
             sweep.destinations.append(await self.sweep(target, now: now))
@@ -106,7 +106,7 @@ public struct OrphanSweeper: Sendable {
         return sweep
     }
 
-    func sweep(_ target: UploadTarget, now: Date) async -> OrphanSweepOutcome {
+    func sweep(_ target: S3Destination, now: Date) async -> OrphanSweepOutcome {
         var outcome = OrphanSweepOutcome(target: target, prefix: prefix)
         let cutoff = now.addingTimeInterval(-age.inSeconds)
         do throws(IngestError) {
@@ -155,7 +155,7 @@ public struct OrphanSweeper: Sendable {
         return outcome
     }
 
-    private func known(_ target: UploadTarget) async throws(IngestError) -> Set<String> {
+    private func known(_ target: S3Destination) async throws(IngestError) -> Set<String> {
         do { return try await journal.multipartUploadIDs(endpoint: target.endpoint, bucket: target.bucket) } catch {
             throw .journal(error)
         }

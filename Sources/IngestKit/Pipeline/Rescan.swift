@@ -136,18 +136,18 @@ public struct Rescanner: Sendable {
     public let journal: Journal
     public let logger: Logger
     /// Where the cards' uploads go.
-    public let target: UploadTarget
+    public let target: S3Destination
     /// The process's uploads: the resume step and every card share it.
     public let uploads: UploadService
     /// An S3 client for one destination, for the orphan sweep.
-    public let makeClient: @Sendable (UploadTarget) throws(IngestError) -> S3Client
+    public let makeClient: @Sendable (S3Destination) throws(IngestError) -> S3Client
     /// Which mounts may be cards: the `--device` policy.
     public let policy: MountPolicy
 
     public init(
-        config: Config, state: StateDirectory, journal: Journal, logger: Logger, target: UploadTarget,
+        config: Config, state: StateDirectory, journal: Journal, logger: Logger, target: S3Destination,
         policy: MountPolicy, uploads: UploadService,
-        makeClient: @escaping @Sendable (UploadTarget) throws(IngestError) -> S3Client
+        makeClient: @escaping @Sendable (S3Destination) throws(IngestError) -> S3Client
     ) {
         self.policy = policy
         self.config = config
@@ -203,7 +203,7 @@ public struct Rescanner: Sendable {
         guard let age = config.rescan.orphanUploadAge else { return OrphanSweep(age: nil) }
         var sweep = OrphanSweep(age: age)
         let interval = OrphanSweep.interval(age: age)
-        let known: [UploadTarget]
+        let known: [S3Destination]
         do {
             if let last = try await journal.lastCompleteOrphanSweep(), now.timeIntervalSince(last) < interval.inSeconds {
                 sweep.deferred = (last, last.addingTimeInterval(interval.inSeconds))

@@ -9,7 +9,7 @@ import Glibc
 /// resume next week sends the same key and the same headers even if the configuration
 /// changed in between.
 public struct UploadPlanner: Sendable {
-    let target: UploadTarget
+    let target: S3Destination
     let template: KeyTemplate
     let policy: LabelPolicy
     /// The labels every file of the card shares.

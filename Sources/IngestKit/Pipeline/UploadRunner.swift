@@ -187,8 +187,8 @@ actor Destinations {
     private let sink: any EventSink
     private let logger: Logger
     private let probeKey: String
-    private var ready: [UploadTarget: Task<Result<ReadyDestination, UploadError>, Never>] = [:]
-    private var stopped: [UploadTarget: UploadError] = [:]
+    private var ready: [S3Destination: Task<Result<ReadyDestination, UploadError>, Never>] = [:]
+    private var stopped: [S3Destination: UploadError] = [:]
 
     init(credentials: CredentialsProvider, transport: CurlTransport, sink: any EventSink, logger: Logger, probeKey: String) {
         self.credentials = credentials
@@ -198,7 +198,7 @@ actor Destinations {
         self.probeKey = probeKey
     }
 
-    func client(for target: UploadTarget) async -> Result<ReadyDestination, UploadError> {
+    func client(for target: S3Destination) async -> Result<ReadyDestination, UploadError> {
         if let error = stopped[target] { return .failure(error) }
         let task: Task<Result<ReadyDestination, UploadError>, Never>
         if let existing = ready[target] {
@@ -218,18 +218,17 @@ actor Destinations {
         return result
     }
 
-    func stop(_ target: UploadTarget, because error: UploadError) {
+    func stop(_ target: S3Destination, because error: UploadError) {
         if stopped[target] == nil { stopped[target] = error }
     }
 
     static func connect(
-        _ target: UploadTarget, credentials: CredentialsProvider, transport: CurlTransport, sink: any EventSink,
+        _ target: S3Destination, credentials: CredentialsProvider, transport: CurlTransport, sink: any EventSink,
         logger: Logger, probeKey: String
     ) async -> Result<ReadyDestination, UploadError> {
         let client: S3Client
         do {
-            client = S3Client(
-                destination: try target.destination(), credentials: credentials, transport: transport, logger: logger)
+            client = try S3Client(destination: target, credentials: credentials, transport: transport, logger: logger)
         } catch {
             return .failure(UploadError(exitStatus: .config, scope: .destination, message: "\(error)"))
         }

@@ -31,7 +31,7 @@ public enum UploadEvent: Sendable {
     case quarantined(UploadRecord, failures: Int)
     /// The server ignores `If-None-Match: *`: every write to it is preceded by a `HEAD`,
     /// which leaves two writers to one key a race.
-    case conditionalWritesNotHonoured(UploadTarget, reason: String)
+    case conditionalWritesNotHonoured(S3Destination, reason: String)
 }
 
 extension UploadEvent {

@@ -2,21 +2,6 @@ import Foundation
 import Logging
 import Synchronization
 
-/// Where objects go: an S3-compatible endpoint, a bucket, a region for signing.
-public struct S3Destination: Sendable, Equatable {
-    public var endpoint: S3Endpoint
-    public var bucket: String
-    public var region: String
-    public var style: S3AddressingStyle
-
-    public init(endpoint: S3Endpoint, bucket: String, region: String, style: S3AddressingStyle) {
-        self.endpoint = endpoint
-        self.bucket = bucket
-        self.region = region
-        self.style = style
-    }
-}
-
 /// A part the server holds for an upload, as `ListParts` reports it.
 public struct ListedPart: Sendable, Equatable {
     public var number: Int
@@ -171,6 +156,8 @@ public enum S3ClientError: Error, Sendable, Equatable, CustomStringConvertible {
 /// expired token refreshes them, and a skewed clock is corrected from the server's `Date`.
 public final class S3Client: Sendable {
     public let destination: S3Destination
+    /// The destination's endpoint, parsed.
+    let endpoint: S3Endpoint
     let credentials: CredentialsProvider
     let transport: CurlTransport
     let signer: SigV4Signer
@@ -178,8 +165,12 @@ public final class S3Client: Sendable {
     /// Server time minus local time, learned from `RequestTimeTooSkewed`.
     private let clockOffset = Mutex<Duration>(.zero)
 
-    public init(destination: S3Destination, credentials: CredentialsProvider, transport: CurlTransport, logger: Logger) {
+    /// Fails for an endpoint that is not a service URL (``S3Endpoint``).
+    public init(
+        destination: S3Destination, credentials: CredentialsProvider, transport: CurlTransport, logger: Logger
+    ) throws(S3AddressError) {
         self.destination = destination
+        endpoint = try S3Endpoint(destination.endpoint)
         self.credentials = credentials
         self.transport = transport
         self.signer = SigV4Signer(region: destination.region)
@@ -494,7 +485,7 @@ public final class S3Client: Sendable {
         let location: S3Location
         do {
             location = try S3Location(
-                endpoint: destination.endpoint, bucket: destination.bucket, key: key, style: destination.style)
+                endpoint: endpoint, bucket: destination.bucket, key: key, style: destination.addressing)
         } catch { throw .request("\(error)") }
         var state = RetryState()
         while true {

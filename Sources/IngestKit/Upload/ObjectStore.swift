@@ -42,7 +42,7 @@ extension ObjectStore {
 }
 
 extension S3Client: ObjectStore {
-    var bodiesCrossPlainHTTP: Bool { destination.endpoint.isPlainHTTPOverNetwork }
+    var bodiesCrossPlainHTTP: Bool { endpoint.isPlainHTTPOverNetwork }
 }
 
 /// The journal writes one upload makes, each committed before the uploader goes on, so the

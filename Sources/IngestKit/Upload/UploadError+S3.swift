@@ -1,6 +1,6 @@
 extension UploadError {
     /// Sorts a failed S3 request: `what` names the request and the object in the message.
-    public init(_ error: S3ClientError, what: String, target: UploadTarget) {
+    public init(_ error: S3ClientError, what: String, target: S3Destination) {
         let place = target.displayName
         switch error {
         case .credentials(let problem):
@@ -40,7 +40,7 @@ extension UploadError {
     }
 
     /// The bucket does not exist (asked before uploading: some servers create it instead).
-    static func missingBucket(_ target: UploadTarget) -> UploadError {
+    static func missingBucket(_ target: S3Destination) -> UploadError {
         UploadError(
             exitStatus: .config, scope: .destination,
             message: "the bucket \(target.bucket) does not exist at \(target.endpoint) (HeadBucket: 404). "
