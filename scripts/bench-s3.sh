@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034,SC2154  # sourced: it sets and reads the sourcing script's variables
 # Sourced, not run: what the S3 benchmarks (bench-upload.sh, bench-card.sh) share: the
 # contenders and their commands, a SeaweedFS on 127.0.0.1 with a fresh bucket a run, random
 # data sets, one timed run under GNU time, and the check that a bucket holds the whole card.
@@ -8,7 +8,8 @@
 #       the contenders: read (one plain read of every file: the card's own speed),
 #       ingest-no-upload, ingest, aws, rclone, s5cmd; each a shell command reading $card and
 #       writing into bucket $bucket under card/ (ingest chooses its own keys), its output in $log,
-#       ingest's state in $state. All at their default transfer settings.
+#       ingest's state in $state. All at their default transfer settings. Each execs its program, so
+#       that the timeout's signal reaches it.
 #   bench_tools NAME…              dies, saying what to install, unless each contender's program is there
 #   bench_server DIR               starts SeaweedFS (weed.sh) with this bench's credentials, and the
 #                                  environment of the peers (no machine configuration); sets endpoint
@@ -35,16 +36,16 @@ declare -A bench_label=([read]="one plain read (cat)" [ingest-no-upload]="ingest
   [aws]="aws s3 cp --recursive" [rclone]="rclone copy" [s5cmd]="s5cmd cp")
 # shellcheck disable=SC2016  # expanded by the bash that bench_run starts
 declare -A bench_cmd=(
-  [read]='find "$card" -type f -exec cat {} + >/dev/null'
-  [ingest-no-upload]='INGEST_CONFIG=/dev/null "$ingest" "$card" --no-upload --state-dir "$state" --json >"$log" 2>&1'
-  [ingest]='INGEST_CONFIG=/dev/null "$ingest" "$card" --endpoint "$endpoint" --bucket "$bucket" --state-dir "$state" --json >"$log" 2>&1'
-  [aws]='"$aws" --endpoint-url "$endpoint" s3 cp --recursive "$card" "s3://$bucket/card/" --only-show-errors >"$log" 2>&1'
-  [rclone]='rclone copy "$card" "bench:$bucket/card" --config /dev/null >"$log" 2>&1'
-  [s5cmd]='"$s5cmd" --endpoint-url "$endpoint" cp "$card/*" "s3://$bucket/card/" >"$log" 2>&1'
+  [read]='exec find "$card" -type f -exec cat {} + >/dev/null'
+  [ingest-no-upload]='exec env INGEST_CONFIG=/dev/null "$ingest" "$card" --no-upload --state-dir "$state" --json >"$log" 2>&1'
+  [ingest]='exec env INGEST_CONFIG=/dev/null "$ingest" "$card" --endpoint "$endpoint" --bucket "$bucket" --state-dir "$state" --json >"$log" 2>&1'
+  [aws]='exec "$aws" --endpoint-url "$endpoint" s3 cp --recursive "$card" "s3://$bucket/card/" --only-show-errors >"$log" 2>&1'
+  [rclone]='exec rclone copy "$card" "bench:$bucket/card" --config /dev/null >"$log" 2>&1'
+  [s5cmd]='exec "$s5cmd" --endpoint-url "$endpoint" cp "$card/*" "s3://$bucket/card/" >"$log" 2>&1'
 )
 
 die() { echo "bench: $*" >&2; exit 1; }
-calc() { awk "BEGIN {print $1}"; }
+calc() { awk "BEGIN {print ($1)}"; }
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 bench_uploads() { [[ $1 != @(read|ingest-no-upload) ]]; }
 
