@@ -73,13 +73,9 @@ cleanup() {
     for _ in $(seq 50); do [[ -s $cg/cgroup.procs ]] || break; sleep 0.1; done
     rmdir "$cg" || echo "bench: WARNING: could not remove cgroup $cg" >&2
   fi
-  weed_stop   # only the weed this bench started
-  card_release
-  rm -rf "$work"
+  bench_cleanup
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_traps cleanup
 mkdir "$cg" || die "cannot create cgroup $cg"
 export cg_procs=$cg/cgroup.procs
 # shellcheck disable=SC2016  # run by bench_run's bash: it joins the cgroup, then runs the contender
@@ -138,32 +134,7 @@ for layout in "${layouts[@]}"; do
   echo "card: $card_loopdev ($majmin) on $card, $card_files files, $(numfmt --to=iec "$card_bytes")," \
     "$(calc "$card_bytes / 1e6 / $mbps") s at $mbps MB/s"
 
-  declare -A secs=() cpu=() rss=() srv=() late=()
-  for ((r = 1; r <= repeat; r++)); do
-    for ((i = 0; i < ${#names[@]}; i++)); do
-      name=${names[(i + r - 1) % ${#names[@]}]}   # rotate: no contender always goes first
-      bucket=bench-$layout-r$r-$name log=$work/$name.log state=$work/state
-      rm -rf "$state" && mkdir -p "$state"
-      bench_uploads "$name" && bench_bucket "$bucket"
-      bench_cold "$settle"
-      export card bucket log state
-      run_landed=""
-      bench_run "$name" "$timeout" "$work" "$join"
-      if ((run_timed_out)); then
-        bench_uploads "$name" && bench_check "$name" "$bucket" "$work"
-        late[$name]="timed out after $timeout s${run_landed:+ with $run_landed of $card_files objects}"
-      fi
-      secs[$name]+="$run_wall " cpu[$name]+="$run_cpu " srv[$name]+="$run_srv "
-      rss[$name]=$((run_rss > ${rss[$name]:-0} ? run_rss : ${rss[$name]:-0}))
-      printf '  run %d/%d  %-24s %7.2f s  %6.2f CPU s  %5d MiB%s\n' "$r" "$repeat" "${bench_label[$name]}" \
-        "$run_wall" "$run_cpu" $((run_rss / 1024)) "${late[$name]:+  (${late[$name]})}"
-      if bench_uploads "$name" && ((!run_timed_out)); then
-        bench_check "$name" "$bucket" "$work"
-        weed_s3 s3 rb --force "s3://$bucket" >/dev/null || echo "bench: WARNING: could not delete bucket $bucket" >&2
-      fi
-      rm -rf "$state"
-    done
-  done
+  bench_rounds "$layout" "$repeat" "$work" "$join"
 
   read_s=$(median "${secs[read]}")
   echo

@@ -27,6 +27,12 @@
 #                                  killed at TIMEOUT s); dies if the contender fails
 #   bench_check NAME BUCKET DIR    the bucket holds the whole card (peers: under the same keys), or dies;
 #                                  with run_timed_out, just sets run_landed to the objects there
+#   bench_rounds TAG REPEAT DIR [PREFIX]
+#                                  REPEAT rounds of every contender in names (rotated: none always goes
+#                                  first), each with a cold cache, into a fresh bucket checked and deleted
+#                                  after; fills secs, cpu, srv (space-separated, a run each), rss (the
+#                                  highest, KiB) and late (why a contender's figures are a lower bound)
+#   bench_traps FUNCTION           FUNCTION on exit, which calls bench_cleanup (SeaweedFS, card, $work)
 #   median "N N …", calc EXPR
 
 bench_venv=${venv:?set venv before sourcing bench-s3.sh}
@@ -43,6 +49,8 @@ declare -A bench_cmd=(
   [rclone]='exec rclone copy "$card" "bench:$bucket/card" --config /dev/null >"$log" 2>&1'
   [s5cmd]='exec "$s5cmd" --endpoint-url "$endpoint" cp "$card/*" "s3://$bucket/card/" >"$log" 2>&1'
 )
+
+declare -A secs=() cpu=() srv=() rss=() late=()
 
 die() { echo "bench: $*" >&2; exit 1; }
 calc() { awk "BEGIN {print ($1)}"; }
@@ -162,4 +170,45 @@ bench_check() {
 bench_versions() {
   echo "Versions: $("$aws" --version 2>&1); $(rclone version 2>/dev/null | head -1); s5cmd $("$s5cmd" version 2>/dev/null);" \
     "weed $("$bench_venv/bin/weed" version 2>/dev/null | grep -o 'version.*' | head -1 | sed 's/^version //'); $("$ingest" --version 2>&1)"
+}
+
+bench_rounds() {
+  local tag=$1 repeat=$2 dir=$3 prefix=${4:-} r i name
+  secs=() cpu=() srv=() rss=() late=()
+  for ((r = 1; r <= repeat; r++)); do
+    for ((i = 0; i < ${#names[@]}; i++)); do
+      name=${names[(i + r - 1) % ${#names[@]}]}
+      bucket=bench-$tag-r$r-$name log=$dir/$name.log state=$dir/state run_landed=""
+      rm -rf "$state" && mkdir -p "$state"
+      if bench_uploads "$name"; then bench_bucket "$bucket"; fi
+      bench_cold "$settle"
+      export card bucket log state
+      bench_run "$name" "$timeout" "$dir" "$prefix"
+      if bench_uploads "$name"; then bench_check "$name" "$bucket" "$dir"; fi
+      if ((run_timed_out)); then
+        late[$name]="timed out after $timeout s${run_landed:+ with $run_landed of $card_files objects}"
+      fi
+      secs[$name]+="$run_wall " cpu[$name]+="$run_cpu " srv[$name]+="$run_srv "
+      rss[$name]=$((run_rss > ${rss[$name]:-0} ? run_rss : ${rss[$name]:-0}))
+      printf '  run %d/%d  %-24s %7.2f s  %6.2f CPU s  %5d MiB%s\n' "$r" "$repeat" "${bench_label[$name]}" \
+        "$run_wall" "$run_cpu" $((run_rss / 1024)) "${late[$name]:+  (${late[$name]})}"
+      if bench_uploads "$name"; then
+        weed_s3 s3 rb --force "s3://$bucket" >/dev/null || echo "bench: WARNING: could not delete bucket $bucket" >&2
+      fi
+      rm -rf "$state"
+    done
+  done
+}
+
+bench_cleanup() {
+  weed_stop   # only the weed this bench started
+  card_release
+  rm -rf "$work"
+}
+
+bench_traps() {
+  # shellcheck disable=SC2064  # the function's name, now
+  trap "$1" EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
 }

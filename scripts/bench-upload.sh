@@ -47,15 +47,7 @@ case_title() {
   echo "${case_files[$1]} × $(numfmt --to=iec "${case_size[$1]}")$([[ $1 != big ]] || echo " + 1 × $big")"
 }
 
-cleanup() {
-  set +e
-  weed_stop   # only the weed this bench started
-  card_release
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_traps 'set +e; bench_cleanup'
 rm -rf "$work" && mkdir -p "$work/card" "$work/weed"
 card=$work/card
 
@@ -91,26 +83,7 @@ for case in "${cases[@]}"; do
   ((card_bytes == data)) || die "the card holds $card_bytes bytes, not $data"
   echo "card: ${card_loopdev:-plain directory} on $card, $card_files files, $(numfmt --to=iec "$card_bytes")"
 
-  declare -A secs=() rss=() cpu=() srv=() late=()
-  for ((r = 1; r <= repeat; r++)); do
-    for ((i = 0; i < ${#names[@]}; i++)); do
-      name=${names[(i + r - 1) % ${#names[@]}]}   # rotate: no contender always goes first
-      bucket=bench-$case-r$r-$name log=$work/$name.log state=$work/state
-      rm -rf "$state" && mkdir -p "$state"
-      bench_bucket "$bucket"
-      bench_cold "$settle"
-      export card bucket log state
-      bench_run "$name" "$timeout" "$work"
-      bench_check "$name" "$bucket" "$work"
-      ((!run_timed_out)) || late[$name]="timed out after $timeout s with $run_landed of $card_files objects"
-      secs[$name]+="$run_wall " cpu[$name]+="$run_cpu " srv[$name]+="$run_srv "
-      rss[$name]=$((run_rss > ${rss[$name]:-0} ? run_rss : ${rss[$name]:-0}))
-      printf '  run %d/%d  %-24s %7.2f s  %6.2f CPU s  %5d MiB%s\n' "$r" "$repeat" "${bench_label[$name]}" \
-        "$run_wall" "$run_cpu" $((run_rss / 1024)) "${late[$name]:+  (${late[$name]})}"
-      weed_s3 s3 rb --force "s3://$bucket" >/dev/null || echo "bench: WARNING: could not delete bucket $bucket" >&2
-      rm -rf "$state"
-    done
-  done
+  bench_rounds "$case" "$repeat" "$work"
   card_release
   rm -f "$work/card.img"
   rm -rf "$card" && mkdir -p "$card"
