@@ -17,7 +17,7 @@
 #   one-4g     one 4 GiB video
 #   mixed      3,000 × 300 kB + 200 × 4 MiB, in DCF folders of at most 1,000 files
 #   env: LAYOUTS (default "big-last big-first one-4g mixed"), CARD_MBPS (90: a UHS-I card),
-#        SCALE (1, about 25 minutes on 2 cores; 0.1 for a quick run), CONTENDERS (default "read ingest-no-upload ingest aws
+#        SCALE (1, about 20 minutes on 2 cores; 0.1 for a quick run), CONTENDERS (default "read ingest-no-upload ingest aws
 #        rclone s5cmd"; read always runs: it is the reference), REPEAT (1), SETTLE (seconds
 #        between runs, 3), TIMEOUT (seconds a run, 1800), WORK (default out/bench-card, not
 #        tmpfs), INGEST (binary), VENV (default .venv: weed, aws, s5cmd)
