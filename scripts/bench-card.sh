@@ -137,6 +137,10 @@ for layout in "${layouts[@]}"; do
   bench_rounds "$layout" "$repeat" "$work" "$join"
 
   read_s=$(median "${secs[read]}")
+  # The reference must be the card's speed: a read faster than the throttle allows means it did not apply.
+  if (($(calc "$read_s < 0.95 * $card_bytes / $bps"))); then
+    die "the plain read took $read_s s, less than the $(calc "$card_bytes / $bps") s that $mbps MB/s allows: the throttle ($cg/$cg_rule) did not apply"
+  fi
   echo
   echo "### $layout: $card_files files, $(numfmt --to=iec "$card_bytes"), card read at $mbps MB/s; median of $repeat cold-cache run(s)"
   echo
