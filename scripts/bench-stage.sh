@@ -42,6 +42,7 @@ echo "destination: $dst ($(findmnt -no SOURCE,FSTYPE -T "$dst")); $(nproc) cores
 
 # The contenders: each a shell command reading $card and writing into $out (fresh, empty).
 names=(ingest cp cp+sync cp+xxh128sum cp+xxh128sum+sync cp+sync+cold-xxh128sum ingest-no-big)
+# shellcheck disable=SC2016  # expanded by the bash that runs each
 declare -A cmd=(
   [ingest]='"$ingest" "$card" --no-upload --state-dir "$out" --json >"$work/ingest.ndjson"'
   [cp]='cp -r "$card" "$out/card"'
@@ -93,5 +94,5 @@ for base in cp cp+sync cp+xxh128sum cp+xxh128sum+sync cp+sync+cold-xxh128sum; do
   printf '  %-28s %5.2f\n' "ingest / ($base)" "$(calc "${med[$base]} / ${med[ingest]}")"
 done
 echo
-echo "ingest peak RSS: $((${rss[ingest]} / 1024)) MiB with the $big file," \
+echo "ingest peak RSS: $((rss[ingest] / 1024)) MiB with the $big file," \
   "$((${rss[ingest-no-big]} / 1024)) MiB on the same card without it (--exclude '*.MP4')"
