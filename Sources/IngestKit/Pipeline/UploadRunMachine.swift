@@ -44,13 +44,6 @@ struct UploadRunMachine: Sendable {
     private var stoppedBy: UploadError?
     private var worstObjectFailure: UploadError?
 
-    var isStopped: Bool {
-        switch phase {
-        case .open(let stopped), .draining(let stopped): stopped
-        case .finished: true
-        }
-    }
-
     /// An upload is submitted: true when it is to be queued, false when this run queued it
     /// already (two files with one content share one upload).
     mutating func submit(_ uploadID: String) -> Bool {
