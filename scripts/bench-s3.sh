@@ -31,7 +31,8 @@
 #                                  REPEAT rounds of every contender in names (rotated: none always goes
 #                                  first), each with a cold cache, into a fresh bucket checked and deleted
 #                                  after; fills secs, cpu, srv (space-separated, a run each), rss (the
-#                                  highest, KiB) and late (why a contender's figures are a lower bound)
+#                                  highest, KiB), late (why a contender's figures are a lower bound) and
+#                                  landed (the objects a contender cut off at TIMEOUT had landed)
 #   bench_traps FUNCTION           FUNCTION on exit, which calls bench_cleanup (SeaweedFS, card, $work)
 #   median "N N …", calc EXPR
 
@@ -50,7 +51,7 @@ declare -A bench_cmd=(
   [s5cmd]='exec "$s5cmd" --endpoint-url "$endpoint" cp "$card/*" "s3://$bucket/card/" >"$log" 2>&1'
 )
 
-declare -A secs=() cpu=() srv=() rss=() late=()
+declare -A secs=() cpu=() srv=() rss=() late=() landed=()
 
 die() { echo "bench: $*" >&2; exit 1; }
 calc() { awk "BEGIN {print ($1)}"; }
@@ -174,7 +175,7 @@ bench_versions() {
 
 bench_rounds() {
   local tag=$1 repeat=$2 dir=$3 prefix=${4:-} r i name
-  secs=() cpu=() srv=() rss=() late=()
+  secs=() cpu=() srv=() rss=() late=() landed=()
   for ((r = 1; r <= repeat; r++)); do
     for ((i = 0; i < ${#names[@]}; i++)); do
       name=${names[(i + r - 1) % ${#names[@]}]}
@@ -187,6 +188,7 @@ bench_rounds() {
       if bench_uploads "$name"; then bench_check "$name" "$bucket" "$dir"; fi
       if ((run_timed_out)); then
         late[$name]="timed out after $timeout s${run_landed:+ with $run_landed of $card_files objects}"
+        landed[$name]=$run_landed
       fi
       secs[$name]+="$run_wall " cpu[$name]+="$run_cpu " srv[$name]+="$run_srv "
       rss[$name]=$((run_rss > ${rss[$name]:-0} ? run_rss : ${rss[$name]:-0}))
