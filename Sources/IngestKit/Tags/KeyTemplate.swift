@@ -42,8 +42,6 @@ public struct KeyTemplate: Sendable, Equatable, CustomStringConvertible {
     /// for "yesterday's flight from station 3" browses by.
     /// `{card_id}` keeps two cards labelled alike (or not at all) apart.
     public static let defaultTemplate = "{device}/{date}/{label}-{card_id}/{path}"
-    /// S3's limit on an object key, in UTF-8 bytes.
-    public static let maximumKeyBytes = S3UploadLimits.maxKeyBytes
 
     /// The prefix as keys start with it: empty, or ending with `/`.
     public let prefix: String
@@ -74,7 +72,7 @@ public struct KeyTemplate: Sendable, Equatable, CustomStringConvertible {
             }
         }
         let bytes = key.utf8.count
-        guard bytes <= Self.maximumKeyBytes else { throw .keyTooLong(path: context.path.display, bytes: bytes) }
+        guard bytes <= S3UploadLimits.maxKeyBytes else { throw .keyTooLong(path: context.path.display, bytes: bytes) }
         return key
     }
 
@@ -97,7 +95,7 @@ public struct KeyTemplate: Sendable, Equatable, CustomStringConvertible {
         var alternative = key
         alternative.insert(contentsOf: tag, at: insertAt)
         let bytes = alternative.utf8.count
-        guard bytes <= maximumKeyBytes else { throw .keyTooLong(path: key, bytes: bytes) }
+        guard bytes <= S3UploadLimits.maxKeyBytes else { throw .keyTooLong(path: key, bytes: bytes) }
         return alternative
     }
 
@@ -389,7 +387,7 @@ public enum KeyTemplateError: Error, Sendable, Equatable, CustomStringConvertibl
         case let .prefix(prefix, problem):
             return "prefix '\(prefix)' \(problem); write it like \"cards/\" or \"station-3/incoming/\""
         case let .keyTooLong(path, bytes):
-            return "the object key of \(path) would be \(bytes) bytes, and S3 allows \(KeyTemplate.maximumKeyBytes); "
+            return "the object key of \(path) would be \(bytes) bytes, and S3 allows \(S3UploadLimits.maxKeyBytes); "
                 + "the file is not uploaded. Shorten s3.prefix or s3.key_template (for example, {name} or {xxh128} "
                 + "instead of {path}), or move the file to a shorter path on the card"
         }
