@@ -14,11 +14,8 @@ import Testing
         _ fileSize: Int64, preferred: Int64 = PartPlan.defaultPartSize,
         threshold: Int64 = PartPlan.defaultSinglePutThreshold
     ) throws -> PartPlan {
-        let shape = try PartPlan.plan(fileSize: fileSize, preferredPartSize: preferred, singlePutThreshold: threshold)
-        guard case let .multipart(plan) = shape else {
-            Issue.record("\(fileSize) bytes planned as \(shape), expected a multipart upload")
-            throw CancellationError()
-        }
+        let plan = try PartPlan.plan(fileSize: fileSize, preferredPartSize: preferred, singlePutThreshold: threshold)
+        try #require(!plan.isSinglePut, "\(fileSize) bytes planned as a single PUT, expected a multipart upload")
         return plan
     }
 
@@ -40,12 +37,15 @@ import Testing
     // MARK: single PUT or multipart
 
     @Test func anEmptyFileIsASinglePutWhateverTheThreshold() throws {
-        #expect(try PartPlan.plan(fileSize: 0) == .singlePut)
-        #expect(try PartPlan.plan(fileSize: 0, singlePutThreshold: 0) == .singlePut)
+        #expect(try PartPlan.plan(fileSize: 0).isSinglePut)
+        #expect(try PartPlan.plan(fileSize: 0, singlePutThreshold: 0).isSinglePut)
     }
 
     @Test func aFileOneByteBelowTheThresholdIsASinglePut() throws {
-        #expect(try PartPlan.plan(fileSize: 16_777_215) == .singlePut)
+        let plan = try PartPlan.plan(fileSize: 16_777_215)
+        #expect(plan.isSinglePut)
+        #expect(plan.partCount == 1)
+        #expect(plan.range(ofPart: 1) == (0, 16_777_215))
     }
 
     @Test func aFileExactlyAtTheThresholdIsOneWholePart() throws {
@@ -177,20 +177,21 @@ import Testing
         #expect(expectedOffset == fileSize)
     }
 
-    // MARK: the journal's copy
+    // MARK: the journal's record
 
-    @Test func aPlanRoundTripsThroughJSON() throws {
+    @Test func aRecordedPartSizeCutsTheFileAsThePlanDid() throws {
         let plan = try multipart(167_772_160_001)
-        let decoded = try JSONDecoder().decode(PartPlan.self, from: JSONEncoder().encode(plan))
-        #expect(decoded == plan)
+        #expect(try PartPlan.recorded(fileSize: plan.fileSize, partSize: plan.partSize) == plan)
+        #expect(try PartPlan.recorded(fileSize: 1_000, partSize: nil).isSinglePut)
+        #expect(try PartPlan.recorded(fileSize: 0, partSize: nil).range(ofPart: 1) == (0, 0))
     }
 
     @Test(arguments: [
-        #"{"fileSize": 100000000, "partSize": 1000}"#,  // part below 5 MiB
-        #"{"fileSize": 0, "partSize": 16777216}"#,  // empty
-        #"{"fileSize": 167772160001, "partSize": 16777216}"#,  // 10,001 parts
-    ])
-    func aJournalPlanThatBreaksTheLimitsIsRejectedNotTrusted(json: String) {
-        #expect(throws: DecodingError.self) { try JSONDecoder().decode(PartPlan.self, from: Data(json.utf8)) }
+        (100_000_000, 1_000),  // part below 5 MiB
+        (167_772_160_001, 16_777_216),  // 10,001 parts
+        (5_368_709_121, nil),  // a single PUT above S3's 5 GiB
+    ] as [(Int64, Int64?)])
+    func aJournalPlanThatBreaksTheLimitsIsRejectedNotTrusted(fileSize: Int64, partSize: Int64?) {
+        #expect(throws: PartPlanError.self) { try PartPlan.recorded(fileSize: fileSize, partSize: partSize) }
     }
 }

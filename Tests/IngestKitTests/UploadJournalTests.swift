@@ -69,10 +69,7 @@ import Testing
         #expect(try await journal.uploadTargets() == [target, elsewhere])
 
         func started(_ record: UploadRecord, serverID: String) async throws {
-            guard case .multipart(let plan) = try PartPlan.plan(fileSize: record.size, preferredPartSize: 8 << 20) else {
-                Issue.record("40 MiB in 8 MiB parts is a multipart upload")
-                return
-            }
+            let plan = try PartPlan.plan(fileSize: record.size, preferredPartSize: 8 << 20)
             let snapshot = UploadStateMachine.Snapshot(
                 logicalUploadID: record.id, file: "/staging/\(record.fingerprint)", fingerprint: record.contentFingerprint!,
                 plan: plan, phase: .initiated, uploadID: serverID, parts: [], restartCount: 0, failure: nil)

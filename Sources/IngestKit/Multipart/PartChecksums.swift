@@ -31,13 +31,11 @@ public struct PartChecksummer: Sendable {
     /// cuts it with these settings; nil when the file cannot be planned (the upload will
     /// say why).
     public init?(fileSize: Int64, preferredPartSize: Int64, singlePutThreshold: Int64) {
-        switch try? PartPlan.plan(
-            fileSize: fileSize, preferredPartSize: preferredPartSize, singlePutThreshold: singlePutThreshold)
-        {
-        case .singlePut: partSize = nil
-        case .multipart(let plan): partSize = plan.partSize
-        case nil: return nil
-        }
+        guard
+            let plan = try? PartPlan.plan(
+                fileSize: fileSize, preferredPartSize: preferredPartSize, singlePutThreshold: singlePutThreshold)
+        else { return nil }
+        partSize = plan.partSize
     }
 
     /// Checksums cut at `partSize` (nil: the whole file as one).

@@ -10,22 +10,21 @@ public struct UploadCut: Sendable, Hashable {
     }
 }
 
-/// How one staged file goes to the server.
-public enum UploadShape: Sendable, Hashable {
-    /// One `PutObject`: the file is small (or empty), and a multipart upload would only add
-    /// two requests and a journal entry per part.
-    case singlePut
-    /// A multipart upload cut as the plan says.
-    case multipart(PartPlan)
-}
-
-/// How a file is cut into the parts of a multipart upload: every part is `partSize` bytes
-/// except the last, which holds what is left.
+/// How a file is cut for upload, and how its parts go to the server.
 ///
-/// A plan is stored in the upload's journal snapshot, so that a resumed upload cuts the file
-/// exactly as the parts already on the server were cut, even if the configured part size has
-/// changed since.
-public struct PartPlan: Sendable, Hashable, Codable {
+/// - A **single PUT**: the file is small (or empty), and a multipart upload would only add
+///   two requests and a journal entry per part. It is a plan of one part, the whole file,
+///   sent as one `PutObject`.
+/// - A **multipart upload**: every part is ``partSize`` bytes except the last, which holds
+///   what is left.
+///
+/// ``UploadStateMachine`` runs both: one life for every upload, whatever its size. The
+/// plan is computed in one place, ``plan(fileSize:preferredPartSize:singlePutThreshold:)``
+/// (the stager's part checksums and the uploader's requests use the same cut). A resumed
+/// upload is re-planned from the part size its journal recorded, so it cuts the file
+/// exactly as the parts already on the server were cut, even if the configured part size
+/// has changed since.
+public struct PartPlan: Sendable, Hashable {
     /// The configuration key of the preferred part size, named in errors.
     public static let partSizeSetting = "upload.part_size"
     /// The configuration key of the single-PUT threshold, named in errors.
@@ -37,12 +36,14 @@ public struct PartPlan: Sendable, Hashable, Codable {
     /// Files below 16 MiB go as one `PutObject`: they would be a single part anyway.
     public static let defaultSinglePutThreshold: Int64 = 16 * S3UploadLimits.mebibyte
 
-    /// The size of the file, in bytes; more than zero.
+    /// The size of the file, in bytes: 0 or more for a single PUT, more than 0 otherwise.
     public let fileSize: Int64
-    /// The size of every part but the last, in bytes.
-    public let partSize: Int64
+    /// The size of every part but the last, in bytes; nil for a single PUT, whose one part
+    /// is the whole file.
+    public let partSize: Int64?
 
-    /// A plan for a file already known to fit. Callers outside go through ``plan(fileSize:preferredPartSize:singlePutThreshold:)``.
+    /// A multipart plan for a file already known to fit. Callers outside go through
+    /// ``plan(fileSize:preferredPartSize:singlePutThreshold:)``.
     init(fileSize: Int64, partSize: Int64) {
         precondition(fileSize > 0, "a multipart plan needs a non-empty file, got \(fileSize) bytes")
         precondition(
@@ -53,16 +54,32 @@ public struct PartPlan: Sendable, Hashable, Codable {
         precondition(partCount <= S3UploadLimits.maxPartCount, "\(partCount) parts exceed S3's 10,000")
     }
 
-    /// How many parts the file has: 1 to 10,000.
-    public var partCount: Int { Int((fileSize + partSize - 1) / partSize) }
+    /// A single PUT of `fileSize` bytes.
+    private init(singlePut fileSize: Int64) {
+        precondition(
+            (0...S3UploadLimits.maxSinglePutSize).contains(fileSize), "a single PUT of \(fileSize) bytes is outside S3's limits")
+        self.fileSize = fileSize
+        self.partSize = nil
+    }
+
+    /// The file goes as one `PutObject`.
+    public var isSinglePut: Bool { partSize == nil }
+
+    /// How many parts the file has: 1 to 10,000 (1 for a single PUT).
+    public var partCount: Int {
+        guard let partSize else { return 1 }
+        return Int((fileSize + partSize - 1) / partSize)
+    }
 
     /// The part numbers, 1-based as S3 numbers them.
     public var partNumbers: ClosedRange<Int> { 1...partCount }
 
     /// Where part `number` (1-based) lies in the file. Every part is ``partSize`` bytes long
-    /// but the last, which is what remains (1 to ``partSize`` bytes).
+    /// but the last, which is what remains (1 to ``partSize`` bytes); a single PUT's one
+    /// part is the whole file.
     public func range(ofPart number: Int) -> (offset: Int64, length: Int64) {
         precondition(partNumbers.contains(number), "part \(number) is not in 1...\(partCount)")
+        guard let partSize else { return (0, fileSize) }
         let offset = Int64(number - 1) * partSize
         return (offset, min(partSize, fileSize - offset))
     }
@@ -89,7 +106,7 @@ public struct PartPlan: Sendable, Hashable, Codable {
         fileSize: Int64,
         preferredPartSize: Int64 = defaultPartSize,
         singlePutThreshold: Int64 = defaultSinglePutThreshold
-    ) throws(PartPlanError) -> UploadShape {
+    ) throws(PartPlanError) -> PartPlan {
         precondition(fileSize >= 0, "file size \(fileSize) is negative")
         guard PartPlanError.allowedPartSizes.contains(preferredPartSize) else {
             throw .partSizeOutOfRange(preferredPartSize)
@@ -98,31 +115,30 @@ public struct PartPlan: Sendable, Hashable, Codable {
             throw .singlePutThresholdOutOfRange(singlePutThreshold)
         }
         guard fileSize <= S3UploadLimits.maxObjectSize else { throw .objectTooLarge(fileSize: fileSize) }
-        if fileSize == 0 || fileSize < singlePutThreshold { return .singlePut }
+        if fileSize == 0 || fileSize < singlePutThreshold { return PartPlan(singlePut: fileSize) }
 
         let maxCount = Int64(S3UploadLimits.maxPartCount)
         let smallestFitting = (fileSize + maxCount - 1) / maxCount
         let mebibyte = S3UploadLimits.mebibyte
         let grown = (smallestFitting + mebibyte - 1) / mebibyte * mebibyte
         // At most 525 MiB for a 5 TiB file: far inside the 5 GiB part limit.
-        return .multipart(PartPlan(fileSize: fileSize, partSize: max(preferredPartSize, grown)))
+        return PartPlan(fileSize: fileSize, partSize: max(preferredPartSize, grown))
     }
 
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        let fileSize = try container.decode(Int64.self, forKey: .fileSize)
-        let partSize = try container.decode(Int64.self, forKey: .partSize)
-        // A journal is read back after crashes and upgrades: check it rather than trap on it.
-        guard fileSize > 0, fileSize <= S3UploadLimits.maxObjectSize,
-            PartPlanError.allowedPartSizes.contains(partSize),
-            (fileSize + partSize - 1) / partSize <= Int64(S3UploadLimits.maxPartCount)
-        else {
-            throw DecodingError.dataCorrupted(
-                .init(
-                    codingPath: decoder.codingPath,
-                    debugDescription: "part plan of \(fileSize) bytes in parts of \(partSize) breaks S3's limits"))
+    /// The plan an upload's journal recorded: its part size, or nil for a single PUT.
+    /// - Throws: ``PartPlanError`` when the journal's values break S3's limits (a journal
+    ///   is read back after crashes and upgrades: checked, never trusted to fit).
+    public static func recorded(fileSize: Int64, partSize: Int64?) throws(PartPlanError) -> PartPlan {
+        let broken = PartPlanError.recordedPlanBroken(fileSize: fileSize, partSize: partSize)
+        guard let partSize else {
+            guard (0...S3UploadLimits.maxSinglePutSize).contains(fileSize) else { throw broken }
+            return PartPlan(singlePut: fileSize)
         }
-        self.init(fileSize: fileSize, partSize: partSize)
+        guard (1...S3UploadLimits.maxObjectSize).contains(fileSize), PartPlanError.allowedPartSizes.contains(partSize),
+            (fileSize + partSize - 1) / partSize <= Int64(S3UploadLimits.maxPartCount)
+        else { throw broken }
+        // Exactly the recorded part size, never regrown: the parts on the server were cut so.
+        return PartPlan(fileSize: fileSize, partSize: partSize)
     }
 }
 
@@ -135,6 +151,8 @@ public enum PartPlanError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The configured single-PUT threshold (``PartPlan/singlePutThresholdSetting``) is
     /// outside 0…5 GiB.
     case singlePutThresholdOutOfRange(Int64)
+    /// An upload's journal records a cut that breaks S3's limits: the journal was damaged.
+    case recordedPlanBroken(fileSize: Int64, partSize: Int64?)
 
     static let allowedPartSizes = S3UploadLimits.minPartSize...S3UploadLimits.maxPartSize
     static let allowedSinglePutThresholds = 0...S3UploadLimits.maxSinglePutSize
@@ -150,6 +168,11 @@ public enum PartPlanError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(PartPlan.partSizeSetting) is \(ByteCount(value)) (\(value) bytes), outside the allowed "
                 + "\(ByteCount(S3UploadLimits.minPartSize)) to \(ByteCount(S3UploadLimits.maxPartSize)) "
                 + "(S3's limits for one part). Set it within that range, for example \"16MiB\"."
+        case let .recordedPlanBroken(fileSize, partSize):
+            return "the journal records an upload of \(fileSize) bytes "
+                + (partSize.map { "in parts of \($0) bytes" } ?? "as one PutObject")
+                + ", which breaks S3's limits: the journal was damaged. Run ingest forget on the upload, "
+                + "then ingest the card again."
         case let .singlePutThresholdOutOfRange(value):
             return "\(PartPlan.singlePutThresholdSetting) is \(ByteCount(value)) (\(value) bytes), outside the "
                 + "allowed 0 B to \(ByteCount(S3UploadLimits.maxSinglePutSize)) (S3's limit for one PutObject). "

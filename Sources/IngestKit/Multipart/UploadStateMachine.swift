@@ -1,5 +1,7 @@
-/// The life of one multipart upload, as a value: events go in, the actions to perform come
-/// out, and nothing here touches the disk or the network.
+/// The life of one upload, as a value: events go in, the actions to perform come out, and
+/// nothing here touches the disk or the network. A multipart upload and a single
+/// `PutObject` (a plan of one part, ``PartPlan/isSinglePut``) live the same life: planned,
+/// sent, verified, journalled at the same points.
 ///
 /// Its owner (an actor) performs the actions in the order given and reports what came of
 /// them as the next events. The split is async-http-client's `Transaction+StateMachine`:
@@ -15,6 +17,10 @@
 ///    │
 ///    └─ uploadGone (NoSuchUpload): a new upload, at most `maxRestarts` times, else failed
 ///       abortRequested: aborting ──abortConfirmed──▶ aborted
+///
+/// single PUT:
+/// created ──start──▶ (completing, putObject) ──objectPut──▶ verify ──▶ completed
+///    resumed in any other phase: verify first; the object missing, putObject
 /// ```
 ///
 /// Rules the owner relies on:
@@ -62,7 +68,8 @@ public struct UploadStateMachine: Sendable {
         /// Some parts are acknowledged.
         case uploading
         /// Every part is acknowledged and `CompleteMultipartUpload` was sent (or is about to
-        /// be). The object may exist already: a resume checks before anything else.
+        /// be); for a single PUT, its `PutObject` was sent (or is about to be). The object
+        /// may exist already: a resume checks before anything else.
         case completing
         /// The server completed the object. (A resume verifies it once more.)
         case completed
@@ -106,7 +113,7 @@ public struct UploadStateMachine: Sendable {
     }
 
     /// What the journal stores for one upload: enough to resume after `kill -9`.
-    public struct Snapshot: Codable, Sendable, Equatable {
+    public struct Snapshot: Sendable, Equatable {
         /// Our id for the upload, stable across restarts on the server.
         public var logicalUploadID: String
         /// The staged file.
@@ -143,6 +150,9 @@ public struct UploadStateMachine: Sendable {
     public enum Action: Sendable, Equatable {
         /// `CreateMultipartUpload`; answer with ``uploadCreated(uploadID:)``.
         case createUpload
+        /// A single PUT: `PutObject` of the whole file; answer with
+        /// ``objectPut(etag:digest:)`` or ``putFailed(_:)``.
+        case putObject
         /// `ListParts` (every page); answer with ``partsListed(_:)``.
         case listParts(uploadID: String)
         /// Read, digest and `UploadPart` these parts, concurrently; answer each with
@@ -160,7 +170,8 @@ public struct UploadStateMachine: Sendable {
         /// `HeadObject` on the key; answer with ``objectAlreadyExists(size:fingerprint:)``
         /// (size and the fingerprint metadata found) or ``objectNotFound()``.
         case verify
-        /// The upload is over: report it, and drop the staged copy if it is uploaded.
+        /// The upload is over: record it and report it. A success is not persisted first:
+        /// the owner records it in one journal write (phase, parts dropped, files uploaded).
         case finish(Outcome)
     }
 
@@ -191,6 +202,8 @@ public struct UploadStateMachine: Sendable {
         case idle(phase: Phase, uploadID: String?, failure: UploadFailure?)
         /// `CreateMultipartUpload` sent.
         case creating
+        /// A single PUT's `PutObject` sent.
+        case putting
         /// `ListParts` sent; the journal's parts wait to be compared.
         case reconciling(uploadID: String)
         /// Parts being sent. `queue` holds the parts still to send, the smallest last.
@@ -254,6 +267,7 @@ public struct UploadStateMachine: Sendable {
         switch state {
         case let .idle(phase, _, _): phase
         case .creating: .created
+        case .putting: .completing
         case .reconciling, .uploading: acknowledgedParts.isEmpty ? .initiated : .uploading
         case .completing: .completing
         case let .verifying(_, purpose):
@@ -272,7 +286,7 @@ public struct UploadStateMachine: Sendable {
     public var uploadID: String? {
         switch state {
         case let .idle(_, id, _): id
-        case .creating: nil
+        case .creating, .putting: nil
         case let .done(_, id): id
         case let .reconciling(id), let .uploading(id, _, _), let .completing(id), let .aborting(id): id
         case let .verifying(id, _): id
@@ -308,6 +322,9 @@ public struct UploadStateMachine: Sendable {
     public mutating func start() -> [Action] {
         switch state {
         case let .idle(phase, uploadID, _):
+            if plan.isSinglePut {
+                return startSinglePut(phase: phase)
+            }
             switch (phase, uploadID) {
             case (.aborting, let id?):
                 state = .aborting(uploadID: id)
@@ -333,6 +350,37 @@ public struct UploadStateMachine: Sendable {
         default:
             impossible("start")
         }
+    }
+
+    /// A single PUT begins: new, it is sent (after the journal says `completing`, so a kill
+    /// once it is on the wire makes the next run look for the object first); resumed in any
+    /// other phase, the object is looked for first, since an earlier run may have put it.
+    private mutating func startSinglePut(phase: Phase) -> [Action] {
+        switch phase {
+        case .created: return beginPutting()
+        case .aborting, .aborted: return finish(.aborted)
+        default:
+            state = .verifying(uploadID: nil, purpose: .resumeAfterComplete)
+            return [.verify]
+        }
+    }
+
+    /// The single PUT's `PutObject` succeeded: check the object.
+    public mutating func objectPut(etag: String, digest: String? = nil) -> [Action] {
+        guard case .putting = state else { impossible("objectPut") }
+        acknowledged[1] = AcknowledgedPart(number: 1, etag: etag, size: plan.fileSize, digest: digest)
+        state = .verifying(uploadID: nil, purpose: .confirmCompleted(etag: etag))
+        return [.verify]
+    }
+
+    /// The single PUT's `PutObject` was given up. The journal keeps `completing`: the
+    /// request may have reached the server and its answer been lost, so the next run looks
+    /// for the object before sending it again.
+    public mutating func putFailed(_ decision: RetryDecision) -> [Action] {
+        guard case .putting = state, case let .fail(reason) = decision else { impossible("putFailed(\(decision))") }
+        let failure = UploadFailure.requestFailed(request: "PutObject", reason: Self.text(reason))
+        state = .done(.failed(failure), uploadID: nil)
+        return [.finish(.failed(failure))]
     }
 
     /// The server created the upload. Late answers, after an abort, are cleaned up.
@@ -572,7 +620,7 @@ public struct UploadStateMachine: Sendable {
             return beginAborting(uploadID)
         case .idle(_, nil, _), .creating, .done(.failed, nil):
             return finish(.aborted)
-        case .completing, .verifying, .aborting, .done:
+        case .completing, .putting, .verifying, .aborting, .done:
             return []
         }
     }
@@ -600,6 +648,12 @@ public struct UploadStateMachine: Sendable {
         return batch.isEmpty ? [] : [.sendParts(uploadID: uploadID, parts: batch)]
     }
 
+    private mutating func beginPutting() -> [Action] {
+        clearParts()
+        state = .putting
+        return [.persist(snapshot), .putObject]
+    }
+
     private mutating func beginCompleting(_ uploadID: String) -> [Action] {
         state = .completing(uploadID: uploadID)
         return [.persist(snapshot), .complete(uploadID: uploadID, parts: acknowledgedParts)]
@@ -616,6 +670,7 @@ public struct UploadStateMachine: Sendable {
         case .completeLostUpload:
             return restart()
         case .resumeAfterComplete:
+            if plan.isSinglePut { return beginPutting() }
             if let uploadID {
                 state = .reconciling(uploadID: uploadID)
                 return [.listParts(uploadID: uploadID)]
@@ -653,6 +708,7 @@ public struct UploadStateMachine: Sendable {
             state = .done(outcome, uploadID: nil)
         case .uploaded, .alreadyUploaded:
             state = .done(outcome, uploadID: nil)
+            return [.finish(outcome)]
         }
         return [.persist(snapshot), .finish(outcome)]
     }
@@ -682,6 +738,7 @@ public struct UploadStateMachine: Sendable {
         switch state {
         case let .idle(phase, _, _): "idle(\(phase.rawValue))"
         case .creating: "creating"
+        case .putting: "putting"
         case .reconciling: "reconciling"
         case .uploading: "uploading"
         case .completing: "completing"
@@ -734,7 +791,7 @@ public enum UploadFailure: Error, Sendable, Equatable, Codable, CustomStringConv
                 foundSize.map {
                     "an object of \($0) bytes with fingerprint \(foundFingerprint?.hex ?? "(none)")"
                 } ?? "no object"
-            return "after CompleteMultipartUpload the server has \(found) at the key, not the "
+            return "after the upload completed the server has \(found) at the key, not the "
                 + "\(expectedSize) bytes uploaded. Something else writes to this key, or the server lost the "
                 + "object; check the bucket, the file stays staged."
         }

@@ -55,21 +55,16 @@ public struct UploadPlanner: Sendable {
         do { labels = try policy.objectLabels(base: cardLabels, path: file.path, fingerprint: fingerprint) } catch {
             throw .labels(error)
         }
-        let shape: UploadShape
+        let plan: PartPlan
         do {
-            shape = try PartPlan.plan(
+            plan = try PartPlan.plan(
                 fileSize: file.size, preferredPartSize: settings.partSize, singlePutThreshold: settings.singlePutThreshold)
         } catch { throw .plan(error) }
         var headers = labels.headers.map { SigV4Header($0.name, $0.value) }
         headers.append(SigV4Header("Content-Type", ContentType.of(name: Array(file.path.name))))
-        let partSize: Int64? =
-            switch shape {
-            case .singlePut: nil
-            case .multipart(let plan): plan.partSize
-            }
         return UploadClaim(
             path: file.path, fingerprint: fingerprint, size: file.size, target: target, key: key, headers: headers,
-            partSize: partSize, checksum: settings.checksum)
+            partSize: plan.partSize, checksum: settings.checksum)
     }
 
     static func hostName() -> String {

@@ -55,8 +55,6 @@ protocol UploadLog: Sendable {
         _ snapshot: UploadStateMachine.Snapshot, added: [UploadStateMachine.AcknowledgedPart], removed: [Int],
         lastError: String?
     ) async throws(JournalError)
-    /// The phase of an upload without parts (a single PutObject).
-    func setPhase(_ phase: UploadStateMachine.Phase, lastError: String?, ofUpload id: String) async throws(JournalError)
     /// A failed run of the upload; returns whether it is quarantined now.
     func noteFailure(_ message: String, ofUpload id: String, quarantineAfter: Int) async throws(JournalError) -> Bool
     /// The object is in the bucket and verified.
@@ -73,10 +71,6 @@ extension Journal: UploadLog {
         lastError: String?
     ) async throws(JournalError) {
         try await persist(snapshot, added: added, removed: removed, lastError: lastError, at: Date())
-    }
-
-    func setPhase(_ phase: UploadStateMachine.Phase, lastError: String?, ofUpload id: String) async throws(JournalError) {
-        try await setPhase(phase, lastError: lastError, ofUpload: id, at: Date())
     }
 
     func noteFailure(_ message: String, ofUpload id: String, quarantineAfter: Int) async throws(JournalError) -> Bool {

@@ -13,8 +13,8 @@ public enum UploadResult: Sendable, Equatable {
     case interrupted
 }
 
-/// Runs one upload to its end: a multipart upload driven by ``UploadStateMachine``, or a
-/// single `PutObject`; then verifies the object and records the outcome in the journal.
+/// Runs one upload to its end, multipart or a single `PutObject`, as ``UploadStateMachine``
+/// drives it (``UploadRun`` performs its actions); then records the outcome in the journal.
 ///
 /// The state machine decides; this type performs. Actions are performed in the order the
 /// machine gives them and each `persist` is committed before the next action, so the
@@ -113,10 +113,7 @@ struct ObjectUploader: Sendable {
             return decided
         }
         let sender = PartSender(uploader: self, checksums: record.checksum == .crc32c ? checksums : nil)
-        if let partSize = record.partSize {
-            return await MultipartRun.start(self, partSize: partSize, parts: parts, sender: sender)
-        }
-        return await runSinglePut(sender: sender)
+        return await UploadRun.start(self, parts: parts, sender: sender)
     }
 
     // MARK: the key
@@ -284,72 +281,7 @@ struct ObjectUploader: Sendable {
         return .failed(UploadError(exitStatus: .integrity, scope: .object, message: message))
     }
 
-    // MARK: single PutObject
-
-    private func runSinglePut(sender: PartSender) async -> Attempt {
-        let what = "PutObject \(record.key)"
-        // A run killed after its PutObject may have left the object: look before sending.
-        if record.phase != .created, case .success(.ours) = await lookAtKey() {
-            return .done(.uploaded(alreadyThere: true))
-        }
-        if stop.isRaised { return .done(.interrupted) }
-        do { try await journal.setPhase(.completing, lastError: nil, ofUpload: record.id) } catch {
-            return .done(.failed(.journal(error)))
-        }
-        sink.emit(.upload(.initiating(record)))
-        let path = stagedPath
-        let size = record.size
-        let (digest, fromCard): (PartDigest, Bool)
-        switch await sender.digest(ofPart: 1, range: (0, size)) {
-        case .success(let value): (digest, fromCard) = value
-        case .failure(let error): return .done(await handle(.unreadable(error)))
-        }
-        let payloadHash: PayloadHash
-        switch await bodyHash(of: (0, size)) {
-        case .success(let hash): payloadHash = hash
-        case .failure(let error): return .done(await handle(.unreadable(error)))
-        }
-        do {
-            _ = try await limiter.withPermit(max(size, 1)) { () async throws(S3ClientError) -> String in
-                try await client.putObject(
-                    key: record.key, body: .file(path: path, offset: 0, length: size), payloadHash: payloadHash,
-                    headers: record.requestHeaders + digest.headers + [.ifNoneMatchAny])
-            }
-        } catch {
-            if error.isPreconditionFailed { return await afterPreconditionFailed() }
-            if fromCard, error.isBadDigest { return .done(await handle(.refusedByServer(part: nil))) }
-            return .done(.failed(UploadError(error, what: what, target: record.target)))
-        }
-        hooks.completed()
-        if let problem = await verifySinglePut(expected: digest) { return .done(.failed(problem)) }
-        return .done(.uploaded(alreadyThere: false))
-    }
-
-    /// HEAD the object after its PUT: size, fingerprint metadata, and its ETag against the
-    /// digest sent. Nil when the object is ours.
-    private func verifySinglePut(expected: PartDigest) async -> UploadError? {
-        let head: ObjectHead?
-        do { head = try await client.headObject(key: record.key, checksumMode: record.checksum == .crc32c) } catch {
-            return UploadError(error, what: "HeadObject \(record.key)", target: record.target)
-        }
-        let mismatch = UploadError(
-            exitStatus: .integrity, scope: .object,
-            message: "integrity error: after PutObject, \(record.key) in \(record.target.displayName) is "
-                + (head.map { "\($0.size) bytes with fingerprint \($0.metadata[ObjectLabelKeys.fingerprint] ?? "(none)")" }
-                    ?? "missing")
-                + ", not the \(record.size) bytes with fingerprint \(record.fingerprint) sent. The file stays staged.")
-        guard let head, head.size == record.size, head.metadata[ObjectLabelKeys.fingerprint] == record.fingerprint else {
-            return mismatch
-        }
-        if case let .mismatch(want, found) = WholeObjectDigest.expected(singlePut: expected).check(head) {
-            return UploadError(
-                exitStatus: .integrity, scope: .object,
-                message: "\(mismatch.message) (the server's digest is \(found), the bytes sent make \(want))")
-        }
-        return nil
-    }
-
-    // MARK: multipart
+    // MARK: sending
 
     /// The digests parts go out with: the card's CRC32Cs when the stager (or the check
     /// before a resume) computed them for this cut, otherwise read from the staged copy.

@@ -1,11 +1,12 @@
-/// One attempt at a multipart upload: ``UploadStateMachine`` decides, this performs, with one
-/// method per action the machine can ask for and one for each answer a part can bring.
+/// One attempt at an upload, multipart or single PUT: ``UploadStateMachine`` decides, this
+/// performs, with one method per action the machine can ask for and one for each answer a
+/// part can bring.
 ///
 /// Actions are performed in the order the machine gives them, and each `persist` is committed
 /// before the next, so the journal is never ahead of the server. Parts go out concurrently,
 /// within the machine's window and the process-wide ``TransferLimiter``, as child tasks of one
 /// task group; their answers are fed to the machine one at a time.
-struct MultipartRun {
+struct UploadRun {
     /// What a part's task brings back.
     enum PartAnswer: Sendable {
         case acknowledged(uploadID: String, number: Int, etag: String, digest: PartDigest)
@@ -35,17 +36,19 @@ struct MultipartRun {
     private var record: UploadRecord { uploader.record }
     private var client: any ObjectStore { uploader.client }
 
-    /// Runs the upload of `uploader`'s record from the journal's `parts`, cut in `partSize`.
+    /// Runs the upload of `uploader`'s record from the journal's `parts`, cut as the record
+    /// says (a part size, or none for a single PUT).
     static func start(
-        _ uploader: ObjectUploader, partSize: Int64, parts: [UploadPartRecord], sender: ObjectUploader.PartSender
+        _ uploader: ObjectUploader, parts: [UploadPartRecord], sender: ObjectUploader.PartSender
     ) async -> ObjectUploader.Attempt {
         let record = uploader.record
-        let shape: UploadShape
-        do { shape = try PartPlan.plan(fileSize: record.size, preferredPartSize: partSize, singlePutThreshold: 0) } catch {
+        let plan: PartPlan
+        do { plan = try PartPlan.recorded(fileSize: record.size, partSize: record.partSize) } catch {
             return .done(.failed(UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(error)")))
         }
-        guard case .multipart(let plan) = shape, let fingerprint = record.contentFingerprint else {
-            return .done(.failed(UploadError(exitStatus: .software, scope: .object, message: "no multipart plan for \(record.key)")))
+        guard let fingerprint = record.contentFingerprint else {
+            return .done(.failed(UploadError(
+                exitStatus: .software, scope: .object, message: "\(record.key) has no content fingerprint to upload under")))
         }
         let machine = UploadStateMachine(
             resuming: .init(
@@ -53,7 +56,7 @@ struct MultipartRun {
                 phase: record.phase, uploadID: record.uploadID, parts: parts.map(\.acknowledged),
                 restartCount: record.restartCount, failure: nil),
             configuration: .init(maxRestarts: uploader.settings.maxRestarts, partsInFlight: uploader.settings.partsInFlight))
-        var run = MultipartRun(
+        var run = UploadRun(
             uploader: uploader, plan: plan, sender: sender, machine: machine,
             journalled: Dictionary(uniqueKeysWithValues: parts.map { ($0.number, $0.acknowledged) }))
         return await run.run()
@@ -106,6 +109,7 @@ struct MultipartRun {
         switch action {
         case .persist(let snapshot): await persist(snapshot)
         case .createUpload: await createUpload()
+        case .putObject: await putObject()
         case .listParts(let uploadID): await listParts(uploadID)
         case let .sendParts(uploadID, numbers): sendParts(numbers, of: uploadID, group: &group)
         case let .complete(uploadID, parts): await complete(uploadID, parts: parts)
@@ -137,6 +141,40 @@ struct MultipartRun {
             return .more(machine.uploadCreated(uploadID: id))
         } catch {
             return .more(machine.requestFailed(given(up: error, "CreateMultipartUpload \(record.key)")))
+        }
+    }
+
+    /// A single PUT: the whole file in one `PutObject`, written only where the key is free
+    /// (`If-None-Match: *`).
+    private mutating func putObject() async -> Step {
+        if uploader.stop.isRaised { return .end(.done(.interrupted)) }
+        uploader.sink.emit(.upload(.initiating(record)))
+        let range = plan.range(ofPart: 1)
+        let (digest, fromCard): (PartDigest, Bool)
+        switch await sender.digest(ofPart: 1, range: range) {
+        case .success(let value): (digest, fromCard) = value
+        case .failure(let error): return .end(.done(await uploader.handle(.unreadable(error))))
+        }
+        let payloadHash: PayloadHash
+        switch await uploader.bodyHash(of: range) {
+        case .success(let hash): payloadHash = hash
+        case .failure(let error): return .end(.done(await uploader.handle(.unreadable(error))))
+        }
+        let (client, record, path) = (client, record, uploader.stagedPath)
+        do throws(S3ClientError) {
+            let etag = try await uploader.limiter.withPermit(max(range.length, 1)) { () async throws(S3ClientError) -> String in
+                try await client.putObject(
+                    key: record.key, body: .file(path: path, offset: range.offset, length: range.length),
+                    payloadHash: payloadHash, headers: record.requestHeaders + digest.headers + [.ifNoneMatchAny])
+            }
+            uploader.hooks.completed()
+            return .more(machine.objectPut(etag: etag, digest: digest.journalText))
+        } catch let error where error.isPreconditionFailed {
+            return .end(await uploader.afterPreconditionFailed())
+        } catch let error where fromCard && error.isBadDigest {
+            return .end(.done(await uploader.handle(.refusedByServer(part: nil))))
+        } catch {
+            return .more(machine.putFailed(given(up: error, "PutObject \(record.key)")))
         }
     }
 
@@ -205,8 +243,10 @@ struct MultipartRun {
     /// digests of the parts acknowledged.
     private mutating func verify() async -> Step {
         let digests = machine.acknowledgedParts.compactMap { part in part.digest.flatMap { try? PartDigest(journalText: $0) } }
-        let whole = digests.count == plan.partCount && Set(digests.map(\.algorithm)).count == 1
-            ? WholeObjectDigest.expected(parts: digests) : nil
+        let whole: WholeObjectDigest? =
+            if digests.count != plan.partCount || Set(digests.map(\.algorithm)).count != 1 { nil }
+            else if plan.isSinglePut { .expected(singlePut: digests[0]) }
+            else { .expected(parts: digests) }
         do throws(S3ClientError) {
             guard let head = try await client.headObject(key: record.key, checksumMode: whole?.needsChecksumMode ?? false) else {
                 return .more(machine.objectNotFound())
@@ -347,8 +387,8 @@ extension ObjectUploader {
     /// Digests one part and sends it, within the process-wide limit.
     func sendPart(
         uploadID: String, number: Int, range: (offset: Int64, length: Int64), sender: PartSender
-    ) async -> MultipartRun.PartAnswer {
-        await limiter.withPermit(range.length) { () async -> MultipartRun.PartAnswer in
+    ) async -> UploadRun.PartAnswer {
+        await limiter.withPermit(range.length) { () async -> UploadRun.PartAnswer in
             if stop.isRaised { return .notSent }
             let (digest, fromCard): (PartDigest, Bool)
             switch await sender.digest(ofPart: number, range: range) {
