@@ -308,17 +308,17 @@ private final class Transfer: @unchecked Sendable {
     }
 
     func receiveHeader(_ bytes: UnsafeRawBufferPointer) -> Int {
-        let line = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        if line.hasPrefix("HTTP/") {
+        switch ResponseHeadLine(bytes) {
+        case .status:
             responseHeaders = [:]  // a new response (after a 100 Continue or a redirect)
-        } else if let colon = line.firstIndex(of: ":") {
-            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        case let .field(name, value):
             if let existing = responseHeaders[name] {
                 responseHeaders[name] = existing + ", " + value
             } else {
                 responseHeaders[name] = value
             }
+        case .other:
+            break
         }
         return bytes.count
     }
