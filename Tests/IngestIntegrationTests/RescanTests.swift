@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import IngestKit
 import IngestTestSupport
 import Testing
 
@@ -414,9 +415,8 @@ final class RescanTests {
         let orphan = try createMultipartUpload("fleet/station-7/lost/DCIM/LOST.MP4")
         let outside = try createMultipartUpload("elsewhere/DCIM/LOST.MP4")
         // Another process runs the known upload: the rescan leaves it to that one.
-        let lock = open(state.path + "/locks/upload-\(logicalID).lock", O_RDWR | O_CREAT, 0o640)
-        defer { close(lock) }
-        #expect(lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0)
+        let lock = try #require(try StateDirectory(path: state.path).lockUpload(logicalID))
+        defer { lock.release() }
 
         let young = try ingest(["rescan"], state: state, config: patient)
         #expect(young.status == 0, "\(young.stderr)")
@@ -450,7 +450,7 @@ final class RescanTests {
         #expect(parsed["ingest_orphan_sweep_failures"] == 0)
 
         // The other process lets go: the known upload finishes from where it was.
-        #expect(flock(lock, LOCK_UN) == 0)
+        lock.release()
         let finished = try ingest(["rescan"], state: state, config: eager)
         #expect(finished.status == 0, "\(finished.stderr)")
         #expect(finished.events("upload_reconciling").count == 1, "resumed with its parts, not restarted")

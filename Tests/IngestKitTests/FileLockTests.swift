@@ -63,20 +63,41 @@ import IngestTestSupport
         #expect(try FileLock.ifFree(path: path) != nil, "the kernel released it when the holder died")
     }
 
-    @Test func unlockingRemovesTheFileOnlyIfThePathStillNamesIt() throws {
+    @Test func byteLocksOfOneFileExcludeOnlyAtTheirOwnByte() throws {
         let dir = TemporaryDirectory()
-        let path = dir.path + "/a.lock"
-        let lock = try #require(try FileLock.ifFree(path: path))
-        #expect(lock.isStillAtPath)
-        lock.unlock(removingFile: true)
-        #expect(access(path, F_OK) != 0, "removed while still held")
+        let path = dir.path + "/uploads.lock"
+        let first = try #require(try ByteLock.ifFree(path: path, slot: 0x0123_4567_89ab))
+        #expect(try ByteLock.ifFree(path: path, slot: 0x0123_4567_89ab) == nil, "held, even within one process")
+        let other = try ByteLock.ifFree(path: path, slot: 0x0123_4567_89ac)
+        #expect(other != nil, "another byte is another lock")
+        first.unlock()
+        first.unlock()  // twice is harmless
+        #expect(try ByteLock.ifFree(path: path, slot: 0x0123_4567_89ab) != nil, "free once released")
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == 0, "the file holds no byte")
+    }
 
-        let replaced = try #require(try FileLock.ifFree(path: path))
-        #expect(rename(path, dir.path + "/moved") == 0)
-        try dir.write("a.lock", [])
-        #expect(!replaced.isStillAtPath)
-        replaced.unlock(removingFile: true)
-        #expect(access(path, F_OK) == 0, "another's file at the path stays")
+    @Test func aByteLockHeldByAnotherProcessIsRefusedUntilItDies() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.path + "/uploads.lock"
+        // python's fcntl module speaks F_OFD_SETLK as a plain fcntl call with a packed struct flock.
+        let script = """
+            import fcntl, os, struct, sys, time
+            fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o640)
+            fcntl.fcntl(fd, 37, struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 42, 1, 0))  # F_OFD_SETLK
+            time.sleep(30)
+            """
+        let holder = try ChildProcess("/usr/bin/python3", ["-c", script, path])
+        defer {
+            kill(holder.pid, SIGKILL)
+            _ = try? holder.wait()
+        }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while try ByteLock.ifFree(path: path, slot: 42) != nil, ContinuousClock.now < deadline { usleep(10_000) }
+        #expect(try ByteLock.ifFree(path: path, slot: 42) == nil, "held by the other process")
+        #expect(try ByteLock.ifFree(path: path, slot: 43) != nil)
+        kill(holder.pid, SIGKILL)
+        _ = try holder.wait(timeout: 5)
+        #expect(try ByteLock.ifFree(path: path, slot: 42) != nil, "the kernel released it when the holder died")
     }
 
     @Test func aLockFileThatCannotBeOpenedNamesThePath() {

@@ -6,7 +6,7 @@ import Glibc
 /// ```
 /// journal.sqlite   (+ -wal, -shm)   the journal
 /// staging/                          staged copies, named by fingerprint
-/// locks/                            one lock file per volume and device, one per upload while it runs
+/// locks/                            one lock file per volume and device; uploads.lock, one byte per upload
 /// ```
 public struct StateDirectory: Sendable {
     public let path: String
@@ -60,59 +60,61 @@ public struct StateDirectory: Sendable {
     /// two cards with the same photo) never drive one upload at once. Nil when another
     /// process holds it: that one will finish it.
     ///
-    /// The lock file lives only while the lock is held: releasing it removes the file, so a
-    /// card of 20,000 files leaves no 20,000 lock files behind.
+    /// Every upload's lock is one byte of `locks/uploads.lock` (``ByteLock``): no file is
+    /// created or removed per upload. The byte is the upload id read as a number (ids are
+    /// 12 hex digits, so no two share one); any other id is hashed to a byte.
     public func lockUpload(_ id: String) throws(IngestError) -> VolumeLock? {
-        try lock(at: "\(locksPath)/upload-\(id).lock", note: "upload \(id)", removeOnRelease: true)
+        let path = "\(locksPath)/uploads.lock"
+        do {
+            return try ByteLock.ifFree(path: path, slot: Self.lockSlot(ofUpload: id)).map(VolumeLock.init)
+        } catch {
+            throw .stateUnusable(path: path, reason: error.reason)
+        }
     }
 
-    /// How many times a lock is tried again when its file was removed (by the holder it was
-    /// waiting for) between opening and locking it; each retry means another process made
-    /// progress, so running out means something other than `ingest` keeps removing it.
-    static let lockAttempts = 100
+    /// The byte of `locks/uploads.lock` that locks upload `id`.
+    static func lockSlot(ofUpload id: String) -> Int64 {
+        if id.utf8.count <= 15, let number = UInt64(id, radix: 16) { return Int64(number) }
+        return Int64(bitPattern: Fingerprint.of(Array(id.utf8)).high & UInt64(Int64.max))
+    }
 
-    /// Opens (creating) and locks the file at `lockPath`. Lock files that are removed on
-    /// release follow the usual protocol: the holder removes the file while it still holds
-    /// the lock, and a locker, once `flock` succeeds, checks that the file it locked is still
-    /// the one at the path (same device and inode from `fstat` and `stat`); if not, it locked
-    /// a file already removed, and it starts again with the new one. Two processes can then
-    /// never both hold one path's lock.
-    private func lock(at lockPath: String, note: String, removeOnRelease: Bool = false) throws(IngestError) -> VolumeLock? {
-        for _ in 0..<Self.lockAttempts {
-            let lock: FileLock
-            do {
-                guard let free = try FileLock.ifFree(path: lockPath) else { return nil }
-                lock = free
-            } catch {
-                throw .stateUnusable(path: lockPath, reason: error.reason)
-            }
-            guard lock.isStillAtPath else { continue }  // dropping `lock` unlocks and closes it
-            // For people looking at a held lock: who holds it, and for what.
-            let text = "\(getpid()) \(note)\n"
-            _ = ftruncate(lock.file.raw, 0)
-            _ = text.withCString { pwrite(lock.file.raw, $0, strlen($0), 0) }
-            return VolumeLock(lock, removingItsFile: removeOnRelease)
+    /// Opens (creating) and locks the file at `lockPath`, and writes in it who holds it;
+    /// nil when another process holds it.
+    private func lock(at lockPath: String, note: String) throws(IngestError) -> VolumeLock? {
+        let lock: FileLock
+        do {
+            guard let free = try FileLock.ifFree(path: lockPath) else { return nil }
+            lock = free
+        } catch {
+            throw .stateUnusable(path: lockPath, reason: error.reason)
         }
-        throw .stateUnusable(
-            path: lockPath,
-            reason: "its lock file was replaced \(Self.lockAttempts) times while it was being locked; "
-                + "something other than ingest is removing files in \(locksPath)")
+        // For people looking at a held lock: who holds it, and for what.
+        let text = "\(getpid()) \(note)\n"
+        _ = ftruncate(lock.file.raw, 0)
+        _ = text.withCString { pwrite(lock.file.raw, $0, strlen($0), 0) }
+        return VolumeLock(lock)
     }
 }
 
 /// A held lock (of a volume, a device or an upload); released when released or dropped, or
-/// when the process dies. A lock whose file is removed on release removes it while it still
-/// holds the lock (see ``StateDirectory`` for why that is safe against a racing locker).
+/// when the process dies.
 public final class VolumeLock: Sendable {
-    private let lock: FileLock
-    private let removingItsFile: Bool
-
-    fileprivate init(_ lock: FileLock, removingItsFile: Bool) {
-        self.lock = lock
-        self.removingItsFile = removingItsFile
+    private enum Held: Sendable {
+        case file(FileLock)
+        case byte(ByteLock)
     }
 
-    public func release() { lock.unlock(removingFile: removingItsFile) }
+    private let held: Held
+
+    fileprivate init(_ lock: FileLock) { held = .file(lock) }
+    fileprivate init(_ lock: ByteLock) { held = .byte(lock) }
+
+    public func release() {
+        switch held {
+        case .file(let lock): lock.unlock()
+        case .byte(let lock): lock.unlock()
+        }
+    }
 
     deinit { release() }
 }

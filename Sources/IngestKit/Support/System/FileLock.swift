@@ -40,23 +40,70 @@ final class FileLock: Sendable {
         return FileLock(file: file, path: path)
     }
 
-    /// Whether `path` still names the locked file (same device and inode from `fstat` and
-    /// `stat`). A lock file that its holder removes on release (while still holding it) can
-    /// be locked by a waiter after its removal: that waiter then holds a lock of a file no
-    /// one else will ever open, and must start again with the path's new file.
-    var isStillAtPath: Bool {
-        var atPath = stat()
-        guard let open = try? file.stat(), stat(path, &atPath) == 0 else { return false }
-        return open.st_dev == atPath.st_dev && open.st_ino == atPath.st_ino
-    }
-
-    /// Releases the lock; the second and later calls do nothing. With `removingFile`, first
-    /// removes the file, while still holding its lock, if `path` still names it.
-    func unlock(removingFile: Bool = false) {
+    /// Releases the lock; the second and later calls do nothing.
+    func unlock() {
         guard held.withLock({ was in defer { was = false }; return was }) else { return }
-        if removingFile, isStillAtPath { unlink(path) }
         flock(file.raw, LOCK_UN)
     }
 
     deinit { unlock() }
+}
+
+/// An exclusive lock of one byte of a shared lock file, an open-file-description lock
+/// (`F_OFD_SETLK`): held until ``unlock()``, until it is dropped, or until the process dies.
+///
+/// Many locks share one file, each at its own byte (its `slot`), so taking one creates and
+/// removes no file: a card of 100,000 files takes 100,000 upload locks, and a lock file per
+/// upload cost an inode's allocation and release on the state disk each time. Like `flock`,
+/// and unlike classic `fcntl` locks, an OFD lock belongs to the open file description: two
+/// `ByteLock`s of one slot exclude each other within one process as across processes, and
+/// closing another descriptor of the file never drops it.
+final class ByteLock: Sendable {
+    private let file: FileDescriptor
+    private let slot: Int64
+    private let held = Mutex(true)
+
+    private init(file: FileDescriptor, slot: Int64) {
+        self.file = file
+        self.slot = slot
+    }
+
+    /// Opens (creating, with `mode`) the file at `path` and locks its byte at `slot` (0 or
+    /// more; the file need not be that long) if no one holds it; nil if someone does.
+    static func ifFree(path: String, slot: Int64, mode: mode_t = 0o640) throws(SystemError) -> ByteLock? {
+        precondition(slot >= 0, "a lock slot is a byte offset, got \(slot)")
+        let file = try FileDescriptor(path: path, flags: O_RDWR | O_CREAT, mode: mode)
+        var range = Self.range(slot, type: F_WRLCK)
+        while fcntl(file.raw, Self.setLock, &range) != 0 {
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EACCES: return nil
+            default: throw .last("fcntl(F_OFD_SETLK)", path: path)
+            }
+        }
+        return ByteLock(file: file, slot: slot)
+    }
+
+    /// Releases the lock; the second and later calls do nothing.
+    func unlock() {
+        guard held.withLock({ was in defer { was = false }; return was }) else { return }
+        var range = Self.range(slot, type: F_UNLCK)
+        _ = fcntl(file.raw, Self.setLock, &range)
+    }
+
+    deinit { unlock() }
+
+    /// `F_OFD_SETLK` from `<bits/fcntl-linux.h>` (Linux 3.15 and later), which Glibc's
+    /// Swift module leaves out: it is declared only under `_GNU_SOURCE`.
+    private static let setLock: Int32 = 37
+
+    private static func range(_ slot: Int64, type: Int32) -> flock {
+        var range = flock()
+        range.l_type = Int16(type)
+        range.l_whence = Int16(SEEK_SET)
+        range.l_start = off_t(slot)
+        range.l_len = 1
+        range.l_pid = 0  // required of OFD locks
+        return range
+    }
 }
