@@ -128,11 +128,10 @@ private func sent(_ actions: [Machine.Action]) -> [Int] {
         return Machine(logicalUploadID: "L1", file: "/var/lib/ingest/staging/ab/cd", fingerprint: fingerprint, plan: plan)
     }
 
-    @Test func aSinglePutIsJournalledCompletingThenSentThenVerified() throws {
+    @Test func aSinglePutIsSentWithNoJournalWriteBeforeItThenVerified() throws {
         var machine = try singlePut()
         var actions = machine.start()
-        #expect(try persisted(actions).phase == .completing)
-        #expect(actions.last == .putObject)
+        #expect(actions == [.putObject], "a conditional write finds a landed object again: nothing to journal first")
         #expect(machine.abortRequested().isEmpty, "the PutObject is on the wire: the object is the user's once it lands")
 
         actions = machine.objectPut(etag: "\"e\"", digest: "crc32c:AAAAAA==")
@@ -157,26 +156,28 @@ private func sent(_ actions: [Machine.Action]) -> [Int] {
         #expect(actions.last == .finish(.failed(.verificationFailed(expectedSize: 1_000, foundSize: 1_000, foundFingerprint: otherFingerprint))))
     }
 
-    @Test func aSinglePutGivenUpKeepsCompletingSoTheNextRunLooksBeforeSendingAgain() throws {
+    @Test func aSinglePutGivenUpIsJournalledAsItWasAndSentAgainByTheNextRun() throws {
         var machine = try singlePut()
-        let journalled = try persisted(machine.start())
+        _ = machine.start()
         let failure = UploadFailure.requestFailed(request: "PutObject", reason: "all 3 attempts failed")
         #expect(machine.putFailed(.fail(.attemptsExhausted(attempts: 3))) == [.finish(.failed(failure))])
 
-        var resumed = Machine(resuming: journalled)
-        #expect(resumed.start() == [.verify])
-        let actions = resumed.objectNotFound()
-        #expect(try persisted(actions).phase == .completing)
-        #expect(actions.last == .putObject)
+        var resumed = try singlePut()
+        #expect(resumed.start() == [.putObject])
     }
 
-    @Test func aSinglePutKilledAfterItLandedEndsWithoutSendingAgain() throws {
-        var first = try singlePut()
-        let journalled = try persisted(first.start())
-        // kill -9 after the server stored the object, before the journal said so.
-        var resumed = Machine(resuming: journalled)
-        #expect(resumed.start() == [.verify])
-        #expect(resumed.objectAlreadyExists(size: 1_000, fingerprint: fingerprint) == [.finish(.alreadyUploaded)])
+    @Test func aSinglePutResumedFromAnotherPhaseLooksForTheObjectFirst() throws {
+        let snapshot = try singlePut().snapshot
+        for phase in [Machine.Phase.completing, .failed, .completed] {
+            var journalled = snapshot
+            journalled.phase = phase
+            var found = Machine(resuming: journalled)
+            #expect(found.start() == [.verify])
+            #expect(found.objectAlreadyExists(size: 1_000, fingerprint: fingerprint) == [.finish(.alreadyUploaded)])
+            var missing = Machine(resuming: journalled)
+            _ = missing.start()
+            #expect(missing.objectNotFound() == [.putObject])
+        }
     }
 
     // MARK: resume

@@ -201,9 +201,12 @@ extension Journal {
 
     /// One upload and its acknowledged parts; nil when the journal has no such id.
     public func upload(id: String) async throws(JournalError) -> (UploadRecord, [UploadPartRecord])? {
+        // Once per upload run: statements cached, so none is compiled (and authorized) per file.
         try await reading { db in
-            guard let record = try UploadRecord.fetchOne(db, key: id) else { return nil }
-            let parts = try UploadPartRecord.filter(Column("upload") == id).order(Column("number")).fetchAll(db)
+            guard let record = try UploadRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM upload WHERE id = ?"), arguments: [id])
+            else { return nil }
+            let parts = try UploadPartRecord.fetchAll(
+                db.cachedStatement(sql: "SELECT * FROM uploadPart WHERE upload = ? ORDER BY number"), arguments: [id])
             return (record, parts)
         }
     }
@@ -282,20 +285,32 @@ extension Journal {
 
     /// The object is in the bucket and verified: the upload is completed, its parts are no
     /// longer needed, and every file carrying this content is uploaded.
-    public func completeUpload(id: String, etag: String?, at date: Date = Date()) async throws(JournalError) {
+    ///
+    /// With `releasingStagedCopy`, the same transaction answers whether the content's staged
+    /// copy may go now (no other file or upload still waits for it): one journal write per
+    /// small file, where a separate look cost a read and a write more. The caller deletes
+    /// the copy, then records it with ``noteStagedCopiesRemoved(_:at:)``.
+    @discardableResult
+    public func completeUpload(
+        id: String, etag: String?, releasingStagedCopy: Bool = false, at date: Date = Date()
+    ) async throws(JournalError) -> Fingerprint? {
         try await writing { db in
-            try db.execute(
-                sql: """
-                    UPDATE upload SET phase = 'completed', etag = COALESCE(?, etag), lastError = NULL, uploadID = NULL,
-                    failures = 0, quarantined = 0, updatedAt = ?, completedAt = ? WHERE id = ?
-                    """, arguments: [etag, JournalDate(date), JournalDate(date), id])
-            try db.execute(sql: "DELETE FROM uploadPart WHERE upload = ?", arguments: [id])
-            try db.execute(
-                sql: """
-                    UPDATE file SET state = 'uploaded', lastError = NULL, failures = 0, quarantined = 0, updatedAt = ?
-                    WHERE uploadID = ?
-                    """,
-                arguments: [JournalDate(date), id])
+            try db.cachedStatement(sql: """
+                UPDATE upload SET phase = 'completed', etag = COALESCE(?, etag), lastError = NULL, uploadID = NULL,
+                failures = 0, quarantined = 0, updatedAt = ?, completedAt = ? WHERE id = ?
+                """).execute(arguments: [etag, JournalDate(date), JournalDate(date), id])
+            try db.cachedStatement(sql: "DELETE FROM uploadPart WHERE upload = ?").execute(arguments: [id])
+            try db.cachedStatement(sql: """
+                UPDATE file SET state = 'uploaded', lastError = NULL, failures = 0, quarantined = 0, updatedAt = ?
+                WHERE uploadID = ?
+                """).execute(arguments: [JournalDate(date), id])
+            guard releasingStagedCopy,
+                let hex = try String.fetchOne(
+                    db.cachedStatement(sql: "SELECT fingerprint FROM upload WHERE id = ?"), arguments: [id])
+            else { return nil }
+            return try String.fetchOne(
+                db.cachedStatement(sql: Self.removableCopies(only: true)), arguments: [JournalDate(date), hex]
+            ).flatMap(Fingerprint.init(hex:))
         }
     }
 
@@ -344,27 +359,29 @@ extension Journal {
     }
 
     /// Staged copies whose content is verified in the bucket since before `cutoff`, that no
-    /// file still waits for: they may be deleted. With `only`, that one copy if it may.
-    public func stagedCopiesToRemove(completedBefore cutoff: Date, only: Fingerprint? = nil) async throws(JournalError) -> [Fingerprint] {
-        // With `only` (after each upload), one staged object by its key; without (the
-        // rescan's sweep), all of them. Every subquery looks up by content (`+u.phase` keeps
-        // SQLite from choosing the phase index, which holds every completed upload).
-        let which = only == nil ? "s.removedAt IS NULL" : "s.fingerprint = ?2 AND s.removedAt IS NULL"
-        let arguments: StatementArguments = only.map { [JournalDate(cutoff), $0.hex] } ?? [JournalDate(cutoff)]
-        return try await reading { db in
-            try String.fetchAll(
-                db,
-                sql: """
-                    SELECT s.fingerprint FROM stagedObject s
-                    WHERE \(which)
-                    AND EXISTS (SELECT 1 FROM upload u WHERE u.fingerprint = s.fingerprint AND +u.phase = 'completed'
-                                AND u.completedAt <= ?1)
-                    AND NOT EXISTS (SELECT 1 FROM upload u WHERE u.fingerprint = s.fingerprint
-                                    AND +u.phase NOT IN ('completed', 'aborted'))
-                    AND NOT EXISTS (SELECT 1 FROM file f WHERE f.fingerprint = s.fingerprint AND f.state != 'uploaded')
-                    """, arguments: arguments
-            ).compactMap(Fingerprint.init(hex:))
+    /// file still waits for: they may be deleted.
+    public func stagedCopiesToRemove(completedBefore cutoff: Date) async throws(JournalError) -> [Fingerprint] {
+        try await reading { db in
+            try String.fetchAll(db, sql: Self.removableCopies(only: false), arguments: [JournalDate(cutoff)])
+                .compactMap(Fingerprint.init(hex:))
         }
+    }
+
+    /// The staged copies that may go: verified in the bucket at `?1` or before, and waited
+    /// for by no file or unfinished upload. With `only`, the one copy of content `?2`, by
+    /// its key (after each upload); without, all of them (the rescan's sweep). Every
+    /// subquery looks up by content (`+u.phase` keeps SQLite from choosing the phase index,
+    /// which holds every completed upload).
+    private static func removableCopies(only: Bool) -> String {
+        """
+        SELECT s.fingerprint FROM stagedObject s
+        WHERE \(only ? "s.fingerprint = ?2 AND " : "")s.removedAt IS NULL
+        AND EXISTS (SELECT 1 FROM upload u WHERE u.fingerprint = s.fingerprint AND +u.phase = 'completed'
+                    AND u.completedAt <= ?1)
+        AND NOT EXISTS (SELECT 1 FROM upload u WHERE u.fingerprint = s.fingerprint
+                        AND +u.phase NOT IN ('completed', 'aborted'))
+        AND NOT EXISTS (SELECT 1 FROM file f WHERE f.fingerprint = s.fingerprint AND f.state != 'uploaded')
+        """
     }
 
     /// Records that these staged copies were deleted.

@@ -19,7 +19,7 @@
 ///       abortRequested: aborting ──abortConfirmed──▶ aborted
 ///
 /// single PUT:
-/// created ──start──▶ (completing, putObject) ──objectPut──▶ verify ──▶ completed
+/// created ──start──▶ (putObject) ──objectPut──▶ verify ──▶ completed
 ///    resumed in any other phase: verify first; the object missing, putObject
 /// ```
 ///
@@ -267,7 +267,7 @@ public struct UploadStateMachine: Sendable {
         switch state {
         case let .idle(phase, _, _): phase
         case .creating: .created
-        case .putting: .completing
+        case .putting: .created
         case .reconciling, .uploading: acknowledgedParts.isEmpty ? .initiated : .uploading
         case .completing: .completing
         case let .verifying(_, purpose):
@@ -352,9 +352,14 @@ public struct UploadStateMachine: Sendable {
         }
     }
 
-    /// A single PUT begins: new, it is sent (after the journal says `completing`, so a kill
-    /// once it is on the wire makes the next run look for the object first); resumed in any
-    /// other phase, the object is looked for first, since an earlier run may have put it.
+    /// A single PUT begins: new, it is sent at once; resumed in another phase (a journal
+    /// of an older version), the object is looked for first.
+    ///
+    /// Nothing is journalled before the `PutObject`: it writes only where the key is free
+    /// (`If-None-Match: *`), so a run killed once it landed is answered `412` by the next
+    /// run's write, whose owner then looks at the key and finds the object its own; a
+    /// server that ignores conditional writes gets that look before every write anyway.
+    /// A small file then costs one journal write, its completion.
     private mutating func startSinglePut(phase: Phase) -> [Action] {
         switch phase {
         case .created: return beginPutting()
@@ -373,9 +378,8 @@ public struct UploadStateMachine: Sendable {
         return [.verify]
     }
 
-    /// The single PUT's `PutObject` was given up. The journal keeps `completing`: the
-    /// request may have reached the server and its answer been lost, so the next run looks
-    /// for the object before sending it again.
+    /// The single PUT's `PutObject` was given up. The journal keeps its phase: the next
+    /// run's conditional write finds the object if the lost answer hid a success.
     public mutating func putFailed(_ decision: RetryDecision) -> [Action] {
         guard case .putting = state, case let .fail(reason) = decision else { impossible("putFailed(\(decision))") }
         let failure = UploadFailure.requestFailed(request: "PutObject", reason: Self.text(reason))
@@ -651,7 +655,7 @@ public struct UploadStateMachine: Sendable {
     private mutating func beginPutting() -> [Action] {
         clearParts()
         state = .putting
-        return [.persist(snapshot), .putObject]
+        return [.putObject]
     }
 
     private mutating func beginCompleting(_ uploadID: String) -> [Action] {

@@ -12,13 +12,11 @@ public struct StagingSweep: Sendable, Equatable {
 
 extension StagingArea {
     /// Deletes the staged copies whose objects verified in the bucket longer than `retention`
-    /// ago and that no file or upload still waits for (with `only`, that one copy if so),
-    /// and records their removal. Returns how many went.
-    public func removeVerifiedCopies(
-        journal: Journal, retention: Duration, only: Fingerprint? = nil, now: Date = Date()
-    ) async throws(JournalError) -> Int {
+    /// ago and that no file or upload still waits for, and records their removal (copies
+    /// already gone count: a kill after deleting one, before its record). Returns how many went.
+    public func removeVerifiedCopies(journal: Journal, retention: Duration, now: Date = Date()) async throws(JournalError) -> Int {
         let cutoff = now.addingTimeInterval(-retention.inSeconds)
-        let candidates = try await journal.stagedCopiesToRemove(completedBefore: cutoff, only: only)
+        let candidates = try await journal.stagedCopiesToRemove(completedBefore: cutoff)
         guard !candidates.isEmpty else { return 0 }
         // Unlinking a large copy frees its extents there and then: not on the concurrency pool.
         let removed = await BlockingWorkers.shared.run {

@@ -30,6 +30,10 @@ public final class UploadRunner: Sendable {
     private let queue: AsyncStream<Job>.Continuation
     /// Takes jobs off the queue as file slots free up; ends when the queue is finished.
     private let worker = Mutex<Task<Void, Never>?>(nil)
+    /// Staged copies deleted as their objects verify, when none is kept (retention 0): at
+    /// once, while other uploads run, rather than in one long sweep after the last, so a
+    /// long card's copies never all hold the staging space at once.
+    private let releases: StagedCopyReleases?
 
     private var journal: Journal { service.journal }
     private var settings: UploadSettings { service.settings }
@@ -40,6 +44,8 @@ public final class UploadRunner: Sendable {
         self.service = service
         self.sink = sink
         files = TransferLimiter(maxRequests: service.settings.filesInFlight, maxBytes: .max)
+        releases = service.settings.stagingRetention == .zero
+            ? StagedCopyReleases(journal: service.journal, area: service.staging) : nil
         let jobs: AsyncStream<Job>
         (jobs, queue) = AsyncStream.makeStream(of: Job.self)
         let files = self.files
@@ -91,7 +97,8 @@ public final class UploadRunner: Sendable {
         machine.withLock { $0.drain() }
         queue.finish()
         await worker.withLock { $0 }?.value
-        let removed = await removeStagedCopies()
+        await releases?.flush()
+        let removed = await removeStagedCopies() + (releases?.count ?? 0)
         return machine.withLock { machine in
             machine.removedStagedCopies(removed)
             return machine.finish()
@@ -132,18 +139,11 @@ public final class UploadRunner: Sendable {
         }
         let uploader = ObjectUploader(
             record: fresh, client: destination.client, journal: journal, stagedPath: stagedPath(fresh), limiter: service.limiter,
-            settings: settings, sink: sink, hooks: service.hooks, stop: stopping,
+            settings: settings, sink: sink, hooks: service.hooks, stop: stopping, releases: releases,
             conditionalWrites: destination.conditionalWrites)
         let confirming = job.confirming && !fresh.isPending
         switch await uploader.run(parts: parts, resumed: job.resumed, checksums: job.checksums, confirming: confirming) {
         case .uploaded(let alreadyThere):
-            // Kept for no time: the copy goes now, while other uploads run, rather than
-            // in one long sweep after the last (a third of a second for a 1.8 GiB card here),
-            // and a long card's copies never all hold the staging space at once.
-            if settings.stagingRetention == .zero, let fingerprint = fresh.contentFingerprint {
-                let removed = await removeStagedCopies(only: fingerprint)
-                machine.withLock { $0.removedStagedCopies(removed) }
-            }
             return .uploaded(alreadyThere: alreadyThere, bytes: fresh.size)
         case .failed(let error):
             logger.warning("upload failed", metadata: ["upload": "\(record.id)", "key": "\(record.key)", "error": "\(error)"])
@@ -160,11 +160,10 @@ public final class UploadRunner: Sendable {
         record.contentFingerprint.map(service.staging.path(for:)) ?? service.staging.root + "/" + record.fingerprint
     }
 
-    /// Deletes staged copies whose objects verified longer ago than the retention (with
-    /// `only`, that one copy if so).
-    private func removeStagedCopies(only: Fingerprint? = nil) async -> Int {
+    /// Deletes staged copies whose objects verified longer ago than the retention.
+    private func removeStagedCopies() async -> Int {
         do {
-            return try await service.staging.removeVerifiedCopies(journal: journal, retention: settings.stagingRetention, only: only)
+            return try await service.staging.removeVerifiedCopies(journal: journal, retention: settings.stagingRetention)
         } catch {
             logger.warning("could not clean the staging area", metadata: ["error": "\(error)"])
             return 0

@@ -57,8 +57,11 @@ protocol UploadLog: Sendable {
     ) async throws(JournalError)
     /// A failed run of the upload; returns whether it is quarantined now.
     func noteFailure(_ message: String, ofUpload id: String, quarantineAfter: Int) async throws(JournalError) -> Bool
-    /// The object is in the bucket and verified.
-    func completeUpload(id: String, etag: String?) async throws(JournalError)
+    /// The object is in the bucket and verified. With `releasingStagedCopy`, returns the
+    /// content whose staged copy may go now (nothing else waits for it).
+    func completeUpload(id: String, etag: String?, releasingStagedCopy: Bool) async throws(JournalError) -> Fingerprint?
+    /// These staged copies were deleted.
+    func noteStagedCopiesRemoved(_ fingerprints: [Fingerprint]) async throws(JournalError)
     /// The upload starts again from nothing at `key`; returns it as it is now.
     func restartUpload(id: String, key: String) async throws(JournalError) -> UploadRecord?
     /// The staged copy is gone or wrong: the files go back to pending, the upload goes.
@@ -77,8 +80,12 @@ extension Journal: UploadLog {
         try await noteFailure(message, ofUpload: id, quarantineAfter: quarantineAfter, at: Date())
     }
 
-    func completeUpload(id: String, etag: String?) async throws(JournalError) {
-        try await completeUpload(id: id, etag: etag, at: Date())
+    func completeUpload(id: String, etag: String?, releasingStagedCopy: Bool) async throws(JournalError) -> Fingerprint? {
+        try await completeUpload(id: id, etag: etag, releasingStagedCopy: releasingStagedCopy, at: Date())
+    }
+
+    func noteStagedCopiesRemoved(_ fingerprints: [Fingerprint]) async throws(JournalError) {
+        try await noteStagedCopiesRemoved(fingerprints, at: Date())
     }
 
     func restartUpload(id: String, key: String) async throws(JournalError) -> UploadRecord? {

@@ -33,6 +33,8 @@ struct ObjectUploader: Sendable {
     let hooks: FaultHooks
     /// Raised when the process is asked to stop: no new part is sent.
     let stop: StopFlag
+    /// Where the staged copy goes once the object verified, when none is kept; nil: kept.
+    let releases: StagedCopyReleases?
     /// The server honours `If-None-Match: *`. Every new object is written with it; a server
     /// that ignores it (``ConditionalWrites``) also gets a `HEAD` before each write, which
     /// leaves a race with another writer to the same key open there.
@@ -320,14 +322,18 @@ struct ObjectUploader: Sendable {
 
     // MARK: the end
 
-    /// Journals the outcome; drops the staged copy when retention allows.
+    /// Journals the outcome; lets the staged copy go when nothing is to be kept.
     private func conclude(_ result: UploadResult) async -> UploadResult {
         switch result {
         case .uploaded(let alreadyThere):
-            do { try await journal.completeUpload(id: record.id, etag: nil) } catch {
+            let releasable: Fingerprint?
+            do {
+                releasable = try await journal.completeUpload(id: record.id, etag: nil, releasingStagedCopy: releases != nil)
+            } catch {
                 return .failed(.journal(error))
             }
             sink.emit(.upload(.completed(record, alreadyThere: alreadyThere)))
+            if let releasable { await releases?.release(releasable) }
         case .failed(let error):
             let quarantined = try? await journal.noteFailure(
                 error.message, ofUpload: record.id, quarantineAfter: settings.quarantineAfter)

@@ -1,0 +1,56 @@
+import Glibc
+import Synchronization
+
+/// Staged copies let go as their uploads verify, when nothing is to be kept (`[staging]
+/// retention = 0`): each is deleted at once, and the deletions are journalled in batches.
+///
+/// The journal's completion of an upload answers, in its own transaction, whether the copy
+/// may go (``UploadLog/completeUpload(id:etag:releasingStagedCopy:)``); recording the
+/// deletion separately for every file doubled the journal writes of a card of small
+/// files. A kill between a deletion and its batch's write leaves the journal saying the
+/// copy is there: the next sweep (`ingest rescan`) finds it gone and records it then.
+final class StagedCopyReleases: Sendable {
+    /// Deletions journalled in one write.
+    static let batchSize = 64
+
+    private let journal: any UploadLog
+    private let area: StagingArea
+    private let unrecorded = Mutex<[Fingerprint]>([])
+    private let deleted = Atomic<Int>(0)
+
+    init(journal: any UploadLog, area: StagingArea) {
+        self.journal = journal
+        self.area = area
+    }
+
+    /// Copies deleted so far.
+    var count: Int { deleted.load(ordering: .relaxed) }
+
+    /// Deletes the staged copy of `fingerprint` (already gone counts as deleted) and
+    /// journals it with the next batch.
+    func release(_ fingerprint: Fingerprint) async {
+        let path = area.path(for: fingerprint)
+        // Unlinking a large copy frees its extents there and then: not on the concurrency pool.
+        let gone = await BlockingWorkers.shared.run { unlink(path) == 0 || errno == ENOENT }
+        guard gone else { return }
+        deleted.add(1, ordering: .relaxed)
+        let batch = unrecorded.withLock { list -> [Fingerprint] in
+            list.append(fingerprint)
+            guard list.count >= Self.batchSize else { return [] }
+            defer { list.removeAll(keepingCapacity: true) }
+            return list
+        }
+        await record(batch)
+    }
+
+    /// Journals the deletions not yet journalled: at the end of a run.
+    func flush() async {
+        await record(unrecorded.withLock { list in defer { list.removeAll() }; return list })
+    }
+
+    private func record(_ batch: [Fingerprint]) async {
+        guard !batch.isEmpty else { return }
+        // A failed write only delays the record: the sweep finds these copies gone.
+        try? await journal.noteStagedCopiesRemoved(batch)
+    }
+}
