@@ -11,8 +11,12 @@ import Synchronization
 /// it that has not started; uploads already running finish or fail on their own. Whatever
 /// is not uploaded stays in the journal for `ingest resume`.
 public final class UploadRunner: Sendable {
+    /// What waits in the queue: the upload's id, not its record, which is read from the
+    /// journal when the upload starts (it may have moved on meanwhile anyway). A card of
+    /// 100,000 small files stages far ahead of its uploads; queued whole records (key,
+    /// labels, headers) held hundreds of MiB.
     private struct Job: Sendable {
-        var record: UploadRecord
+        var id: String
         var resumed: Bool
         var checksums: PartChecksums?
         /// The journal says the object is in the bucket: look before believing it.
@@ -70,7 +74,7 @@ public final class UploadRunner: Sendable {
     /// with one content share one upload). `checksums`: its parts' CRC32Cs, when the stager
     /// computed them as it read the card.
     public func submit(_ record: UploadRecord, resumed: Bool, checksums: PartChecksums? = nil) {
-        if machine.withLock({ $0.submit(record.id) }) { queue.yield(Job(record: record, resumed: resumed, checksums: checksums)) }
+        if machine.withLock({ $0.submit(record.id) }) { queue.yield(Job(id: record.id, resumed: resumed, checksums: checksums)) }
     }
 
     /// A file whose content the journal says the bucket holds (content dedupe): the object
@@ -79,7 +83,7 @@ public final class UploadRunner: Sendable {
     /// alternative key.
     public func confirmInBucket(_ record: UploadRecord) {
         if machine.withLock({ $0.submit(record.id) }) {
-            queue.yield(Job(record: record, resumed: false, checksums: nil, confirming: true))
+            queue.yield(Job(id: record.id, resumed: false, checksums: nil, confirming: true))
         }
     }
 
@@ -112,16 +116,10 @@ public final class UploadRunner: Sendable {
     }
 
     private func upload(_ job: Job) async -> UploadRunMachine.Ending {
-        let record = job.record
-        let destination: ReadyDestination
-        switch await service.destinations.client(for: record.target) {
-        case .success(let ready): destination = ready
-        case .failure(let error): return .failed(error, started: false)
-        }
         let uploadLock: VolumeLock
         do {
-            guard let held = try service.stateDirectory.lockUpload(record.id) else {
-                logger.notice("upload is being run by another ingest process", metadata: ["upload": "\(record.id)"])
+            guard let held = try service.stateDirectory.lockUpload(job.id) else {
+                logger.notice("upload is being run by another ingest process", metadata: ["upload": "\(job.id)"])
                 return .leftAlone
             }
             uploadLock = held
@@ -129,13 +127,18 @@ public final class UploadRunner: Sendable {
             return .failed(UploadError(exitStatus: error.exitStatus, scope: .destination, message: error.description), started: false)
         }
         defer { uploadLock.release() }
-        // Another process may have moved it on since it was read: start from the journal's word.
+        // Another process may have moved it on since it was queued: start from the journal's word.
         let current: (UploadRecord, [UploadPartRecord])?
-        do { current = try await journal.upload(id: record.id) } catch {
+        do { current = try await journal.upload(id: job.id) } catch {
             return .failed(.journal(error), started: true)
         }
         guard let (fresh, parts) = current, fresh.isPending || (job.confirming && fresh.phase == .completed) else {
             return .leftAlone
+        }
+        let destination: ReadyDestination
+        switch await service.destinations.client(for: fresh.target) {
+        case .success(let ready): destination = ready
+        case .failure(let error): return .failed(error, started: false)
         }
         let uploader = ObjectUploader(
             record: fresh, client: destination.client, journal: journal, stagedPath: stagedPath(fresh), limiter: service.limiter,
@@ -146,8 +149,8 @@ public final class UploadRunner: Sendable {
         case .uploaded(let alreadyThere):
             return .uploaded(alreadyThere: alreadyThere, bytes: fresh.size)
         case .failed(let error):
-            logger.warning("upload failed", metadata: ["upload": "\(record.id)", "key": "\(record.key)", "error": "\(error)"])
-            if error.scope == .destination { await service.destinations.stop(record.target, because: error) }
+            logger.warning("upload failed", metadata: ["upload": "\(fresh.id)", "key": "\(fresh.key)", "error": "\(error)"])
+            if error.scope == .destination { await service.destinations.stop(fresh.target, because: error) }
             return .failed(error, started: true)
         case .aborted:
             return .aborted
