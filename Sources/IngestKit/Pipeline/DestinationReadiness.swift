@@ -155,7 +155,7 @@ struct DestinationReadiness {
 
     /// "20 min 3 s", "45 s", "2 h 5 min".
     static func describe(_ duration: Duration) -> String {
-        let seconds = Int(duration.components.seconds)
+        let seconds = Int(duration.inSeconds.rounded())
         if seconds >= 3600 { return "\(seconds / 3600) h \(seconds % 3600 / 60) min" }
         if seconds >= 60 { return "\(seconds / 60) min \(seconds % 60) s" }
         return "\(seconds) s"

@@ -71,8 +71,11 @@ public struct BucketHead: Sendable, Equatable {
     /// The local time the answer arrived.
     public var receivedAt: Date
 
-    /// How far the server's clock is ahead of ours (negative: behind), from `Date`.
-    public var clockOffset: Duration? { serverDate.map { ServerClock.offset(server: $0, local: receivedAt) } }
+    /// How far the server's clock is ahead of ours (negative: behind), from `Date`. The
+    /// header names the second the answer was made in, so its middle is the best guess.
+    public var clockOffset: Duration? {
+        serverDate.map { ServerClock.offset(server: $0.addingTimeInterval(0.5), local: receivedAt) }
+    }
 }
 
 /// A part of a multipart upload as `CompleteMultipartUpload` lists it.
