@@ -14,8 +14,8 @@ struct CheckCommand: AsyncParsableCommand {
             everything to fix. Nothing is changed but one empty object, written and deleted.
 
             The checks, in order:
-              configuration      the file (--config, INGEST_CONFIG, /etc/ingest/ingest.toml),
-                                 the environment and the options read as a run reads them,
+              configuration      read as a run reads it (--config, INGEST_CONFIG or
+                                 /etc/ingest/ingest.toml, the environment, the options),
                                  with an endpoint and a bucket
               state directory    exists (or can be made), writable by this user, not
                                  writable by others; a warning if others can read it
@@ -32,17 +32,17 @@ struct CheckCommand: AsyncParsableCommand {
                                  as root (or with --station-root): 99-ingest.rules,
                                  ingest@.service, ingest-rescan.service and .timer where
                                  udev and systemd read them, none masked, and the timer
-                                 enabled (its link in timers.target.wants) or
-                                 /etc/cron.d/ingest present
+                                 enabled (its link in timers.target.wants, or
+                                 systemctl is-enabled) or /etc/cron.d/ingest present
 
             Exit status: 0 when no check failed (warnings allowed); otherwise the status of \
             the first failed check, the one a run would end with: 78 configuration, bucket \
             missing, station files; 73 state directory, staging space; 77 credentials, \
             clock; 69 the endpoint cannot be reached.
 
-            With --json: one NDJSON object per check ({"event":"check","check":"bucket",\
-            "status":"pass|warn|fail|skip","detail":...,"remedy":...,"exit_status":...}), \
-            then {"event":"check_summary","ready":...,"failed_checks":"...","exit_status":...}.
+            With --json: one NDJSON "check" object per check (check, status: pass, warn, \
+            fail or skip, detail, remedy, exit_status), then a "check_summary" (ready, \
+            failed_checks, exit_status and the counts).
 
             Examples:
               sudo ingest check

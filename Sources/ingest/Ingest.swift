@@ -40,6 +40,10 @@ struct Ingest: AsyncParsableCommand {
               nightly       `ingest rescan`, from ingest-rescan.timer or cron:
                             pending uploads, mounted cards, staging clean-up
 
+            Before the first card, and after any change to the station, `sudo ingest check` \
+            tries the configuration, the disk, the credentials, the bucket, the clock and the \
+            installed rule and units, and says what to fix.
+
             Options every command takes: --config <file>, --state-dir <dir>, --json, -v. \
             See `ingest run --help` for the options of an ingest.
 
