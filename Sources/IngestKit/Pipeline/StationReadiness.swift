@@ -29,6 +29,9 @@ struct StationReadiness {
     /// Where hosts without systemd schedule the rescan (`udev-rules/ingest.cron`).
     static let cronFile = "/etc/cron.d/ingest"
 
+    /// `path` (absolute on the station) where it is on this machine.
+    private func onDisk(_ path: String) -> String { root == "/" ? path : root + path }
+
     /// The udev rule, the units, the nightly rescan.
     func run() -> [ReadinessCheck] { [udevRule(), unitFiles(), rescanTimer()] }
 
@@ -43,8 +46,10 @@ struct StationReadiness {
         for directory in directories {
             let path = directory + "/" + name
             var info = stat()
-            guard lstat(root + path, &info) == 0 else { continue }
-            if info.st_mode & S_IFMT == S_IFLNK, (try? FileManager.default.destinationOfSymbolicLink(atPath: root + path)) == "/dev/null" {
+            guard lstat(onDisk(path), &info) == 0 else { continue }
+            if info.st_mode & S_IFMT == S_IFLNK,
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: onDisk(path))) == "/dev/null"
+            {
                 return .masked(path: path)
             }
             return .found(path: path)
@@ -98,7 +103,7 @@ struct StationReadiness {
         if case .found(let path) = lookUp(Self.timer, in: Self.unitDirectories.map { $0 + "/timers.target.wants" }) {
             return .passed(.rescanTimer, "\(Self.timer) is enabled (\(path))")
         }
-        if access(root + Self.cronFile, F_OK) == 0 {
+        if access(onDisk(Self.cronFile), F_OK) == 0 {
             return .passed(.rescanTimer, "scheduled by cron (\(Self.cronFile))")
         }
         if systemctlSaysEnabled() {
