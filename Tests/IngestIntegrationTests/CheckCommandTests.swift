@@ -4,7 +4,7 @@ import IngestTestSupport
 import Testing
 
 /// `ingest check` against a real SeaweedFS: it passes on a station that is ready, and for
-/// each way a station is not (no bucket, wrong secret, a server clock 20 minutes off, a full
+/// each way a station is not (no bucket, no server, wrong secret, a server clock 20 minutes off, a full
 /// staging disk, the timer not enabled) it names that check, says the fix and exits with the
 /// status a run would. The station's files are looked at in a `make install DESTDIR=` tree.
 @Suite(.serialized)
@@ -121,6 +121,17 @@ final class CheckCommandTests {
         #expect(run.events("check_summary").last?.string("failed_checks") == "bucket")
         let buckets = (try server.json(["s3api", "list-buckets"])["Buckets"] as? [[String: Any]] ?? []).compactMap { $0["Name"] as? String }
         #expect(buckets == [self.bucket], "the check created no bucket")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func anEndpointNothingListensOnFailsTheBucketCheckWithStatus69() throws {
+        let port = try #require(try SeaweedFS.freePorts(1).first)
+        let run = try check(endpoint: "http://127.0.0.1:\(port)")
+        #expect(run.status == 69, "\(run.result.stdoutText)\(run.stderr)")
+        let statuses = Self.statuses(run)
+        #expect(statuses["bucket"] == "fail" && statuses["credentials"] == "pass", "\(statuses)")
+        #expect(statuses["conditional_write"] == "skip" && statuses["clock"] == "skip")
+        #expect(Self.event(run, "bucket")?.string("remedy")?.contains("endpoint URL") == true)
     }
 
     @Test(.timeLimit(.minutes(3)))
