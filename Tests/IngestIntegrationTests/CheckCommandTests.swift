@@ -4,9 +4,10 @@ import IngestTestSupport
 import Testing
 
 /// `ingest check` against a real SeaweedFS: it passes on a station that is ready, and for
-/// each way a station is not (no bucket, no server, wrong secret, a server clock 20 minutes off, a full
-/// staging disk, the timer not enabled) it names that check, says the fix and exits with the
-/// status a run would. The station's files are looked at in a `make install DESTDIR=` tree.
+/// each way a station is not (no bucket, no server, a wrong secret, a server clock 20 minutes
+/// off, a full staging disk, the timer not enabled) it names that check, says the fix and
+/// exits with the status a run would. The station's files are looked at in a
+/// `make install DESTDIR=` tree.
 @Suite(.serialized)
 final class CheckCommandTests {
     let server: SeaweedFS
