@@ -13,6 +13,7 @@ struct Ingest: AsyncParsableCommand {
             ingest watch [--max-cards <n>] [--endpoint <url>] [--bucket <name>] [--json]
             ingest scan <path> [--list] [--json]
             ingest status [--json]
+            ingest check [--endpoint <url>] [--bucket <name>] [--no-station] [--json]
             ingest resume [<id> ...]
             ingest rescan [--root <path>] [--metrics-file <file>] [--json]
             ingest abort <id>
@@ -39,6 +40,10 @@ struct Ingest: AsyncParsableCommand {
               nightly       `ingest rescan`, from ingest-rescan.timer or cron:
                             pending uploads, mounted cards, staging clean-up
 
+            Before the first card, and after any change to the station, `sudo ingest check` \
+            tries the configuration, the disk, the credentials, the bucket, the clock and the \
+            installed rule and units, and says what to fix.
+
             Options every command takes: --config <file>, --state-dir <dir>, --json, -v. \
             See `ingest run --help` for the options of an ingest.
 
@@ -61,7 +66,7 @@ struct Ingest: AsyncParsableCommand {
         subcommands: [
             RunCommand.self, ScanCommand.self, StatusCommand.self, ResumeCommand.self, AbortCommand.self,
             ForgetCommand.self, ListCommand.self, WatchCommand.self, RescanCommand.self, MountCardCommand.self,
-            UnmountCardCommand.self,
+            UnmountCardCommand.self, CheckCommand.self,
         ],
         defaultSubcommand: RunCommand.self
     )

@@ -83,8 +83,13 @@ final class FaultProxy: @unchecked Sendable {
     var pid: Int32 { process.pid }
 
     /// Starts the proxy in front of `127.0.0.1:upstreamPort` and waits until it listens.
-    init(upstreamPort: Int, rules: [FaultRule] = [], timeout: TimeInterval = 15) throws {
+    ///
+    /// - Parameter dateShift: moves the `Date` header of every answer by this many seconds
+    ///   (negative: back), as a server whose clock is that far off sends it; the server
+    ///   itself still checks signatures against its true clock.
+    init(upstreamPort: Int, rules: [FaultRule] = [], dateShift: Int = 0, timeout: TimeInterval = 15) throws {
         let arguments = ["-u", Self.script, "--upstream", "127.0.0.1:\(upstreamPort)", "--verbose"]
+            + (dateShift == 0 ? [] : ["--date-shift", String(dateShift)])
             + rules.flatMap { ["--rule", $0.description] }
         process = try ChildProcess(try Self.python(), arguments)
         let deadline = Date().addingTimeInterval(timeout)

@@ -15,7 +15,7 @@ Python 3.11 standard library only. It is not a SwiftPM target: the Swift harness
 Usage
 -----
     fault_proxy.py --upstream 127.0.0.1:8333 [--port 0] [--admin-port 0]
-                   [--rule RULE]... [--seed N] [--verbose]
+                   [--rule RULE]... [--seed N] [--date-shift SECONDS] [--verbose]
 
 The first line on stdout (flushed at once) names both ports:
 
@@ -83,6 +83,14 @@ Examples:
     slowdown:POST:?uploads:count=2            CreateMultipartUpload, twice
     slowdown:*:*                              everything, for ever
 
+A skewed server clock
+---------------------
+--date-shift SECONDS moves the `Date` header of every answer the client gets (the
+server's, relayed, and the proxy's own error answers) by SECONDS (negative: back), as a
+server whose clock is that far off would send it. Nothing else changes: the server still
+checks signatures against its true clock, so requests succeed and only what the client
+learns of the server's time is off.
+
 Admin endpoint (127.0.0.1:ADMIN_PORT)
 -------------------------------------
 GET    /stats   JSON: connections, requests, forwarded, injected (by action),
@@ -111,6 +119,7 @@ for a delayed ACK.
 from __future__ import annotations
 
 import argparse
+import email.utils
 import json
 import os
 import random
@@ -133,6 +142,7 @@ OPTION_FIELD = re.compile(r"^(%s)=(.+)$" % "|".join(OPTIONS))
 
 shutting_down = threading.Event()
 verbose = False
+date_shift = 0.0  # seconds added to every Date header the client gets (--date-shift)
 
 
 def log(message: str) -> None:
@@ -632,6 +642,26 @@ def readable(sockets: list[socket.socket], timeout: float) -> list[socket.socket
 # The proxy
 
 
+def http_date(seconds: float) -> str:
+    return time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(seconds))
+
+
+def shifted_date(head: bytes) -> bytes:
+    """A response head with its Date header moved by --date-shift (unchanged without one)."""
+    if not date_shift:
+        return head
+    lines = head.split(b"\r\n")
+    for index, line in enumerate(lines):
+        name, colon, value = line.partition(b":")
+        if colon and name.strip().lower() == b"date":
+            try:
+                server = email.utils.parsedate_to_datetime(value.strip().decode("latin-1")).timestamp()
+            except (TypeError, ValueError):
+                return head
+            lines[index] = b"Date: " + http_date(server + date_shift).encode()
+    return b"\r\n".join(lines)
+
+
 def s3_error(status: int, reason: str, code: str, message: str, request: Request, close: bool) -> bytes:
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -641,7 +671,7 @@ def s3_error(status: int, reason: str, code: str, message: str, request: Request
     ).encode()
     head = (
         f"HTTP/1.1 {status} {reason}\r\n"
-        f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}\r\n"
+        f"Date: {http_date(time.time() + date_shift)}\r\n"
         "Content-Type: application/xml\r\n"
         f"Content-Length: {len(body)}\r\n"
         + ("Connection: close\r\n" if close else "")
@@ -749,7 +779,7 @@ class Session:
             if raw is None:
                 raise Closed("the server closed the connection without answering")
             response = Response.parse(raw)
-            self.to_client(raw)
+            self.to_client(shifted_date(raw))
             if response.status >= 200 or response.status == 101 or interim_ends:
                 return response
 
@@ -847,6 +877,7 @@ class Session:
             if response.status >= 200:
                 break
         kind = body_kind(request.method, response)
+        raw = shifted_date(raw)
         if kind == "none":
             self.to_client(raw[: rule.cut(len(raw)) if rule.bytes is None else min(rule.bytes, len(raw))])
         else:
@@ -942,7 +973,7 @@ def serve(listener: socket.socket, upstream: tuple[str, int], rules: Rules) -> N
 
 
 def main() -> int:
-    global verbose
+    global verbose, date_shift
     parser = argparse.ArgumentParser(
         description="Fault-injecting HTTP/1.1 proxy for tests (rules: see the module docstring).")
     parser.add_argument("--upstream", required=True, help="HOST:PORT of the server to forward to")
@@ -950,9 +981,12 @@ def main() -> int:
     parser.add_argument("--admin-port", type=int, default=0, help="admin port (0: any free one)")
     parser.add_argument("--rule", action="append", default=[], help="ACTION:METHODS:PATTERN[:OPTION=VALUE]...")
     parser.add_argument("--seed", type=int, default=0, help="seed for rules with chance=")
+    parser.add_argument("--date-shift", type=float, default=0.0, metavar="SECONDS",
+                        help="move the Date header of every answer by SECONDS, as a server with a skewed clock")
     parser.add_argument("--verbose", action="store_true", help="log each fault to stderr")
     arguments = parser.parse_args()
     verbose = arguments.verbose
+    date_shift = arguments.date_shift
 
     host, _, port = arguments.upstream.rpartition(":")
     upstream = (host or "127.0.0.1", int(port))

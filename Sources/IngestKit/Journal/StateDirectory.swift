@@ -13,7 +13,8 @@ public struct StateDirectory: Sendable {
 
     public var journalPath: String { Self.journalPath(in: path) }
     public static func journalPath(in directory: String) -> String { directory + "/journal.sqlite" }
-    public var stagingPath: String { path + "/staging" }
+    public var stagingPath: String { Self.stagingPath(in: path) }
+    public static func stagingPath(in directory: String) -> String { directory + "/staging" }
     var locksPath: String { path + "/locks" }
 
     /// `/var/lib/ingest` for root, otherwise `$XDG_STATE_HOME/ingest` (`~/.local/state/ingest`).

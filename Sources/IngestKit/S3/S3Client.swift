@@ -63,6 +63,21 @@ public struct ObjectHead: Sendable, Equatable {
     }
 }
 
+/// What `HeadBucket` says: whether the bucket is there, and the server's time.
+public struct BucketHead: Sendable, Equatable {
+    public var exists: Bool
+    /// The answer's `Date` header (whole seconds), if it had a readable one.
+    public var serverDate: Date?
+    /// The local time the answer arrived.
+    public var receivedAt: Date
+
+    /// How far the server's clock is ahead of ours (negative: behind), from `Date`. The
+    /// header names the second the answer was made in, so its middle is the best guess.
+    public var clockOffset: Duration? {
+        serverDate.map { ServerClock.offset(server: $0.addingTimeInterval(0.5), local: receivedAt) }
+    }
+}
+
 /// A part of a multipart upload as `CompleteMultipartUpload` lists it.
 public struct CompletedPart: Sendable, Hashable {
     public var number: Int
@@ -287,7 +302,16 @@ public final class S3Client: Sendable {
     /// uploading: some servers (SeaweedFS among them) create a missing bucket on the first
     /// PutObject instead of refusing it, which would hide a mistyped bucket name.
     public func bucketExists() async throws(S3ClientError) -> Bool {
-        try await perform("HEAD", key: "", notFoundIsAnswer: true).status != 404
+        try await headBucket().exists
+    }
+
+    /// HeadBucket, with the server's clock: whether the bucket exists, and the time its
+    /// answer's `Date` header gives (`ingest check` compares it with ours).
+    public func headBucket() async throws(S3ClientError) -> BucketHead {
+        let response = try await perform("HEAD", key: "", notFoundIsAnswer: true)
+        return BucketHead(
+            exists: response.status != 404, serverDate: response[header: "date"].flatMap(ServerClock.parseHTTPDate),
+            receivedAt: Date())
     }
 
     /// HeadObject; nil when there is no such object.
@@ -574,39 +598,65 @@ public enum ConditionalWrites: Sendable, Equatable {
     case notHonoured(reason: String)
 }
 
+/// What one probe of conditional writes found, in full (``S3Client/tryConditionalWrite(key:)``).
+public struct ConditionalWriteTrial: Sendable, Equatable {
+    public enum Answer: Sendable, Equatable {
+        /// A write to a key that held an object was refused with `412`.
+        case honoured
+        /// The second write wrote over the object the first had just written.
+        case ignored
+        /// A write failed otherwise (refused credentials, a server error…).
+        case failed(S3ClientError)
+    }
+
+    public var answer: Answer
+    /// The probe wrote an object and could not delete it (credentials without
+    /// `DeleteObject` leave it, empty): why.
+    public var leftInPlace: S3ClientError?
+}
+
 extension S3Client {
-    /// Finds out whether the server honours `If-None-Match: *`, with an empty object at `key`:
-    /// written only if absent, then written again only if absent. A server that honours the
-    /// condition answers the second write (or the first, if another probe's object is there)
-    /// with `412`; one that ignores it writes the same empty object twice, which harms
-    /// nothing. The probe deletes the object it made (credentials without `DeleteObject`
-    /// leave it, empty). Errors other than `412` count as not honoured, with their words.
+    /// Finds out whether the server honours `If-None-Match: *` (``tryConditionalWrite(key:)``),
+    /// for the uploader: a write that failed counts as not honoured, with its words.
     public func probeConditionalWrites(key: String) async -> ConditionalWrites {
+        let trial = await tryConditionalWrite(key: key)
+        if let error = trial.leftInPlace {
+            logger.info("the probe object stays", metadata: ["key": "\(key)", "error": "\(error)"])
+        }
+        switch trial.answer {
+        case .honoured: return .honoured
+        case .ignored:
+            return .notHonoured(reason: "PutObject with If-None-Match: * wrote over \(key), which it had just written")
+        case .failed(let error): return .notHonoured(reason: "a conditional PutObject of \(key) failed: \(error)")
+        }
+    }
+
+    /// Probes `If-None-Match: *` with an empty object at `key`: written only if absent, then
+    /// written again only if absent. A server that honours the condition answers the second
+    /// write (or the first, if another probe's object is there) with `412`; one that ignores
+    /// it writes the same empty object twice, which harms nothing. The probe deletes the
+    /// object it made.
+    public func tryConditionalWrite(key: String) async -> ConditionalWriteTrial {
         let headers = [
             SigV4Header.ifNoneMatchAny, SigV4Header("Content-Type", "text/plain"),
             SigV4Header("x-amz-meta-ingest-probe", "conditional writes"),
         ]
         var created = false
-        var answer = ConditionalWrites.honoured
+        var answer = ConditionalWriteTrial.Answer.honoured
         for _ in 1...2 {
             do {
                 _ = try await putObject(key: key, body: .bytes([]), payloadHash: .emptyBody, headers: headers)
             } catch {
-                if !error.isPreconditionFailed {
-                    answer = .notHonoured(reason: "a conditional PutObject of \(key) failed: \(error)")
-                }
+                if !error.isPreconditionFailed { answer = .failed(error) }
                 break
             }
-            if created {
-                answer = .notHonoured(reason: "PutObject with If-None-Match: * wrote over \(key), which it had just written")
-            }
+            if created { answer = .ignored }
             created = true
         }
+        var trial = ConditionalWriteTrial(answer: answer)
         if created {
-            do { _ = try await perform("DELETE", key: key) } catch {
-                logger.info("the probe object stays", metadata: ["key": "\(key)", "error": "\(error)"])
-            }
+            do { _ = try await perform("DELETE", key: key) } catch { trial.leftInPlace = error }
         }
-        return answer
+        return trial
     }
 }

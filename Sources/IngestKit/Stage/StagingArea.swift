@@ -61,20 +61,26 @@ public struct StagingArea: Sendable {
 
     /// Bytes that can still be written to the staging file system by this user.
     public func availableBytes() throws(SystemError) -> Int64 {
-        let info = try fileSystemInfo()
+        try Self.availableBytes(onFileSystemOf: root)
+    }
+
+    /// Bytes this user can still write to the file system that holds `path`: a staging area
+    /// not made yet is measured at the directory that will hold it.
+    public static func availableBytes(onFileSystemOf path: String) throws(SystemError) -> Int64 {
+        let info = try fileSystemInfo(path)
         return Int64(info.f_bavail) * Int64(info.f_frsize)
     }
 
     /// The staging file system's whole size (`f_blocks × f_frsize`): a copy larger than this,
     /// less the reserve, can never be staged, however much is freed.
     public func capacityBytes() throws(SystemError) -> Int64 {
-        let info = try fileSystemInfo()
+        let info = try Self.fileSystemInfo(root)
         return Int64(info.f_blocks) * Int64(info.f_frsize)
     }
 
-    private func fileSystemInfo() throws(SystemError) -> statvfs {
+    private static func fileSystemInfo(_ path: String) throws(SystemError) -> statvfs {
         var info = statvfs()
-        try retryingEINTR("statvfs", path: root) { statvfs(root, &info) }
+        try retryingEINTR("statvfs", path: path) { statvfs(path, &info) }
         return info
     }
 

@@ -1,0 +1,163 @@
+import Foundation
+import Logging
+
+/// The checks of `ingest check` that talk to the destination, with the requests a run makes
+/// and the same client: the credentials (a `credential_process` is run), `HeadBucket`, a
+/// conditional write on the probe key, and the server's clock from the `Date` of its answer.
+struct DestinationReadiness {
+    let target: S3Destination
+    let credentials: CredentialsProvider
+    let transport: CurlTransport
+    /// Where the conditional write goes: the uploader's own probe key, under the prefix.
+    let probeKey: String
+    let logger: Logger
+
+    /// How far the clocks may be apart before S3 refuses a signed request
+    /// (`RequestTimeTooSkewed`).
+    static let signatureTolerance: Duration = .seconds(15 * 60)
+    /// A clock this far off works, but is not kept by NTP: dates in keys and the journal drift.
+    static let clockWarning: Duration = .seconds(60)
+
+    /// Credentials, bucket, conditional write and clock, in that order.
+    func run() async -> [ReadinessCheck] {
+        let resolved: ResolvedCredentials
+        do { resolved = try await credentials.credentials() } catch {
+            return [
+                .failed(
+                    .credentials, error.description,
+                    remedy: "a service reads /etc/ingest/credentials (AWS_SHARED_CREDENTIALS_FILE) or "
+                        + "/etc/ingest/environment; by hand, the variables and ~/.aws as the AWS CLI does",
+                    status: .noPermission),
+                .skipped(.bucket, because: "needs credentials"),
+                .skipped(.conditionalWrite, because: "needs credentials"),
+                .skipped(.clock, because: "needs an answer from the server"),
+            ]
+        }
+        var found = "access key \(resolved.accessKeyID) from \(resolved.source)"
+        if let expiration = resolved.expiration { found += ", expiring \(expiration.formatted(.iso8601))" }
+
+        let client: S3Client
+        do {
+            client = try S3Client(destination: target, credentials: credentials, transport: transport, logger: logger)
+        } catch {
+            return [
+                .passed(.credentials, found),
+                .failed(
+                    .bucket, "\(error)", remedy: "correct --endpoint (INGEST_ENDPOINT, [s3] endpoint)", status: .config),
+                .skipped(.conditionalWrite, because: "needs the bucket"),
+                .skipped(.clock, because: "needs an answer from the server"),
+            ]
+        }
+        let head: BucketHead
+        do { head = try await client.headBucket() } catch {
+            let refused = UploadError(error, what: "HeadBucket", target: target).exitStatus == .noPermission
+            return [
+                refused
+                    ? .failed(
+                        .credentials, "\(found), refused by \(target.endpoint): \(error)",
+                        remedy: "check the access key and its secret, and that they may use the bucket \(target.bucket)",
+                        status: .noPermission)
+                    : .passed(.credentials, found),
+                refused ? .skipped(.bucket, because: "needs credentials the server accepts") : bucketFailure(error),
+                .skipped(.conditionalWrite, because: "needs the bucket"),
+                .skipped(.clock, because: "needs an answer from the server"),
+            ]
+        }
+        guard head.exists else {
+            return [
+                .passed(.credentials, found),
+                .failed(
+                    .bucket, "\(target.bucket) does not exist at \(target.endpoint) (HeadBucket: 404)",
+                    remedy: "create it, or correct --bucket (INGEST_BUCKET, [s3] bucket); ingest never creates it",
+                    status: .config),
+                .skipped(.conditionalWrite, because: "needs the bucket"),
+                clock(head),
+            ]
+        }
+        return [
+            .passed(.credentials, found + ", accepted"),
+            .passed(.bucket, "\(target.bucket) exists at \(target.endpoint)"),
+            await conditionalWrite(client),
+            clock(head),
+        ]
+    }
+
+    /// HeadBucket failed otherwise than by refusing the credentials.
+    private func bucketFailure(_ error: S3ClientError) -> ReadinessCheck {
+        let status = UploadError(error, what: "HeadBucket", target: target).exitStatus
+        let remedy =
+            switch status {
+            case .unavailable:
+                "check the network, the endpoint URL (--endpoint, INGEST_ENDPOINT, [s3] endpoint) and that the server runs"
+            case .config: "create the bucket, or correct --bucket (INGEST_BUCKET, [s3] bucket)"
+            default: "see the server's answer; its log may say more"
+            }
+        return .failed(.bucket, "HeadBucket \(target.displayName): \(error)", remedy: remedy, status: status)
+    }
+
+    /// The write every upload makes: `PutObject` with `If-None-Match: *`, which must be
+    /// refused (`412`) where an object is; then the probe object is deleted.
+    private func conditionalWrite(_ client: S3Client) async -> ReadinessCheck {
+        let trial = await client.tryConditionalWrite(key: probeKey)
+        switch trial.answer {
+        case .failed(let error):
+            let status = UploadError(error, what: "PutObject", target: target).exitStatus
+            return .failed(
+                .conditionalWrite, "PutObject of \(probeKey) failed: \(error)",
+                remedy: status == .noPermission
+                    ? "let these credentials write (s3:PutObject) under the prefix ([s3] prefix)"
+                    : "see the server's answer; its log may say more",
+                status: status)
+        case .ignored:
+            return .warned(
+                .conditionalWrite,
+                "the server wrote over \(probeKey) despite If-None-Match: *; ingest then looks (HEAD) before each "
+                    + "write, which a second station writing the same key at the same moment can outrun",
+                remedy: "use a server version that honours conditional writes (If-None-Match: *)")
+        case .honoured:
+            if let error = trial.leftInPlace {
+                return .warned(
+                    .conditionalWrite,
+                    "PutObject with If-None-Match: * honoured, but the probe object \(probeKey) could not be "
+                        + "deleted: \(error)",
+                    remedy: "nothing needed (it is empty, and runs leave it too); to remove it, allow "
+                        + "s3:DeleteObject on \(probeKey) or delete it by hand")
+            }
+            return .passed(
+                .conditionalWrite, "PutObject with If-None-Match: * refused to replace \(probeKey) (412); removed it")
+        }
+    }
+
+    /// The server's clock against ours, from HeadBucket's `Date`.
+    private func clock(_ head: BucketHead) -> ReadinessCheck {
+        guard let offset = head.clockOffset else {
+            return .skipped(.clock, because: "the server's answer had no Date header")
+        }
+        let size = offset < .zero ? .zero - offset : offset
+        let found =
+            size < .seconds(1)
+            ? "within a second of the server's"
+            : "\(Self.describe(size)) \(offset > .zero ? "behind" : "ahead of") the server's (its Date header)"
+        let remedy = "set the time and keep it: enable NTP (timedatectl set-ntp true, or install chrony)"
+        if size >= Self.signatureTolerance {
+            return .failed(
+                .clock,
+                "this station's clock is \(found): beyond the 15 minutes S3 allows a signed request, so every "
+                    + "first request is refused (RequestTimeTooSkewed), and the dates of keys and the journal are wrong",
+                remedy: remedy, status: .noPermission)
+        }
+        if size >= Self.clockWarning {
+            return .warned(
+                .clock, "this station's clock is \(found): the dates of keys and the journal follow it", remedy: remedy)
+        }
+        return .passed(.clock, "this station's clock is \(found)")
+    }
+
+    /// "20 min 3 s", "45 s", "2 h 5 min".
+    static func describe(_ duration: Duration) -> String {
+        let seconds = Int(duration.inSeconds.rounded())
+        if seconds >= 3600 { return "\(seconds / 3600) h \(seconds % 3600 / 60) min" }
+        if seconds >= 60 { return "\(seconds / 60) min \(seconds % 60) s" }
+        return "\(seconds) s"
+    }
+}

@@ -1,0 +1,86 @@
+import Logging
+
+/// `ingest check`: whether this station would ingest a card now, asked of every part a run
+/// needs (``ReadinessCheck/Name``), without a card and without changing anything but one
+/// empty probe object, which it deletes.
+///
+/// Every check that can run does, so one look shows everything to fix; a check that needs
+/// one that failed (the bucket needs credentials) is skipped, saying why.
+public struct ReadinessChecker: Sendable {
+    /// Whether the station's own files (udev rule, units, timer) are looked at, and where.
+    public enum StationFiles: Sendable, Equatable {
+        /// Under this root (`/`, or a tree like a `make install DESTDIR=`).
+        case under(root: String)
+        /// Not looked at, for this reason.
+        case notChecked(because: String)
+    }
+
+    /// The configuration, or why it could not be read.
+    let config: Result<Config, IngestError>
+    /// The state directory, absolute (nil when the configuration is unreadable).
+    let statePath: String?
+    let station: StationFiles
+    let environment: [String: String]
+    let logger: Logger
+
+    public init(
+        config: Result<Config, IngestError>, statePath: String?, station: StationFiles, environment: [String: String],
+        logger: Logger
+    ) {
+        self.config = config
+        self.statePath = statePath
+        self.station = station
+        self.environment = environment
+        self.logger = logger
+    }
+
+    public func run() async -> ReadinessReport {
+        var checks: [ReadinessCheck] = []
+        let destinationNames: [ReadinessCheck.Name] = [.credentials, .bucket, .conditionalWrite, .clock]
+        switch config {
+        case .failure(let error):
+            checks.append(configurationFailure(error))
+            checks += [.stateDirectory, .stagingSpace].map { .skipped($0, because: "needs the configuration") }
+            checks += destinationNames.map { .skipped($0, because: "needs the configuration") }
+        case .success(let config):
+            let target: S3Destination
+            do { target = try config.s3.target() } catch {
+                checks.append(configurationFailure(error))
+                checks += await local(config)
+                checks += destinationNames.map { .skipped($0, because: "needs an endpoint and a bucket") }
+                break
+            }
+            checks.append(.passed(.configuration, "\(config.source ?? "no file, the defaults") with \(target.displayName)"))
+            checks += await local(config)
+            checks += await DestinationReadiness(
+                target: target, credentials: CredentialsProvider(environment: environment),
+                transport: CurlTransport(settings: config.s3.transport), probeKey: KeyTemplate.probeKey(prefix: config.s3.prefix),
+                logger: logger
+            ).run()
+        }
+        switch station {
+        case .under(let root):
+            let files = StationReadiness(root: root, environment: environment)
+            checks += await onDedicatedThread("ingest-check") { files.run() }
+        case .notChecked(let reason):
+            checks += [.udevRule, .units, .rescanTimer].map { .skipped($0, because: reason) }
+        }
+        return ReadinessReport(checks: checks)
+    }
+
+    private func configurationFailure(_ error: IngestError) -> ReadinessCheck {
+        .failed(
+            .configuration, error.description,
+            remedy: "correct it in the file, the environment or the options; man ingest.toml lists every key",
+            status: error.exitStatus)
+    }
+
+    /// The state directory and the staging space; blocking calls, off the concurrency pool.
+    private func local(_ config: Config) async -> [ReadinessCheck] {
+        guard let statePath else {
+            return [.stateDirectory, .stagingSpace].map { .skipped($0, because: "needs the configuration") }
+        }
+        let local = LocalReadiness(statePath: statePath, reserve: config.staging.reserve)
+        return await onDedicatedThread("ingest-check") { [local.stateDirectory(), local.stagingSpace()] }
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import Glibc
+
+/// The checks of `ingest check` on what makes a machine an ingest station (`make install`):
+/// the udev rule that starts `ingest@.service` when a card appears, the units, and the
+/// nightly rescan enabled.
+///
+/// Files are looked for where udev and systemd look, in their order (a file in `/etc` wins
+/// over one of the same name in `/usr/lib`), and one that is a link to `/dev/null` masks the
+/// others. The timer is enabled when `systemctl enable` has left its link in a
+/// `timers.target.wants` directory; the files are the primary evidence because they are
+/// there whether or not systemd runs (in a container, an image, a chroot). Only on a live
+/// system booted with systemd is `systemctl is-enabled` asked besides, for what it knows
+/// that the links do not show.
+struct StationReadiness {
+    /// The machine's root: `/`, or a tree such as a `make install DESTDIR=`.
+    let root: String
+    /// The variables a `systemctl` gets (its PATH).
+    let environment: [String: String]
+
+    static let udevRuleDirectories = ["/etc/udev/rules.d", "/run/udev/rules.d", "/usr/lib/udev/rules.d", "/lib/udev/rules.d"]
+    static let unitDirectories = [
+        "/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system", "/usr/lib/systemd/system",
+        "/lib/systemd/system",
+    ]
+    static let rule = "99-ingest.rules"
+    static let units = ["ingest@.service", "ingest-rescan.service", "ingest-rescan.timer"]
+    static let timer = "ingest-rescan.timer"
+    /// Where hosts without systemd schedule the rescan (`udev-rules/ingest.cron`).
+    static let cronFile = "/etc/cron.d/ingest"
+
+    /// `path` (absolute on the station) where it is on this machine.
+    private func onDisk(_ path: String) -> String { root == "/" ? path : root + path }
+
+    /// The udev rule, the units, the nightly rescan.
+    func run() -> [ReadinessCheck] { [udevRule(), unitFiles(), rescanTimer()] }
+
+    /// Where a file named `name` is found first in `directories`, and whether that one masks it.
+    enum Lookup: Equatable {
+        case found(path: String)
+        case masked(path: String)
+        case missing
+    }
+
+    func lookUp(_ name: String, in directories: [String]) -> Lookup {
+        for directory in directories {
+            let path = directory + "/" + name
+            var info = stat()
+            guard lstat(onDisk(path), &info) == 0 else { continue }
+            if info.st_mode & S_IFMT == S_IFLNK,
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: onDisk(path))) == "/dev/null"
+            {
+                return .masked(path: path)
+            }
+            return .found(path: path)
+        }
+        return .missing
+    }
+
+    private var install: String { root == "/" ? "sudo make install" : "make install DESTDIR=\(root)" }
+
+    func udevRule() -> ReadinessCheck {
+        switch lookUp(Self.rule, in: Self.udevRuleDirectories) {
+        case .found(let path):
+            return .passed(.udevRule, path)
+        case .masked(let path):
+            return .failed(
+                .udevRule, "\(path) masks it (a link to /dev/null): cards inserted start nothing",
+                remedy: "rm \(path); udevadm control --reload", status: .config)
+        case .missing:
+            return .failed(
+                .udevRule,
+                "\(Self.rule) is in none of \(Self.udevRuleDirectories.joined(separator: ", ")): cards inserted start nothing",
+                remedy: "\(install); udevadm control --reload", status: .config)
+        }
+    }
+
+    func unitFiles() -> ReadinessCheck {
+        var found: [String] = []
+        var problems: [String] = []
+        var remedies: [String] = []
+        for unit in Self.units {
+            switch lookUp(unit, in: Self.unitDirectories) {
+            case .found(let path): found.append(path)
+            case .masked(let path):
+                problems.append("\(unit) is masked (\(path) is a link to /dev/null)")
+                remedies.append("systemctl unmask \(unit)")
+            case .missing:
+                problems.append("\(unit) is missing")
+                if !remedies.contains(install) { remedies.append(install) }
+            }
+        }
+        guard problems.isEmpty else {
+            return .failed(
+                .units, problems.joined(separator: "; ") + " (looked in \(Self.unitDirectories.joined(separator: ", ")))",
+                remedy: (remedies + ["systemctl daemon-reload"]).joined(separator: "; "), status: .config)
+        }
+        return .passed(.units, found.joined(separator: ", "))
+    }
+
+    /// Enabled by `systemctl enable` (its link in `timers.target.wants`), or scheduled by cron.
+    func rescanTimer() -> ReadinessCheck {
+        if case .found(let path) = lookUp(Self.timer, in: Self.unitDirectories.map { $0 + "/timers.target.wants" }) {
+            return .passed(.rescanTimer, "\(Self.timer) is enabled (\(path))")
+        }
+        if access(onDisk(Self.cronFile), F_OK) == 0 {
+            return .passed(.rescanTimer, "scheduled by cron (\(Self.cronFile))")
+        }
+        if systemctlSaysEnabled() {
+            return .passed(.rescanTimer, "\(Self.timer) is enabled (systemctl is-enabled)")
+        }
+        return .failed(
+            .rescanTimer,
+            "\(Self.timer) is not enabled (no link in timers.target.wants) and \(Self.cronFile) does not exist: "
+                + "pending uploads, cards left in a reader and staging wait for someone to run ingest rescan",
+            remedy: "systemctl enable --now \(Self.timer) (without systemd: copy share/doc/ingest/ingest.cron "
+                + "to \(Self.cronFile))",
+            status: .config)
+    }
+
+    /// `systemctl is-enabled` on a live system booted with systemd; false elsewhere.
+    private func systemctlSaysEnabled() -> Bool {
+        var info = stat()
+        guard root == "/", stat("/run/systemd/system", &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { return false }
+        let command = ShellCommand(
+            command: "systemctl is-enabled --quiet \(Self.timer)",
+            environment: ["PATH": environment["PATH"] ?? "/usr/sbin:/usr/bin:/sbin:/bin"])
+        guard let result = try? command.run(timeout: .seconds(10), outputLimit: 4096) else { return false }
+        return result.termination == .exited(0)
+    }
+}

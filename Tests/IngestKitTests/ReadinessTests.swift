@@ -1,0 +1,184 @@
+import Foundation
+import Glibc
+import IngestTestSupport
+import Testing
+
+@testable import IngestKit
+
+/// The parts of `ingest check` that need no server: how a report reads and what it exits
+/// with, and the checks of the state directory, the staging space and the station's files,
+/// on real directories.
+@Suite struct ReadinessReportTests {
+    static let mixed = ReadinessReport(checks: [
+        .passed(.configuration, "/etc/ingest/ingest.toml with s3://cards at https://s3.example.net"),
+        .warned(.stateDirectory, "others can read it", remedy: "chmod o-rwx /var/lib/ingest"),
+        .failed(.stagingSpace, "300.0 MiB free, reserve 1.0 GiB", remedy: "free space", status: .cantCreate),
+        .failed(.credentials, "refused", remedy: "check the key", status: .noPermission),
+        .skipped(.bucket, because: "needs credentials the server accepts"),
+    ])
+
+    @Test func theExitStatusIsTheFirstFailuresInTheOrderShown() {
+        #expect(Self.mixed.exitStatus == .cantCreate)
+        #expect(Self.mixed.failures.map(\.name) == [.stagingSpace, .credentials])
+    }
+
+    @Test func warningsAndSkippedChecksLeaveTheExitStatusZero() {
+        let report = ReadinessReport(checks: [
+            .passed(.configuration, "ok"), .warned(.clock, "2 min 0 s ahead", remedy: "enable NTP"),
+            .skipped(.units, because: "--no-station"),
+        ])
+        #expect(report.exitStatus == .success)
+        #expect(report.verdict == "ready: 1 passed, 1 with a warning, 1 not checked")
+    }
+
+    @Test func eachCheckIsOneLineWithItsMarkAndTheFixFollowsFailuresAndWarningsOnly() {
+        #expect(Self.mixed.consoleLines == [
+            "✓ configuration: /etc/ingest/ingest.toml with s3://cards at https://s3.example.net",
+            "! state directory: others can read it",
+            "    fix: chmod o-rwx /var/lib/ingest",
+            "✗ staging space: 300.0 MiB free, reserve 1.0 GiB",
+            "    fix: free space",
+            "✗ credentials: refused",
+            "    fix: check the key",
+            "– bucket: needs credentials the server accepts",
+            "not ready (staging space, credentials): 1 passed, 1 with a warning, 2 failed, 1 not checked",
+        ])
+    }
+
+    @Test func jsonIsOneCheckObjectPerCheckThenASummary() throws {
+        let objects = try Self.mixed.jsonLines.map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+        }
+        #expect(objects.count == 6)
+        #expect(objects.dropLast().allSatisfy { $0["event"] as? String == "check" })
+        #expect(objects.dropLast().map { $0["check"] as? String } == ["config", "state_dir", "staging_space", "credentials", "bucket"])
+        #expect(objects.dropLast().map { $0["status"] as? String } == ["pass", "warn", "fail", "fail", "skip"])
+        #expect(objects[2]["exit_status"] as? Int == 73 && objects[2]["remedy"] as? String == "free space")
+        #expect(objects[0]["exit_status"] == nil && objects[0]["remedy"] == nil, "a passed check has neither")
+        let summary = try #require(objects.last)
+        #expect(summary["event"] as? String == "check_summary")
+        #expect(summary["ready"] as? Bool == false && summary["exit_status"] as? Int == 73)
+        #expect(summary["failed_checks"] as? String == "staging_space,credentials")
+        #expect(summary["passed"] as? Int == 1 && summary["warnings"] as? Int == 1 && summary["failed"] as? Int == 2)
+        #expect(summary["skipped"] as? Int == 1)
+    }
+
+    @Test func clockOffsetsReadInTheLargestUnits() {
+        #expect(DestinationReadiness.describe(.seconds(45)) == "45 s")
+        #expect(DestinationReadiness.describe(.seconds(20 * 60 + 3)) == "20 min 3 s")
+        #expect(DestinationReadiness.describe(.seconds(2 * 3600 + 5 * 60 + 9)) == "2 h 5 min")
+    }
+}
+
+@Suite struct LocalReadinessTests {
+    static func stateDirectory(mode: mode_t) -> (TemporaryDirectory, ReadinessCheck) {
+        let directory = TemporaryDirectory()
+        chmod(directory.path, mode)
+        return (directory, LocalReadiness(statePath: directory.path, reserve: 0).stateDirectory())
+    }
+
+    @Test func aStateDirectoryOnlyItsOwnerCanUsePasses() {
+        let (_, check) = Self.stateDirectory(mode: 0o700)
+        #expect(check.outcome == .pass, "\(check)")
+    }
+
+    @Test func aStateDirectoryOthersCanReadIsAWarning() {
+        let (directory, check) = Self.stateDirectory(mode: 0o755)
+        #expect(check.outcome == .warn, "\(check)")
+        #expect(check.remedy == "chmod o-rwx \(directory.path) (make install makes it 0700)")
+    }
+
+    @Test func aStateDirectoryOthersCanWriteFails() {
+        let (directory, check) = Self.stateDirectory(mode: 0o777)
+        #expect(check.outcome == .fail && check.failureStatus == .cantCreate, "\(check)")
+        #expect(check.remedy == "chmod go-w \(directory.path)")
+    }
+
+    @Test func aStateDirectoryNotMadeYetPassesWhenItsParentIsWritableAndIsNotCreated() {
+        let parent = TemporaryDirectory()
+        let path = parent.path + "/a/b/state"
+        let check = LocalReadiness(statePath: path, reserve: 0).stateDirectory()
+        #expect(check.outcome == .pass && check.detail.contains("does not exist yet"), "\(check)")
+        #expect(access(parent.path + "/a", F_OK) != 0, "checking changes nothing")
+    }
+
+    @Test func aFileWhereTheStateDirectoryShouldBeFails() throws {
+        let parent = TemporaryDirectory()
+        let path = try parent.write("state", [1])
+        let check = LocalReadiness(statePath: path, reserve: 0).stateDirectory()
+        #expect(check.outcome == .fail && check.detail == "\(path) is not a directory", "\(check)")
+    }
+
+    @Test func stagingSpaceFailsBelowTheReserveAndPassesAboveIt() throws {
+        let directory = TemporaryDirectory()
+        let free = try StagingArea.availableBytes(onFileSystemOf: directory.path)
+        let roomy = LocalReadiness(statePath: directory.path, reserve: 1 << 20).stagingSpace()
+        #expect(roomy.outcome == .pass, "\(roomy)")
+        #expect(roomy.detail.hasSuffix("free at \(directory.path), reserve 1.0 MiB"), "measured where staging will be: \(roomy.detail)")
+        let tight = LocalReadiness(statePath: directory.path, reserve: free * 2).stagingSpace()
+        #expect(tight.outcome == .fail && tight.failureStatus == .cantCreate, "\(tight)")
+    }
+}
+
+@Suite struct StationReadinessTests {
+    /// A root with `files` (relative paths, made empty) and `links` (path → target).
+    static func root(files: [String] = [], links: [String: String] = [:]) throws -> TemporaryDirectory {
+        let root = TemporaryDirectory()
+        for file in files { try root.write(String(file.dropFirst()), []) }
+        for (path, target) in links {
+            try FileManager.default.createDirectory(
+                atPath: root.path + (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(atPath: root.path + path, withDestinationPath: target)
+        }
+        return root
+    }
+
+    static let installed = [
+        "/usr/lib/udev/rules.d/99-ingest.rules", "/usr/lib/systemd/system/ingest@.service",
+        "/usr/lib/systemd/system/ingest-rescan.service", "/usr/lib/systemd/system/ingest-rescan.timer",
+    ]
+
+    static func checks(_ root: TemporaryDirectory) -> [ReadinessCheck.Name: ReadinessCheck] {
+        Dictionary(uniqueKeysWithValues: StationReadiness(root: root.path, environment: [:]).run().map { ($0.name, $0) })
+    }
+
+    @Test func anInstalledStationWithTheTimerEnabledPasses() throws {
+        let root = try Self.root(
+            files: Self.installed,
+            links: ["/etc/systemd/system/timers.target.wants/ingest-rescan.timer": "/usr/lib/systemd/system/ingest-rescan.timer"])
+        let checks = Self.checks(root)
+        #expect(checks.values.allSatisfy { $0.outcome == .pass }, "\(checks)")
+        #expect(checks[.udevRule]?.detail == "/usr/lib/udev/rules.d/99-ingest.rules")
+    }
+
+    @Test func aCronFileStandsForTheTimerOnHostsWithoutSystemd() throws {
+        let root = try Self.root(files: Self.installed + ["/etc/cron.d/ingest"])
+        #expect(Self.checks(root)[.rescanTimer]?.outcome == .pass)
+    }
+
+    @Test func nothingInstalledFailsEachWithTheInstallCommand() throws {
+        let root = try Self.root()
+        let checks = Self.checks(root)
+        for name in [ReadinessCheck.Name.udevRule, .units, .rescanTimer] {
+            #expect(checks[name]?.outcome == .fail && checks[name]?.failureStatus == .config, "\(name)")
+        }
+        #expect(checks[.udevRule]?.remedy == "make install DESTDIR=\(root.path); udevadm control --reload")
+        #expect(checks[.units]?.detail.hasPrefix("ingest@.service is missing; ingest-rescan.service is missing") == true)
+    }
+
+    @Test func aLinkToDevNullInEtcMasksTheFileInUsrLib() throws {
+        let root = try Self.root(
+            files: Self.installed,
+            links: [
+                "/etc/udev/rules.d/99-ingest.rules": "/dev/null", "/etc/systemd/system/ingest@.service": "/dev/null",
+            ])
+        let checks = Self.checks(root)
+        #expect(checks[.udevRule]?.outcome == .fail && checks[.udevRule]?.remedy == "rm /etc/udev/rules.d/99-ingest.rules; udevadm control --reload")
+        #expect(checks[.units]?.outcome == .fail && checks[.units]?.remedy == "systemctl unmask ingest@.service; systemctl daemon-reload")
+    }
+
+    @Test func aFileInEtcOverridesTheOneInUsrLib() throws {
+        let root = try Self.root(files: Self.installed + ["/etc/udev/rules.d/99-ingest.rules"])
+        #expect(Self.checks(root)[.udevRule]?.detail == "/etc/udev/rules.d/99-ingest.rules")
+    }
+}
