@@ -58,6 +58,7 @@ struct RunCommand: AsyncParsableCommand {
               ingest --device /dev/mmcblk0p1 --no-upload
               ingest /media/sd --scene flood-survey --tag site=km12 --json
               ingest /media/sd --no-upload --verify
+              ingest /media/sd --max-rate 2MiB/s
               ingest /media/sd --exclude '*.THM' --exclude MISC
             """)
 
