@@ -4,21 +4,10 @@ import IngestKit
 import IngestTestSupport
 import Testing
 
-/// `[upload] max_rate` end to end: the rate the server sees, measured through the fault proxy
-/// (with no rules, it only relays and counts): every byte sent to SeaweedFS, over the time
-/// from the first to the last.
-@Suite(.serialized)
-final class UploadRateTests {
-    let server: SeaweedFS
-    let bucket = "cards"
-
-    init() throws {
-        server = try SeaweedFS()
-        try server.createBucket(bucket)
-    }
-
-    deinit { server.stop() }
-
+/// `[upload] max_rate` end to end, against the suite's SeaweedFS: the rate the server sees,
+/// measured through the fault proxy (with no rules, it only relays and counts): every byte
+/// sent to SeaweedFS, over the time from the first to the last.
+extension UploadTests {
     /// Six files of 10 MiB upload at once (the default concurrency: each is one PutObject),
     /// 12 s at the cap. The bytes relayed include the requests' heads and the few requests
     /// around the bodies (HeadBucket, the probe of conditional writes, the HEADs that verify):
@@ -63,11 +52,14 @@ final class UploadRateTests {
         let cap = Double(5 << 20)
         #expect(abs(rate - cap) <= cap / 10, "\(ByteCount(Int64(rate)))/s at the server, for a cap of 5 MiB/s")
 
-        // Every object, downloaded in one go and compared byte for byte with its file.
-        let copy = try server.aws(["s3", "cp", "--recursive", "--only-show-errors", "s3://\(bucket)/", downloads.path])
-        #expect(copy.status == 0, "\(copy.stderr)")
+        // Every object of the card, downloaded in one go and compared byte for byte with its file.
         let uploaded = run.events("uploaded")
         #expect(uploaded.count == sources.count)
+        let cardPrefix = try #require(uploaded.first?.string("key")?.components(separatedBy: "/DCIM/").first)
+        let copy = try server.aws([
+            "s3", "cp", "--recursive", "--only-show-errors", "s3://\(bucket)/\(cardPrefix)/", "\(downloads.path)/\(cardPrefix)/",
+        ])
+        #expect(copy.status == 0, "\(copy.stderr)")
         for event in uploaded {
             let key = try #require(event.string("key"))
             let source = try #require(sources.first { key.hasSuffix("/" + $0.key) }?.value, "\(key)")
