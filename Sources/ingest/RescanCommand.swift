@@ -60,6 +60,8 @@ struct RescanCommand: AsyncParsableCommand {
 
     @OptionGroup var destination: DestinationOptions
 
+    @OptionGroup var rate: UploadRateOptions
+
     @Option(
         name: .long,
         help: ArgumentHelp("Also ingest this directory, like [rescan] roots (repeatable).", valueName: "path"),
@@ -79,6 +81,7 @@ struct RescanCommand: AsyncParsableCommand {
         do throws(IngestError) {
             var config = try common.loadConfig()
             destination.apply(to: &config)
+            try rate.apply(to: &config)
             config.rescan.roots += root.map(absolute)
             if let metricsFile { config.rescan.metricsFile = absolute(metricsFile) }
             let target = try uploadTarget(config)

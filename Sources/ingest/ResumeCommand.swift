@@ -19,6 +19,8 @@ struct ResumeCommand: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
+    @OptionGroup var rate: UploadRateOptions
+
     @Argument(help: ArgumentHelp("Uploads to resume (default: every pending one).", valueName: "id"))
     var ids: [String] = []
 
@@ -26,7 +28,8 @@ struct ResumeCommand: AsyncParsableCommand {
         let logger = common.bootstrapLogging()
         let outcome: ResumeOutcome
         do throws(IngestError) {
-            let config = try common.loadConfig()
+            var config = try common.loadConfig()
+            try rate.apply(to: &config)
             let (state, journal) = try common.openState(config)
             let (sink, console) = common.makeReporter()
             var records: [UploadRecord] = []

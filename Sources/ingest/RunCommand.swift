@@ -58,12 +58,15 @@ struct RunCommand: AsyncParsableCommand {
               ingest --device /dev/mmcblk0p1 --no-upload
               ingest /media/sd --scene flood-survey --tag site=km12 --json
               ingest /media/sd --no-upload --verify
+              ingest /media/sd --max-rate 2MiB/s
               ingest /media/sd --exclude '*.THM' --exclude MISC
             """)
 
     @OptionGroup var common: CommonOptions
 
     @OptionGroup var destination: DestinationOptions
+
+    @OptionGroup var rate: UploadRateOptions
 
     @Argument(help: ArgumentHelp("The card's mount point, or any directory.", valueName: "path"), completion: .directory)
     var path: String?
@@ -183,6 +186,7 @@ struct RunCommand: AsyncParsableCommand {
 
     private func apply(to config: inout Config) throws(IngestError) {
         destination.apply(to: &config)
+        try rate.apply(to: &config)
         if verifySource {
             config.staging.verify = .both
         } else if verify {

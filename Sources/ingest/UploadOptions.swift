@@ -24,9 +24,23 @@ struct DestinationOptions: ParsableArguments {
     }
 }
 
+/// The cap on the upload rate, for the commands that upload; overrides `[upload] max_rate`.
+struct UploadRateOptions: ParsableArguments {
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Cap on the upload rate of all transfers together, like 2MiB/s, or off ([upload] max_rate; default off). Copying from the card is not slowed.",
+            valueName: "rate"))
+    var maxRate: String?
+
+    func apply(to config: inout Config) throws(IngestError) {
+        if let maxRate { config.upload.maxRate = try Config.parseRate(maxRate, key: "--max-rate", file: nil) }
+    }
+}
+
 extension CommonOptions {
     /// The process's one upload service, whatever the command: credentials as the AWS
-    /// tools read them, one libcurl transport, the limits of `[upload]`. `events` hears what
+    /// tools read them, one libcurl transport (under `[upload] max_rate`), the limits of `[upload]`. `events` hears what
     /// concerns a destination rather than one run.
     func makeUploadService(
         config: Config, state: StateDirectory, journal: Journal, events: any EventSink, logger: Logger
@@ -34,7 +48,7 @@ extension CommonOptions {
         try UploadService(
             journal: journal, state: state, settings: config.upload,
             credentials: CredentialsProvider(environment: environment) { events.emit(.upload(.refreshingCredentials)) },
-            transport: CurlTransport(settings: config.s3.transport), events: events, logger: logger,
+            transport: CurlTransport(settings: config.uploadTransport), events: events, logger: logger,
             keyPrefix: config.s3.prefix)
     }
 

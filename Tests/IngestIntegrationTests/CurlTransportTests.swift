@@ -239,4 +239,45 @@ final class EchoServer {
             #expect(sha256 == oracle[name], "\(name)")
         }
     }
+
+    /// Under a send rate, more bodies than connections, from files and from memory, take
+    /// turns: each arrives byte for byte, none waits long enough to be taken for stalled
+    /// (2 s here), and all of them together take at least the time the rate allows for
+    /// their bytes, less the quarter second the bucket holds when it starts.
+    @Test(.timeLimit(.minutes(1)))
+    func underASendRateManyBodiesAtOnceTakeTurnsAndArriveByteForByteNoFasterThanTheRate() async throws {
+        let server = try EchoServer()
+        let files = TemporaryDirectory()
+        let sizes = (0..<20).map { (100 << 10) + $0 * 4099 }
+        let bodies = try sizes.enumerated().map { i, size in
+            let bytes = randomBytes(size)
+            let path = try files.write("part\(i)", bytes)
+            let body: HTTPBody = i.isMultiple(of: 2) ? .file(path: path, offset: 0, length: Int64(size)) : .bytes(bytes)
+            return (body, PayloadHash(sha256Of: bytes).value)
+        }
+        let rate = 1 << 20
+        var settings = TransportSettings()
+        settings.maxSendRate = ByteRate(bytesPerSecond: Int64(rate))
+        settings.lowSpeedTime = .seconds(2)
+        let transport = CurlTransport(settings: settings)
+        let base = server.url("")
+        let started = ContinuousClock.now
+        let echoes = try await withThrowingTaskGroup(of: (Int, Int, String?).self) { group in
+            for (i, (body, _)) in bodies.enumerated() {
+                group.addTask {
+                    let response = try await transport.send(HTTPRequest(method: "PUT", url: "\(base)/b/part\(i)", body: body))
+                    return (i, response.status, try Self.echo(response)["sha256"] as? String)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let (seconds, attoseconds) = (ContinuousClock.now - started).components
+        #expect(echoes.count == bodies.count)
+        for (i, status, sha256) in echoes {
+            #expect(status == 200, "part\(i)")
+            #expect(sha256 == bodies[i].1, "part\(i)")
+        }
+        let least = Double(sizes.reduce(0, +) - rate / 4) / Double(rate)
+        #expect(Double(seconds) + Double(attoseconds) / 1e18 >= least, "\(sizes.reduce(0, +)) bytes at 1 MiB/s")
+    }
 }

@@ -187,6 +187,8 @@ final class FaultProxy: @unchecked Sendable {
         /// Stalls the client walked away from before they ended: its timeout fired.
         var stallHangups: Int
         var bytesToUpstream: Int
+        /// From the first byte sent to the server to the last.
+        var upstreamSeconds: Double
         var bytesToClient: Int
         var injected: [String: Int]
         var rules: [Rule]

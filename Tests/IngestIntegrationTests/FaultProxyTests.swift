@@ -230,9 +230,10 @@ struct FaultProxyTests {
     /// idle timeout just as the request went out, a middlebox reset) is not the request's
     /// fault: libcurl sends the request again on a fresh connection, rewinding the body
     /// through the transport's seek callback. The echo server behind the proxy proves that
-    /// the resent body is the whole range again, byte for byte, for both kinds of body.
-    @Test(.timeLimit(.minutes(1)))
-    func aResetOnAReusedConnectionIsResentOnAFreshOneWithTheWholeBody() async throws {
+    /// the resent body is the whole range again, byte for byte, for both kinds of body, and
+    /// under a send rate too (the turn the body had is spent on the new connection).
+    @Test(.timeLimit(.minutes(1)), arguments: [nil, ByteRate(bytesPerSecond: 8 << 20)])
+    func aResetOnAReusedConnectionIsResentOnAFreshOneWithTheWholeBody(sendRate: ByteRate?) async throws {
         let echo = try EchoServer()
         // Each reset comes once the whole body is through, while libcurl waits for the answer.
         // (A reset while it is still sending is a send error, which libcurl does not resend
@@ -243,7 +244,9 @@ struct FaultProxyTests {
             FaultRule(.reset, "PUT", "/second-file", count: 1, fraction: 1),
         ])
         defer { proxy.stop() }
-        let transport = CurlTransport(settings: Self.quickTransport)
+        var settings = Self.quickTransport
+        settings.maxSendRate = sendRate
+        let transport = CurlTransport(settings: settings)
 
         let bytes = randomBytes(300_000)
         _ = try await transport.send(HTTPRequest(method: "PUT", url: proxy.endpoint + "/first", body: .bytes(bytes)))

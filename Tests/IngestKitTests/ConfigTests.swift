@@ -371,6 +371,29 @@ private let fullConfig = """
         #expect(try configFailure { try Config.parse("[watch]\ncards = 2\n") }.key == "watch.cards")
     }
 
+    @Test func maxRateCapsTheUploadTransportAndIsOffByDefault() throws {
+        #expect(try Config.parse("").upload.maxRate == nil)
+        #expect(try Config.parse("").uploadTransport.maxSendRate == nil)
+        let capped = try Config.parse("[upload]\nmax_rate = \"2MiB/s\"\n")
+        #expect(capped.upload.maxRate == ByteRate(bytesPerSecond: 2 << 20))
+        #expect(capped.uploadTransport.maxSendRate == ByteRate(bytesPerSecond: 2 << 20))
+        #expect(try Config.parse("[upload]\nmax_rate = \"10 MB/s\"\n").upload.maxRate == ByteRate(bytesPerSecond: 10_000_000))
+        #expect(try Config.parse("[upload]\nmax_rate = \"off\"\n").upload.maxRate == nil)
+    }
+
+    @Test(arguments: ["0", "0MiB/s", "-2MiB/s", "fast", "2Mbit/s", "2MiB/h", "", "2"])
+    func aMaxRateThatIsNoUsableRateIsRejectedNamingTheKeyWithAnExample(text: String) throws {
+        let failure = try configFailure { try Config.parse("[upload]\nmax_rate = \"\(text)\"\n", file: "/etc/x.toml") }
+        #expect(failure.key == "upload.max_rate")
+        #expect(failure.problem.contains("'\(text)'"))
+        #expect(failure.problem.contains("\"2MiB/s\""), "\(failure.problem)")
+    }
+
+    @Test func aMaxRateBelowTheSlowestCapSaysWhatTheSlowestIs() throws {
+        let failure = try configFailure { try Config.parse("[upload]\nmax_rate = \"1KiB/s\"\n") }
+        #expect(failure.problem.contains("below 16.0 KiB/s"), "\(failure.problem)")
+    }
+
     // MARK: loading
 
     @Test func missingExplicitFileFails() throws {

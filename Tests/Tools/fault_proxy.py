@@ -95,6 +95,8 @@ Admin endpoint (127.0.0.1:ADMIN_PORT)
 -------------------------------------
 GET    /stats   JSON: connections, requests, forwarded, injected (by action),
                 bytes_to_upstream, bytes_to_client, upstream_failures,
+                upstream_seconds (from the first byte sent to the server to the
+                last: bytes_to_upstream over it is the rate the server saw),
                 acknowledged_puts (PUTs answered 2xx), resent_acknowledged and
                 resent_acknowledged_bytes (PUTs, and their body bytes, of an object or
                 part -- path, partNumber and the body's checksum headers, whatever the
@@ -289,6 +291,9 @@ class Rules:
             self.stall_hangups = 0
             self.bytes_to_upstream = 0
             self.bytes_to_client = 0
+            # time.monotonic() of the first and last bytes sent to the server.
+            self.upstream_first: float | None = None
+            self.upstream_last: float | None = None
             self.injected = {action: 0 for action in ACTIONS}
             self.events: list[dict] = []
             # PUT bodies the server acknowledged (2xx), by object path and part number
@@ -320,6 +325,13 @@ class Rules:
         with self.lock:
             setattr(self, name, getattr(self, name) + amount)
 
+    def sent_upstream(self, amount: int) -> None:
+        with self.lock:
+            now = time.monotonic()
+            self.bytes_to_upstream += amount
+            self.upstream_first = now if self.upstream_first is None else self.upstream_first
+            self.upstream_last = now
+
     def acknowledge(self, request: "Request", status: int) -> None:
         """Counts a PUT the server answered with 2xx; one it had acknowledged before (the same
         path and part number) is a re-send of bytes that were not in flight."""
@@ -349,6 +361,7 @@ class Rules:
                 "upstream_failures": self.upstream_failures,
                 "stall_hangups": self.stall_hangups,
                 "bytes_to_upstream": self.bytes_to_upstream,
+                "upstream_seconds": (self.upstream_last or 0) - (self.upstream_first or 0),
                 "bytes_to_client": self.bytes_to_client,
                 "injected": dict(self.injected),
                 "acknowledged_puts": self.acknowledged_puts,
@@ -727,7 +740,7 @@ class Session:
 
     def to_upstream(self, data: bytes | memoryview) -> None:
         self.upstream.send(data)
-        self.rules.count("bytes_to_upstream", len(data))
+        self.rules.sent_upstream(len(data))
 
     def to_client(self, data: bytes | memoryview) -> None:
         self.client.send(data)

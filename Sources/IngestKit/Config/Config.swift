@@ -25,6 +25,7 @@ import TOMLKit
 ///
 /// [upload]
 /// part_size = "16MiB"
+/// max_rate = "2MiB/s"             # all uploads together; staging is not slowed
 ///
 /// [device]
 /// id = "station-7"
@@ -188,7 +189,7 @@ public struct Config: Sendable, Equatable {
         if let upload = try root.table("upload") {
             try upload.allowOnly(["part_size", "single_put_threshold", "max_restarts", "files_in_flight",
                                   "parts_in_flight", "bytes_in_flight", "checksum", "quarantine_after",
-                                  "sign_payloads"])
+                                  "sign_payloads", "max_rate"])
             if let size = try upload.string("part_size") { config.upload.partSize = try parseSize(size, key: "upload.part_size", file: file) }
             if let size = try upload.string("single_put_threshold") {
                 config.upload.singlePutThreshold = try parseSize(size, key: "upload.single_put_threshold", file: file)
@@ -207,6 +208,9 @@ public struct Config: Sendable, Equatable {
             }
             if let size = try upload.string("bytes_in_flight") {
                 config.upload.bytesInFlight = try parseSize(size, key: "upload.bytes_in_flight", file: file)
+            }
+            if let rate = try upload.string("max_rate") {
+                config.upload.maxRate = try parseRate(rate, key: "upload.max_rate", file: file)
             }
         }
         if let device = try root.table("device") {
@@ -268,6 +272,30 @@ public struct Config: Sendable, Equatable {
             throw .config(file: file, key: key, problem: "'\(text)' is not a size; write it like \"512MiB\" or \"2GiB\"")
         }
         return bytes
+    }
+
+    /// Parses a cap on the upload rate such as "2MiB/s", or "off" for none; `key` names the
+    /// setting in the error.
+    public static func parseRate(_ text: String, key: String, file: String?) throws(IngestError) -> ByteRate? {
+        if text.trimmingCharacters(in: .whitespaces) == "off" { return nil }
+        let example = "write it like \"2MiB/s\" (bytes per second, in KiB/s, MiB/s, MB/s…), or \"off\" for no cap"
+        guard let rate = ByteRate.parse(text) else {
+            throw .config(file: file, key: key, problem: "'\(text)' is not a rate; \(example)")
+        }
+        guard rate >= ByteRate.slowestCap else {
+            throw .config(
+                file: file, key: key,
+                problem: "'\(text)' is below \(ByteRate.slowestCap), the slowest cap ingest holds; \(example)")
+        }
+        return rate
+    }
+
+    /// The transport of the upload service: `[s3]`'s limits, and `[upload] max_rate` on the
+    /// bodies it sends.
+    public var uploadTransport: TransportSettings {
+        var settings = s3.transport
+        settings.maxSendRate = upload.maxRate
+        return settings
     }
 
     /// Parses a duration such as "30s", "15m", "12h" or "7d"; `key` names the setting in the error.

@@ -19,8 +19,19 @@ public struct TransportSettings: Sendable, Equatable {
     public var maxConnections = 16
     /// Answers larger than this are cut off as an error (S3 answers are small XML).
     public var maxResponseBytes = 16 << 20
+    /// A cap on the bytes per second of all request bodies together (``SendRateLimiter``);
+    /// nil: none.
+    public var maxSendRate: ByteRate?
 
     public init() {}
+
+    /// The stall threshold of one transfer. Under a cap the connections share it, and each
+    /// one's share (a turn at a time) may be below `lowSpeedBytesPerSecond`: the threshold
+    /// is then a quarter of an even share, so that only a dead connection stalls.
+    var transferLowSpeedLimit: Int {
+        guard let rate = maxSendRate else { return lowSpeedBytesPerSecond }
+        return max(1, min(lowSpeedBytesPerSecond, Int(rate.bytesPerSecond) / (4 * max(1, maxConnections))))
+    }
 }
 
 /// HTTP over libcurl, driven by a multi handle on a thread of its own.
@@ -30,8 +41,10 @@ public struct TransportSettings: Sendable, Equatable {
 /// bodies stream from disk through a read callback, read ahead on other threads in direct
 /// reads of 256 KiB (``BodyReadAhead``), so the transport's thread never waits for the disk,
 /// a body never passes through the page cache and a transfer holds two blocks whatever its
-/// size; a transfer whose next block is not read yet is paused until it is. Connections are
-/// kept alive and reused.
+/// size; a transfer whose next block is not read yet is paused until it is. Under a
+/// ``TransportSettings/maxSendRate`` the bodies take turns from one ``SendRateLimiter``: a
+/// transfer waiting for its turn is paused, and the thread's poll wakes when the turn is
+/// due. Connections are kept alive and reused.
 /// The proxy variables (`https_proxy`, `no_proxy`, …) are honoured as libcurl does.
 ///
 /// The only file that talks to libcurl.
@@ -66,6 +79,8 @@ private final class Loop: @unchecked Sendable {
     /// Reads file bodies for the transfers, two blocks per transfer in flight (as many as
     /// the uploader's limiter lets run).
     let readAhead: BodyReadAhead
+    /// The cap on the bodies' bytes per second; nil: none.
+    private let sendRate: SendRateLimiter<Transfer>?
     private let running = Atomic<Bool>(true)
     /// The option libcurl refused when the multi handle was set up, if one was: every
     /// request fails with it (there is no transport to send them with).
@@ -84,6 +99,7 @@ private final class Loop: @unchecked Sendable {
         // two reads in flight.
         nonisolated(unsafe) let wakeable = multi
         readAhead = BodyReadAhead(threads: 2, wake: { curl_multi_wakeup(wakeable) })
+        sendRate = settings.maxSendRate.map { SendRateLimiter(rate: $0, now: .now) }
         do throws(TransportError) {
             try setMultiOption(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, "CURLMOPT_MAX_TOTAL_CONNECTIONS", settings.maxConnections)
             try setMultiOption(multi, CURLMOPT_MAXCONNECTS, "CURLMOPT_MAXCONNECTS", settings.maxConnections)
@@ -112,12 +128,13 @@ private final class Loop: @unchecked Sendable {
         var stillRunning: Int32 = 0
         while running.load(ordering: .acquiring) || !active.isEmpty {
             for transfer in pending.withLock({ list in defer { list.removeAll() }; return list }) {
-                if let easy = transfer.prepare() {
+                if let easy = transfer.prepare(sendRate: sendRate) {
                     active[easy] = transfer
                     curl_multi_add_handle(multi, easy)
                 }
             }
-            for transfer in active.values where transfer.isPaused { transfer.unpauseIfReady() }
+            for transfer in active.values where transfer.pause == .body { transfer.unpauseIfReady() }
+            for (transfer, bytes) in sendRate?.serve(at: .now) ?? [] { transfer.takeTurn(bytes) }
             curl_multi_perform(multi, &stillRunning)
             var queued: Int32 = 0
             while let message = curl_multi_info_read(multi, &queued) {
@@ -126,10 +143,18 @@ private final class Loop: @unchecked Sendable {
                 curl_multi_remove_handle(multi, easy)
                 active.removeValue(forKey: easy)?.complete(code)
             }
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+            curl_multi_poll(multi, nil, 0, pollTimeout(), nil)
         }
         readAhead.stop()  // no wakeup after the multi handle is gone
         curl_multi_cleanup(multi)
+    }
+
+    /// How long the thread may wait for its sockets: a second, or until the next turn of a
+    /// transfer waiting for the send rate (rounded up to a millisecond, so that the turn is
+    /// due when it wakes).
+    private func pollTimeout() -> Int32 {
+        guard let delay = sendRate?.nextTurn(at: .now) else { return 1000 }
+        return Int32(min(1000, (delay.inSeconds * 1000).rounded(.up)))
     }
 }
 
@@ -200,11 +225,15 @@ private final class Transfer: @unchecked Sendable {
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     private var bodyFile: FileBody?
-    /// The read callback paused the transfer: its body's next block was not read yet.
-    private(set) var isPaused = false
     private var bodyBytes: [UInt8] = []
-    /// How far into `bodyBytes` the body has been sent.
-    private var bodyOffset = 0
+    /// Where the body's next byte to send is, from its start.
+    private var position: Int64 = 0
+    /// Why the read callback paused the transfer, while it is paused.
+    private(set) var pause: Pause?
+    /// The transport's cap on the bodies' rate, if it has one.
+    private var sendRate: SendRateLimiter<Transfer>?
+    /// The bytes of its turn the transfer may still send under `sendRate`.
+    private var turnLeft = 0
     private var bodyError: SystemError?
     private var responseHeaders: [String: String] = [:]
     private var responseBody: [UInt8] = []
@@ -220,8 +249,17 @@ private final class Transfer: @unchecked Sendable {
         self.continuation = continuation
     }
 
-    /// Builds the easy handle; on failure resumes the caller and returns nil.
-    func prepare() -> UnsafeMutableRawPointer? {
+    enum Pause {
+        /// Its body's next block is not read yet.
+        case body
+        /// It waits for its turn of the send rate.
+        case rate
+    }
+
+    /// Builds the easy handle, its body drawing from `sendRate` when there is one; on
+    /// failure resumes the caller and returns nil.
+    func prepare(sendRate: SendRateLimiter<Transfer>?) -> UnsafeMutableRawPointer? {
+        self.sendRate = sendRate
         switch request.body {
         case .empty: break
         case .bytes(let bytes): bodyBytes = bytes
@@ -253,7 +291,7 @@ private final class Transfer: @unchecked Sendable {
         try options.set(CURLOPT_ERRORBUFFER, errorBufferPointer)
         try options.set(CURLOPT_NOSIGNAL, 1)
         try options.set(CURLOPT_CONNECTTIMEOUT_MS, settings.connectTimeout.inMilliseconds)
-        try options.set(CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytesPerSecond)
+        try options.set(CURLOPT_LOW_SPEED_LIMIT, settings.transferLowSpeedLimit)
         try options.set(CURLOPT_LOW_SPEED_TIME, max(1, settings.lowSpeedTime.inMilliseconds / 1000))
         try options.set(CURLOPT_SSL_VERIFYPEER, settings.verifyTLS ? 1 : 0)
         try options.set(CURLOPT_SSL_VERIFYHOST, settings.verifyTLS ? 2 : 0)
@@ -323,41 +361,73 @@ private final class Transfer: @unchecked Sendable {
         return bytes.count
     }
 
+    /// Fills libcurl's buffer with the body's next bytes: as many as are read, and under a
+    /// send rate as many as the transfer's turn has left; pauses the transfer when there
+    /// are none yet.
     func send(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        if let file = bodyFile {
-            switch file.read(into: buffer) {
-            case .bytes(let count): return count
-            case .end: return 0
-            case .notReady:
-                isPaused = true
-                return Int(CURL_READFUNC_PAUSE)
-            case .failed(let error):
-                bodyError = error
-                return Int(CURL_READFUNC_ABORT)
+        var room = buffer.count
+        if let sendRate {
+            if turnLeft == 0 {
+                let remaining = request.body.length - position
+                guard remaining > 0 else { return 0 }
+                turnLeft = sendRate.claim(Int(min(Int64(room), remaining)), for: self, at: .now)
+                guard turnLeft > 0 else {
+                    pause = .rate
+                    return Int(CURL_READFUNC_PAUSE)
+                }
             }
+            room = min(room, turnLeft)
         }
-        let count = min(buffer.count, bodyBytes.count - bodyOffset)
-        guard count > 0 else { return 0 }
+        switch readBody(into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<room])) {
+        case .bytes(let count):
+            position += Int64(count)
+            if sendRate != nil { turnLeft -= count }
+            return count
+        case .end: return 0
+        case .notReady:
+            pause = .body
+            return Int(CURL_READFUNC_PAUSE)
+        case .failed(let error):
+            bodyError = error
+            return Int(CURL_READFUNC_ABORT)
+        }
+    }
+
+    /// Copies the body's bytes from `position` into `buffer`, as many as are read and fit.
+    private func readBody(into buffer: UnsafeMutableRawBufferPointer) -> FileBody.Chunk {
+        if let file = bodyFile { return file.read(into: buffer) }
+        let start = Int(position)
+        let count = min(buffer.count, bodyBytes.count - start)
+        guard count > 0 else { return .end }
         bodyBytes.withUnsafeBytes { source in
-            buffer.baseAddress!.copyMemory(from: source.baseAddress! + bodyOffset, byteCount: count)
+            buffer.baseAddress!.copyMemory(from: source.baseAddress! + start, byteCount: count)
         }
-        bodyOffset += count
-        return count
+        return .bytes(count)
     }
 
     /// Moves the body's read position to `offset` bytes from its start (libcurl rewinds
     /// with offset 0 before sending the request again). Only SEEK_SET within the body.
     func seek(to offset: Int64, origin: Int32) -> Int32 {
         guard origin == SEEK_SET, offset >= 0, offset <= request.body.length else { return CURL_SEEKFUNC_CANTSEEK }
-        if let file = bodyFile { file.rewind(to: offset) } else { bodyOffset = Int(offset) }
+        bodyFile?.rewind(to: offset)
+        position = offset
         bodyError = nil
         return CURL_SEEKFUNC_OK
     }
 
-    /// Lets a paused transfer send again once its body has a block (or an error) for it.
+    /// Lets a transfer paused for its body send again once the body has a block (or an
+    /// error) for it.
     func unpauseIfReady() {
-        guard let easy, bodyFile?.isReady == true else { return }
-        isPaused = false
+        guard pause == .body, let easy, bodyFile?.isReady == true else { return }
+        pause = nil
+        curl_easy_pause(easy, CURLPAUSE_CONT)
+    }
+
+    /// Lets a transfer that waited for the send rate send `bytes` more.
+    func takeTurn(_ bytes: Int) {
+        turnLeft += bytes
+        guard pause == .rate, let easy else { return }
+        pause = nil
         curl_easy_pause(easy, CURLPAUSE_CONT)
     }
 
@@ -403,6 +473,9 @@ private final class Transfer: @unchecked Sendable {
     }
 
     private func cleanUp() {
+        sendRate?.release(self, unsent: turnLeft)
+        sendRate = nil
+        turnLeft = 0
         if let easy { curl_easy_cleanup(easy) }
         easy = nil
         curl_slist_free_all(headerList)
