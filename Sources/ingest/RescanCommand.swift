@@ -66,12 +66,7 @@ struct RescanCommand: AsyncParsableCommand {
         completion: .directory)
     var root: [String] = []
 
-    @Option(
-        name: .long,
-        help: ArgumentHelp(
-            "Write Prometheus metrics to this file (overrides [rescan] metrics_file).", valueName: "file"),
-        completion: .file(extensions: ["prom"]))
-    var metricsFile: String?
+    @OptionGroup var metrics: MetricsOptions
 
     func run() async throws {
         let logger = common.bootstrapLogging()
@@ -79,8 +74,8 @@ struct RescanCommand: AsyncParsableCommand {
         do throws(IngestError) {
             var config = try common.loadConfig()
             destination.apply(to: &config)
-            config.rescan.roots += root.map(absolute)
-            if let metricsFile { config.rescan.metricsFile = absolute(metricsFile) }
+            config.rescan.roots += root.map(absolutePath)
+            metrics.apply(to: &config)
             let target = try uploadTarget(config)
             let (state, journal) = try common.openState(config)
             let (sink, console) = common.makeReporter()
@@ -139,10 +134,5 @@ struct RescanCommand: AsyncParsableCommand {
                     + "(or INGEST_ENDPOINT and INGEST_BUCKET, or --endpoint and --bucket)")
         }
         return try config.s3.target()
-    }
-
-    /// A relative path from the command line is taken from the working directory.
-    private func absolute(_ path: String) -> String {
-        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
     }
 }

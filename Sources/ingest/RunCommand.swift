@@ -65,6 +65,8 @@ struct RunCommand: AsyncParsableCommand {
 
     @OptionGroup var destination: DestinationOptions
 
+    @OptionGroup var metrics: MetricsOptions
+
     @Argument(help: ArgumentHelp("The card's mount point, or any directory.", valueName: "path"), completion: .directory)
     var path: String?
 
@@ -183,6 +185,7 @@ struct RunCommand: AsyncParsableCommand {
 
     private func apply(to config: inout Config) throws(IngestError) {
         destination.apply(to: &config)
+        metrics.apply(to: &config)
         if verifySource {
             config.staging.verify = .both
         } else if verify {

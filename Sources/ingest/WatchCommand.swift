@@ -43,6 +43,8 @@ struct WatchCommand: AsyncParsableCommand {
 
     @OptionGroup var destination: DestinationOptions
 
+    @OptionGroup var metrics: MetricsOptions
+
     @Option(
         name: .long,
         help: ArgumentHelp("Cards ingested at once; more wait their turn ([watch] max_cards; default 2).", valueName: "n"))
@@ -61,6 +63,7 @@ struct WatchCommand: AsyncParsableCommand {
         do throws(IngestError) {
             var config = try common.loadConfig()
             destination.apply(to: &config)
+            metrics.apply(to: &config)
             if let maxCards { config.watch.maxCards = maxCards }
             let target = try config.s3.target()
             let (state, journal) = try common.openState(config)

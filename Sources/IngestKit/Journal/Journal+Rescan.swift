@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 
-/// Lifetime totals of the journal, for `ingest rescan`'s summary and its metrics.
+/// Lifetime totals of the journal, for `ingest rescan`'s summary and the metrics.
 public struct JournalTotals: Sendable, Equatable {
     public typealias Tally = JournalSummary.Tally
     /// Files by state (pending: not yet staged; staged: waiting for its upload; uploaded).
@@ -29,6 +29,9 @@ public struct JournalTotals: Sendable, Equatable {
     public var lastOrphanSweep = OrphanSweepRecord()
     /// Orphan multipart uploads aborted by every sweep.
     public var orphansAbortedTotal = 0
+    /// The last card's ingest (nil: none yet), and how many cards were ingested.
+    public var lastCard: CardRunRecord?
+    public var cardsTotal = 0
 
     public init() {}
 
@@ -90,6 +93,10 @@ extension Journal {
                 totals.lastOrphanSweepAt = (row[0] as JournalDate?)?.date
                 totals.lastOrphanSweep = OrphanSweepRecord(aborted: row[1], young: row[2], failures: row[3])
                 totals.orphansAbortedTotal = row[4]
+            }
+            if let (last, total) = try Self.lastCardRun(db) {
+                totals.lastCard = last
+                totals.cardsTotal = total
             }
             return totals
         }

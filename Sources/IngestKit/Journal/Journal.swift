@@ -253,6 +253,20 @@ public final class Journal: Sendable {
             try db.create(index: "file_by_upload", on: "file", columns: ["uploadID"])
             try db.create(index: "upload_by_fingerprint", on: "upload", columns: ["fingerprint"])
         }
+        migrator.registerMigration("v7: the last card") { db in
+            try db.create(table: "cardRun") { t in
+                t.primaryKey("id", .integer)
+                t.column("lastEndedAt", .datetime).notNull()
+                t.column("lastExitStatus", .integer).notNull()
+                t.column("lastSeconds", .double).notNull()
+                t.column("lastStaged", .integer).notNull()
+                t.column("lastStagedBytes", .integer).notNull()
+                t.column("lastUploaded", .integer).notNull()
+                t.column("lastUploadedBytes", .integer).notNull()
+                t.column("lastFailed", .integer).notNull()
+                t.column("cardsTotal", .integer).notNull()
+            }
+        }
         return migrator
     }
 

@@ -1,0 +1,193 @@
+import Foundation
+import Glibc
+import IngestTestSupport
+import Testing
+
+/// What follows each card: the `[hooks] on_card_done` program and the metrics file, with
+/// the real binary against a real SeaweedFS. The hooks are shell commands writing what they
+/// read to a file; prometheus-client's parser reads the metrics.
+@Suite(.serialized)
+final class CardDoneTests {
+    let server: SeaweedFS
+    let bucket = "cards"
+
+    init() throws {
+        server = try SeaweedFS()
+        try server.createBucket(bucket)
+    }
+
+    deinit { server.stop() }
+
+    /// The destination and `[hooks]` with the given command and timeout.
+    func config(hook: String?, timeout: String? = nil, in dir: TemporaryDirectory) throws -> String {
+        var text = """
+            [s3]
+            endpoint = "\(server.endpoint)"
+            bucket = "\(bucket)"
+            stall_timeout = "5s"
+            connect_timeout = "2s"
+            [device]
+            id = "station-7"
+            [hooks]
+
+            """
+        if let hook { text += "on_card_done = \"\(hook.replacingOccurrences(of: "\"", with: "\\\""))\"\n" }
+        if let timeout { text += "timeout = \"\(timeout)\"\n" }
+        return try dir.write("ingest.toml", Array(text.utf8))
+    }
+
+    func ingest(_ arguments: [String], state: TemporaryDirectory, config: String) throws -> IngestRun {
+        try IngestRun.ingest(
+            arguments + ["--state-dir", state.path, "--json"],
+            environment: server.awsEnvironment.merging(["INGEST_CONFIG": config]) { $1 }, timeout: 120)
+    }
+
+    /// A card of `count` small files (it is removed when the value goes: keep it while it is ingested).
+    func card(files count: Int) throws -> TemporaryDirectory {
+        let card = TemporaryDirectory()
+        for i in 0..<count { _ = try card.write("DCIM/IMG_\(1000 + i).JPG", randomBytes(3_000 + i)) }
+        return card
+    }
+
+    /// The JSON documents the hook wrote, one per line.
+    func documents(_ path: String) throws -> [[String: Any]] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
+        return try text.split(separator: "\n").map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not a JSON object: \(line)")
+        }
+    }
+
+    func int(_ document: [String: Any], _ key: String) -> Int? { (document[key] as? NSNumber)?.intValue }
+
+    @Test(.timeLimit(.minutes(3)))
+    func theHookReadsOneJSONDocumentPerCardWithTheCardsCounts() throws {
+        let dir = TemporaryDirectory()
+        let card = try card(files: 5)
+        let state = TemporaryDirectory()
+        let out = dir.path + "/documents.ndjson"
+        let config = try config(hook: "cat >> '\(out)'", in: dir)
+
+        let first = try ingest([card.path], state: state, config: config)
+        #expect(first.status == 0, "\(first.stderr)")
+        var documents = try documents(out)
+        try #require(documents.count == 1, "one document for one card: \(documents)")
+        let done = documents[0]
+        #expect(done["event"] as? String == "card_done")
+        #expect(done["root"] as? String == (try realPath(card.path)))
+        #expect(done["key"] as? String == first.events("volume").first?["key"] as? String)
+        #expect(int(done, "files") == 5)
+        #expect(int(done, "staged") == 5)
+        #expect(int(done, "uploaded") == 5)
+        #expect(int(done, "objects") == 5, "the card's files verified in the bucket")
+        #expect(int(done, "pending") == 0)
+        #expect(int(done, "failed") == 0)
+        #expect(int(done, "quarantined") == 0)
+        #expect(int(done, "exit_status") == 0)
+        #expect((done["seconds"] as? NSNumber).map { $0.doubleValue > 0 } == true)
+        #expect(done["manifest_key"] == nil, "no manifest yet")
+        let bytes = (0..<5).reduce(0) { $0 + 3_000 + $1 }
+        #expect(int(done, "bytes") == bytes)
+        #expect(int(done, "objects_bytes") == bytes)
+
+        // The same card again, with one new file: a second document, of this run.
+        _ = try card.write("DCIM/IMG_2000.JPG", randomBytes(100))
+        let second = try ingest([card.path], state: state, config: config)
+        #expect(second.status == 0, "\(second.stderr)")
+        documents = try self.documents(out)
+        try #require(documents.count == 2, "one more document for the second run: \(documents)")
+        #expect(int(documents[1], "files") == 6)
+        #expect(int(documents[1], "known") == 5)
+        #expect(int(documents[1], "staged") == 1)
+        #expect(int(documents[1], "objects") == 6)
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aHookThatHangsIsKilledWithWhatItStartedAfterItsTimeoutAndTheRunEndsAsItWould() throws {
+        let dir = TemporaryDirectory()
+        let card = try card(files: 2)
+        let state = TemporaryDirectory()
+        let pids = dir.path + "/pids"
+        // The shell and a child of its own in the background: both must go.
+        let config = try config(hook: "sleep 1000 & echo $$ $! > '\(pids)'; sleep 1000", timeout: "1s", in: dir)
+
+        let started = ContinuousClock.now
+        let run = try ingest([card.path], state: state, config: config)
+        let took = ContinuousClock.now - started
+        #expect(run.status == 0, "the hook's timeout is not the ingest's failure: \(run.stderr)")
+        #expect(run.summary?["uploaded"] as? Int == 2)
+        #expect(took < .seconds(30), "the run waits for the hook its timeout, not 1000 s: \(took)")
+        #expect(run.stderr.contains("on_card_done hook still ran after [hooks] timeout = 1s"), "\(run.stderr)")
+
+        let written = try String(contentsOfFile: pids, encoding: .utf8)
+        let both = written.split(whereSeparator: \.isWhitespace).compactMap { pid_t($0) }
+        #expect(both.count == 2)
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !both.allSatisfy(isGone), ContinuousClock.now < deadline { usleep(20_000) }
+        #expect(both.allSatisfy(isGone), "the hook's process group is killed")
+        for pid in both where !isGone(pid) { kill(pid, SIGKILL) }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aFailingHookIsLoggedWithItsOutputAndLeavesTheExitStatusAsItWas() throws {
+        let dir = TemporaryDirectory()
+        let state = TemporaryDirectory()
+        let config = try config(hook: "cat > /dev/null; echo 'no route to the dashboard' >&2; exit 3", in: dir)
+
+        let card = try card(files: 2)
+        let clean = try ingest([card.path], state: state, config: config)
+        #expect(clean.status == 0, "\(clean.stderr)")
+        #expect(clean.stderr.contains("on_card_done hook exited with status 3"), "\(clean.stderr)")
+        #expect(clean.stderr.contains("no route to the dashboard"), "\(clean.stderr)")
+
+        // A run that ends with its own status keeps it: a missing bucket is 78, whatever the hook says.
+        let other = try self.card(files: 1)
+        let missing = try IngestRun.ingest(
+            [other.path, "--state-dir", state.path, "--bucket", "no-such-bucket"],
+            environment: server.awsEnvironment.merging(["INGEST_CONFIG": config]) { $1 }, timeout: 120)
+        #expect(missing.status == 78, "\(missing.stderr)")
+        #expect(missing.stderr.contains("on_card_done hook exited with status 3"), "\(missing.stderr)")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aPlainRunRewritesTheMetricsFileAfterItsCard() throws {
+        let dir = TemporaryDirectory()
+        let state = TemporaryDirectory()
+        let metrics = dir.path + "/textfile/ingest.prom"
+        try FileManager.default.createDirectory(atPath: dir.path + "/textfile", withIntermediateDirectories: true)
+        let config = try config(hook: nil, in: dir)
+
+        let cards = [try card(files: 3), try card(files: 2)]
+        let first = try ingest([cards[0].path, "--metrics-file", metrics], state: state, config: config)
+        #expect(first.status == 0, "\(first.stderr)")
+        var parsed = try parsePrometheus(metrics)
+        #expect(parsed["ingest_files_uploaded_total"] == 3)
+        #expect(parsed["ingest_cards_total"] == 1)
+        #expect(parsed["ingest_last_card_files_staged"] == 3)
+        #expect(parsed["ingest_last_card_objects_uploaded"] == 3)
+        #expect(parsed["ingest_last_card_exit_status"] == 0)
+        #expect(parsed["ingest_files_pending{waiting_for=upload}"] == 0)
+
+        // Another card: the totals are the journal's, the last card is this one.
+        let second = try ingest([cards[1].path, "--metrics-file", metrics], state: state, config: config)
+        #expect(second.status == 0, "\(second.stderr)")
+        parsed = try parsePrometheus(metrics)
+        #expect(parsed["ingest_files_uploaded_total"] == 5)
+        #expect(parsed["ingest_cards_total"] == 2)
+        #expect(parsed["ingest_last_card_files_staged"] == 2)
+        #expect(parsed["ingest_rescan_last_run_timestamp_seconds"] == nil, "no rescan has run")
+        var st = stat()
+        #expect(stat(metrics, &st) == 0 && st.st_mode & 0o777 == 0o644)
+    }
+
+    /// Whether `pid` is gone: no such process, or a zombie waiting for its new parent to reap it.
+    func isGone(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return true }
+        return stat[stat.index(close, offsetBy: 2)] == "Z"
+    }
+
+    func realPath(_ path: String) throws -> String {
+        try sh("realpath \(shellQuoted(path))").trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
