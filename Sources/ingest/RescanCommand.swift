@@ -22,7 +22,9 @@ struct RescanCommand: AsyncParsableCommand {
               - deletes staged copies whose objects verified longer ago than
                 [staging] retention, and partial copies left by killed runs;
               - prints a summary per card and in total (NDJSON with --json), and with
-                [rescan] metrics_file or --metrics-file writes Prometheus metrics.
+                [rescan] metrics_file or --metrics-file writes Prometheus metrics
+                (after each card too, as `ingest PATH` does, and [hooks] on_card_done
+                runs for each card).
 
             A card already ingested is only stat()ed: no file on it is read again, and \
             with nothing pending nothing is sent but the day's orphan sweep. A card another ingest is working on is \
@@ -39,9 +41,9 @@ struct RescanCommand: AsyncParsableCommand {
             The metrics file, for node_exporter's textfile collector, is replaced \
             atomically (mode 0644) and computed from the journal: files and bytes staged, \
             uploaded, pending and failed, pending uploads, bytes held in staging, orphan \
-            uploads aborted (once a sweep has run), and the \
-            time of the last upload and of the last rescan that finished everything \
-            (ingest_rescan_last_success_timestamp_seconds).
+            uploads aborted (once a sweep has run), the last card's ingest and the cards \
+            ingested, and the time of the last upload and of the last rescan that finished \
+            everything (ingest_rescan_last_success_timestamp_seconds).
 
             Exit status: 0 when everything pending finished. Otherwise the status of the \
             first failure that concerns more than single files, in the order the work \

@@ -52,6 +52,14 @@ struct RunCommand: AsyncParsableCommand {
             wire end and are journalled, a card mounted here is unmounted, and ingest then dies \
             by that signal; a second one ends it at once. Everything left is pending.
 
+            When the card's ingest has ended (here, and for each card of watch and rescan): \
+            with --metrics-file or [rescan] metrics_file, the Prometheus metrics file is \
+            rewritten from the journal; with [hooks] on_card_done in the configuration, that \
+            program reads the card's summary (identity, files, bytes, objects, pending, \
+            failed, quarantined, seconds, exit_status) as one JSON object on its standard \
+            input, and is killed with all it started after [hooks] timeout (default 30s). \
+            Neither changes the exit status; a failure is logged. See ingest.toml(5).
+
             Examples:
               ingest /media/sd --endpoint http://127.0.0.1:8333 --bucket cards
               ingest --device /dev/sdb1 --endpoint http://127.0.0.1:8333 --bucket cards
@@ -59,6 +67,7 @@ struct RunCommand: AsyncParsableCommand {
               ingest /media/sd --scene flood-survey --tag site=km12 --json
               ingest /media/sd --no-upload --verify
               ingest /media/sd --exclude '*.THM' --exclude MISC
+              ingest /media/sd --metrics-file /var/lib/prometheus/node-exporter/ingest.prom
             """)
 
     @OptionGroup var common: CommonOptions

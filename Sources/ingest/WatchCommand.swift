@@ -31,7 +31,9 @@ struct WatchCommand: AsyncParsableCommand {
             kernel name, device, label and UUID, the files staged, uploaded and failed, bytes, \
             time, and the outcome (done, partial, removed, stopped, busy, refused, failed). With \
             --json, standard output carries each card's events, every one with the card's kernel \
-            name in "card", and a "card" event at its end.
+            name in "card", and a "card" event at its end. After each card, as after \
+            `ingest PATH`, the metrics file (--metrics-file, [rescan] metrics_file) is rewritten \
+            and the [hooks] on_card_done program is run with the card's summary on its input.
 
             Examples:
               ingest watch --endpoint https://s3.example.net --bucket field-cards

@@ -121,10 +121,8 @@ final class CardDoneTests {
         let written = try String(contentsOfFile: pids, encoding: .utf8)
         let both = written.split(whereSeparator: \.isWhitespace).compactMap { pid_t($0) }
         #expect(both.count == 2)
-        let deadline = ContinuousClock.now + .seconds(5)
-        while !both.allSatisfy(isGone), ContinuousClock.now < deadline { usleep(20_000) }
-        #expect(both.allSatisfy(isGone), "the hook's process group is killed")
-        for pid in both where !isGone(pid) { kill(pid, SIGKILL) }
+        #expect(processesGone(both), "the hook's process group is killed")
+        for pid in both where !processIsGone(pid) { kill(pid, SIGKILL) }
     }
 
     @Test(.timeLimit(.minutes(3)))
@@ -177,14 +175,6 @@ final class CardDoneTests {
         #expect(parsed["ingest_rescan_last_run_timestamp_seconds"] == nil, "no rescan has run")
         var st = stat()
         #expect(stat(metrics, &st) == 0 && st.st_mode & 0o777 == 0o644)
-    }
-
-    /// Whether `pid` is gone: no such process, or a zombie waiting for its new parent to reap it.
-    func isGone(_ pid: pid_t) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return true }
-        return stat[stat.index(close, offsetBy: 2)] == "Z"
     }
 
     func realPath(_ path: String) throws -> String {

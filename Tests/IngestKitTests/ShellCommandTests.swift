@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import IngestTestSupport
 import Testing
 
 @testable import IngestKit
@@ -10,14 +11,6 @@ import Testing
         _ command: String, environment: [String: String] = [:], timeout: Duration = .seconds(10), outputLimit: Int = 1 << 20
     ) throws(ShellCommand.Failure) -> ShellCommand.Result {
         try ShellCommand(command: command, environment: environment).run(timeout: timeout, outputLimit: outputLimit)
-    }
-
-    /// Whether `pid` is gone: no such process, or a zombie waiting for its new parent to reap it.
-    func isGone(_ pid: pid_t) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return true }
-        return stat[stat.index(close, offsetBy: 2)] == "Z"
     }
 
     @Test func theExitStatusAndBothOutputsComeBack() throws {
@@ -98,9 +91,7 @@ import Testing
         let both = written.split(whereSeparator: \.isWhitespace).compactMap { pid_t($0) }
         #expect(both.count == 2)
         // The shell is reaped by the runner; its background child, now another's, goes when killed.
-        let deadline = ContinuousClock.now + .seconds(5)
-        while !both.allSatisfy(isGone), ContinuousClock.now < deadline { usleep(20_000) }
-        #expect(both.allSatisfy(isGone), "the shell and the sleep it started are both killed")
+        #expect(processesGone(both), "the shell and the sleep it started are both killed")
     }
 
     @Test func aShellThatExitsWhileItsChildHoldsTheOutputReturnsSoonAfter() throws {

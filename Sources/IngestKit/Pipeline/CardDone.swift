@@ -97,7 +97,8 @@ struct CardDoneHook: Sendable {
         case .success(let result) where result.termination == .exited(0):
             logger.info("on_card_done hook exited with status 0", metadata: metadata)
         case .success(let result):
-            metadata["output"] = "\(String(decoding: result.stderr.suffix(Self.outputLogged), as: UTF8.self))"
+            let output = String(decoding: result.stderr.suffix(Self.outputLogged), as: UTF8.self)
+            metadata["output"] = "\(output.trimmingCharacters(in: .whitespacesAndNewlines))"
             logger.warning("on_card_done hook \(result.termination); the ingest's own status stands", metadata: metadata)
         case .failure(.timedOut):
             logger.warning(
