@@ -57,8 +57,6 @@ final class CardDoneTests {
         }
     }
 
-    func int(_ document: [String: Any], _ key: String) -> Int? { (document[key] as? NSNumber)?.intValue }
-
     @Test(.timeLimit(.minutes(3)))
     func theHookReadsOneJSONDocumentPerCardWithTheCardsCounts() throws {
         let dir = TemporaryDirectory()
@@ -75,19 +73,19 @@ final class CardDoneTests {
         #expect(done["event"] as? String == "card_done")
         #expect(done["root"] as? String == (try realPath(card.path)))
         #expect(done["key"] as? String == first.events("volume").first?["key"] as? String)
-        #expect(int(done, "files") == 5)
-        #expect(int(done, "staged") == 5)
-        #expect(int(done, "uploaded") == 5)
-        #expect(int(done, "objects") == 5, "the card's files verified in the bucket")
-        #expect(int(done, "pending") == 0)
-        #expect(int(done, "failed") == 0)
-        #expect(int(done, "quarantined") == 0)
-        #expect(int(done, "exit_status") == 0)
+        #expect(done.int("files") == 5)
+        #expect(done.int("staged") == 5)
+        #expect(done.int("uploaded") == 5)
+        #expect(done.int("objects") == 5, "the card's files verified in the bucket")
+        #expect(done.int("pending") == 0)
+        #expect(done.int("failed") == 0)
+        #expect(done.int("quarantined") == 0)
+        #expect(done.int("exit_status") == 0)
         #expect((done["seconds"] as? NSNumber).map { $0.doubleValue > 0 } == true)
         #expect(done["manifest_key"] == nil, "no manifest yet")
         let bytes = (0..<5).reduce(0) { $0 + 3_000 + $1 }
-        #expect(int(done, "bytes") == bytes)
-        #expect(int(done, "objects_bytes") == bytes)
+        #expect(done.int("bytes") == bytes)
+        #expect(done.int("objects_bytes") == bytes)
 
         // The same card again, with one new file: a second document, of this run.
         _ = try card.write("DCIM/IMG_2000.JPG", randomBytes(100))
@@ -95,10 +93,53 @@ final class CardDoneTests {
         #expect(second.status == 0, "\(second.stderr)")
         documents = try self.documents(out)
         try #require(documents.count == 2, "one more document for the second run: \(documents)")
-        #expect(int(documents[1], "files") == 6)
-        #expect(int(documents[1], "known") == 5)
-        #expect(int(documents[1], "staged") == 1)
-        #expect(int(documents[1], "objects") == 6)
+        #expect(documents[1].int("files") == 6)
+        #expect(documents[1].int("known") == 5)
+        #expect(documents[1].int("staged") == 1)
+        #expect(documents[1].int("objects") == 6)
+    }
+
+    @Test(.timeLimit(.minutes(5)), needsRoot)
+    func aCardGivenByItsDeviceGetsOneDocumentWithItsUdevIdentity() throws {
+        let udev = try Udevd()
+        defer { udev.stop() }
+        let (card, oracle) = try pulledOutCard(sizeMiB: 64, label: "HOOK_CARD", small: 4)
+        try card.insert()
+        defer { try? card.detach() }
+        let dir = TemporaryDirectory()
+        let state = TemporaryDirectory()
+        let out = dir.path + "/documents.ndjson"
+        let config = try config(hook: "cat >> '\(out)'", in: dir)
+
+        let run = try IngestRun.ingest(
+            ["--device", card.device, "--state-dir", state.path, "--json"],
+            environment: server.awsEnvironment.merging(["INGEST_CONFIG": config, "RUNTIME_DIRECTORY": ""]) { $1 }, timeout: 120)
+        #expect(run.status == 0, "\(run.stderr)")
+        let documents = try documents(out)
+        try #require(documents.count == 1, "one document for one card: \(documents)")
+        #expect(documents[0]["device"] as? String == card.device)
+        #expect(documents[0]["fs_uuid"] as? String == card.uuid)
+        #expect(documents[0]["fs_label"] as? String == "HOOK_CARD")
+        #expect(documents[0]["key"] as? String == "uuid:\(card.uuid)")
+        #expect(documents[0].int("files") == oracle.count)
+        #expect(documents[0].int("objects") == oracle.count)
+        #expect(documents[0].int("pending") == 0)
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func rescanRunsTheHookOnceForEachOfItsCards() throws {
+        let dir = TemporaryDirectory()
+        let state = TemporaryDirectory()
+        let cards = [try card(files: 2), try card(files: 3)]
+        let out = dir.path + "/documents.ndjson"
+        let config = try config(hook: "cat >> '\(out)'", in: dir)
+
+        let run = try ingest(["rescan", "--root", cards[0].path, "--root", cards[1].path], state: state, config: config)
+        #expect(run.status == 0, "\(run.stderr)")
+        let documents = try documents(out)
+        try #require(documents.count == 2, "one document a card: \(documents)")
+        #expect(documents.map { $0["root"] as? String } == (try cards.map { try realPath($0.path) }))
+        #expect(documents.map { $0.int("objects") } == [2, 3])
     }
 
     @Test(.timeLimit(.minutes(3)))

@@ -253,7 +253,15 @@ public final class Journal: Sendable {
             try db.create(index: "file_by_upload", on: "file", columns: ["uploadID"])
             try db.create(index: "upload_by_fingerprint", on: "upload", columns: ["fingerprint"])
         }
-        migrator.registerMigration("v7: the last card") { db in
+        // The metrics file is rewritten after every card: its totals must come from indexes,
+        // and read only the rows not done yet, never every file or upload of all time.
+        migrator.registerMigration("v7: the last card, and totals read from indexes") { db in
+            try db.drop(index: "file_by_state")
+            try db.create(index: "file_by_state_size", on: "file", columns: ["state", "size"])
+            try db.drop(index: "upload_by_phase")
+            try db.create(index: "upload_by_phase_completion", on: "upload", columns: ["phase", "completedAt"])
+            try db.create(
+                index: "stagedObject_held", on: "stagedObject", columns: ["size"], condition: Column("removedAt") == nil)
             try db.create(table: "cardRun") { t in
                 t.primaryKey("id", .integer)
                 t.column("lastEndedAt", .datetime).notNull()
