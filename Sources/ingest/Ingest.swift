@@ -38,6 +38,9 @@ struct Ingest: AsyncParsableCommand {
                             or `ingest watch`
               nightly       `ingest rescan`, from ingest-rescan.timer or cron:
                             pending uploads, mounted cards, staging clean-up
+            After each card, whichever way: the metrics file ([rescan] metrics_file, \
+            --metrics-file) is rewritten and the [hooks] on_card_done program is given the \
+            card's summary as JSON (see ingest.toml(5)).
 
             Options every command takes: --config <file>, --state-dir <dir>, --json, -v. \
             See `ingest run --help` for the options of an ingest.
