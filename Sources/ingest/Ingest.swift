@@ -39,6 +39,9 @@ struct Ingest: AsyncParsableCommand {
                             or `ingest watch`
               nightly       `ingest rescan`, from ingest-rescan.timer or cron:
                             pending uploads, mounted cards, staging clean-up
+            After each card, whichever way: the metrics file ([rescan] metrics_file, \
+            --metrics-file) is rewritten and the [hooks] on_card_done program is given the \
+            card's summary as JSON (see ingest.toml(5)).
 
             Before the first card, and after any change to the station, `sudo ingest check` \
             tries the configuration, the disk, the credentials, the bucket, the clock and the \

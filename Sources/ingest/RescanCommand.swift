@@ -22,7 +22,9 @@ struct RescanCommand: AsyncParsableCommand {
               - deletes staged copies whose objects verified longer ago than
                 [staging] retention, and partial copies left by killed runs;
               - prints a summary per card and in total (NDJSON with --json), and with
-                [rescan] metrics_file or --metrics-file writes Prometheus metrics.
+                [rescan] metrics_file or --metrics-file writes Prometheus metrics
+                (after each card too, as `ingest PATH` does, and [hooks] on_card_done
+                runs for each card).
 
             A card already ingested is only stat()ed: no file on it is read again, and \
             with nothing pending nothing is sent but the day's orphan sweep. A card another ingest is working on is \
@@ -39,9 +41,9 @@ struct RescanCommand: AsyncParsableCommand {
             The metrics file, for node_exporter's textfile collector, is replaced \
             atomically (mode 0644) and computed from the journal: files and bytes staged, \
             uploaded, pending and failed, pending uploads, bytes held in staging, orphan \
-            uploads aborted (once a sweep has run), and the \
-            time of the last upload and of the last rescan that finished everything \
-            (ingest_rescan_last_success_timestamp_seconds).
+            uploads aborted (once a sweep has run), the last card's ingest and the cards \
+            ingested, and the time of the last upload and of the last rescan that finished \
+            everything (ingest_rescan_last_success_timestamp_seconds).
 
             Exit status: 0 when everything pending finished. Otherwise the status of the \
             first failure that concerns more than single files, in the order the work \
@@ -68,12 +70,7 @@ struct RescanCommand: AsyncParsableCommand {
         completion: .directory)
     var root: [String] = []
 
-    @Option(
-        name: .long,
-        help: ArgumentHelp(
-            "Write Prometheus metrics to this file (overrides [rescan] metrics_file).", valueName: "file"),
-        completion: .file(extensions: ["prom"]))
-    var metricsFile: String?
+    @OptionGroup var metrics: MetricsOptions
 
     func run() async throws {
         let logger = common.bootstrapLogging()
@@ -82,8 +79,8 @@ struct RescanCommand: AsyncParsableCommand {
             var config = try common.loadConfig()
             destination.apply(to: &config)
             try rate.apply(to: &config)
-            config.rescan.roots += root.map(absolute)
-            if let metricsFile { config.rescan.metricsFile = absolute(metricsFile) }
+            config.rescan.roots += root.map(absolutePath)
+            metrics.apply(to: &config)
             let target = try uploadTarget(config)
             let (state, journal) = try common.openState(config)
             let (sink, console) = common.makeReporter()
@@ -142,10 +139,5 @@ struct RescanCommand: AsyncParsableCommand {
                     + "(or INGEST_ENDPOINT and INGEST_BUCKET, or --endpoint and --bucket)")
         }
         return try config.s3.target()
-    }
-
-    /// A relative path from the command line is taken from the working directory.
-    private func absolute(_ path: String) -> String {
-        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
     }
 }

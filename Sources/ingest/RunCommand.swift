@@ -52,6 +52,14 @@ struct RunCommand: AsyncParsableCommand {
             wire end and are journalled, a card mounted here is unmounted, and ingest then dies \
             by that signal; a second one ends it at once. Everything left is pending.
 
+            When the card's ingest has ended (here, and for each card of watch and rescan): \
+            with --metrics-file or [rescan] metrics_file, the Prometheus metrics file is \
+            rewritten from the journal; with [hooks] on_card_done in the configuration, that \
+            program reads the card's summary (identity, files, bytes, objects, pending, \
+            failed, quarantined, seconds, exit_status) as one JSON object on its standard \
+            input, and is killed with all it started after [hooks] timeout (default 30s). \
+            Neither changes the exit status; a failure is logged. See ingest.toml(5).
+
             Examples:
               ingest /media/sd --endpoint http://127.0.0.1:8333 --bucket cards
               ingest --device /dev/sdb1 --endpoint http://127.0.0.1:8333 --bucket cards
@@ -60,6 +68,7 @@ struct RunCommand: AsyncParsableCommand {
               ingest /media/sd --no-upload --verify
               ingest /media/sd --max-rate 2MiB/s
               ingest /media/sd --exclude '*.THM' --exclude MISC
+              ingest /media/sd --metrics-file /var/lib/prometheus/node-exporter/ingest.prom
             """)
 
     @OptionGroup var common: CommonOptions
@@ -67,6 +76,7 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var destination: DestinationOptions
 
     @OptionGroup var rate: UploadRateOptions
+    @OptionGroup var metrics: MetricsOptions
 
     @Argument(help: ArgumentHelp("The card's mount point, or any directory.", valueName: "path"), completion: .directory)
     var path: String?
@@ -187,6 +197,7 @@ struct RunCommand: AsyncParsableCommand {
     private func apply(to config: inout Config) throws(IngestError) {
         destination.apply(to: &config)
         try rate.apply(to: &config)
+        metrics.apply(to: &config)
         if verifySource {
             config.staging.verify = .both
         } else if verify {

@@ -31,7 +31,9 @@ struct WatchCommand: AsyncParsableCommand {
             kernel name, device, label and UUID, the files staged, uploaded and failed, bytes, \
             time, and the outcome (done, partial, removed, stopped, busy, refused, failed). With \
             --json, standard output carries each card's events, every one with the card's kernel \
-            name in "card", and a "card" event at its end.
+            name in "card", and a "card" event at its end. After each card, as after \
+            `ingest PATH`, the metrics file (--metrics-file, [rescan] metrics_file) is rewritten \
+            and the [hooks] on_card_done program is run with the card's summary on its input.
 
             Examples:
               ingest watch --endpoint https://s3.example.net --bucket field-cards
@@ -44,6 +46,7 @@ struct WatchCommand: AsyncParsableCommand {
     @OptionGroup var destination: DestinationOptions
 
     @OptionGroup var rate: UploadRateOptions
+    @OptionGroup var metrics: MetricsOptions
 
     @Option(
         name: .long,
@@ -64,6 +67,7 @@ struct WatchCommand: AsyncParsableCommand {
             var config = try common.loadConfig()
             destination.apply(to: &config)
             try rate.apply(to: &config)
+            metrics.apply(to: &config)
             if let maxCards { config.watch.maxCards = maxCards }
             let target = try config.s3.target()
             let (state, journal) = try common.openState(config)

@@ -59,6 +59,7 @@ import Testing
     @Test func theExampleShowsTheDefaults() throws {
         var parsed = try Config.parse(try Self.uncommented(), file: "ingest.toml.example")
         #expect(parsed.s3.endpoint != nil && parsed.s3.bucket != nil && parsed.device.id != nil && parsed.scene.name != nil)
+        #expect(parsed.hooks.onCardDone != nil)
         parsed.source = nil
         parsed.stateDirectory = nil  // by default, /var/lib/ingest for root only
         parsed.s3.endpoint = nil
@@ -67,6 +68,7 @@ import Testing
         parsed.scene = SceneSettings()
         #expect(parsed.rescan.orphanUploadAge == RescanSettings().orphanUploadAge, "orphan_upload_age shows its default")
         parsed.rescan = RescanSettings()
+        parsed.hooks.onCardDone = nil
         #expect(parsed == Config())
     }
 

@@ -496,25 +496,6 @@ final class RescanTests {
     /// Parses a metrics file with prometheus-client's parser (the one Prometheus' Python
     /// client ships), which rejects anything that is not the text format; returns each
     /// sample as `name` or `name{label=value}`.
-    func parsePrometheus(_ path: String) throws -> [String: Double] {
-        let script = """
-            import json, sys
-            from prometheus_client.parser import text_string_to_metric_families
-            out = {}
-            for family in text_string_to_metric_families(open(sys.argv[1]).read()):
-                assert family.documentation, family.name + " has no HELP"
-                assert family.type in ("counter", "gauge"), family.name + " is " + family.type
-                for sample in family.samples:
-                    labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
-                    out[sample.name + ("{" + labels + "}" if labels else "")] = sample.value
-            print(json.dumps(out))
-            """
-        let result = try run(try TestVenv.tool("python3"), ["-c", script, path])
-        guard result.status == 0 else { throw CommandFailed(command: "prometheus_client parser", result: result) }
-        let parsed = try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: NSNumber])
-        return parsed.mapValues(\.doubleValue)
-    }
-
     func realPath(_ path: String) throws -> String {
         try sh("realpath \(shellQuoted(path))").trimmingCharacters(in: .whitespacesAndNewlines)
     }

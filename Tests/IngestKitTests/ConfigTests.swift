@@ -362,6 +362,25 @@ private let fullConfig = """
         #expect(try Config.parse("[upload]\nsign_payloads = true\n").upload.signPayloads)
     }
 
+    @Test func theCardDoneHookAndItsTimeoutAreReadAndChecked() throws {
+        let none = try Config.parse("")
+        #expect(none.hooks.onCardDone == nil)
+        #expect(none.hooks.timeout == .seconds(30))
+        let config = try Config.parse("[hooks]\non_card_done = \"/usr/local/bin/card-done --to 'dash board'\"\ntimeout = \"5s\"\n")
+        #expect(config.hooks.onCardDone == "/usr/local/bin/card-done --to 'dash board'")
+        #expect(config.hooks.timeout == .seconds(5))
+        let empty = try configFailure { try Config.parse("[hooks]\non_card_done = \"  \"\n") }
+        #expect(empty.key == "hooks.on_card_done")
+        #expect(empty.problem.contains("give a command"))
+        for timeout in ["0s", "2h"] {
+            let wrong = try configFailure { try Config.parse("[hooks]\ntimeout = \"\(timeout)\"\n") }
+            #expect(wrong.key == "hooks.timeout")
+            #expect(wrong.problem.contains("at most 1h"))
+        }
+        #expect(try configFailure { try Config.parse("[hooks]\non_card_start = \"x\"\n") }.key == "hooks.on_card_start")
+        #expect(try configFailure { try Config.parse("[hooks]\non_card_done = [\"x\"]\n") }.key == "hooks.on_card_done")
+    }
+
     @Test func watchTakesTwoCardsAtOnceUnlessConfiguredAndTheBoundIsChecked() throws {
         #expect(try Config.parse("").watch.maxCards == 2)
         #expect(try Config.parse("[watch]\nmax_cards = 4\n").watch.maxCards == 4)

@@ -66,6 +66,10 @@ import Testing
         totals.lastRescanAt = Date(timeIntervalSince1970: 1_800_000_100)
         totals.lastRescanExitStatus = 69
         totals.lastRescanSuccessAt = Date(timeIntervalSince1970: 1_799_900_000)
+        var card = CardRunRecord(endedAt: Date(timeIntervalSince1970: 1_800_000_200.5), exitStatus: 1, seconds: 12.25)
+        (card.staged, card.stagedBytes, card.uploaded, card.uploadedBytes, card.failed) = (4, 400, 3, 300, 1)
+        totals.lastCard = card
+        totals.cardsTotal = 17
         return totals
     }()
 
@@ -98,6 +102,20 @@ import Testing
         #expect(values["ingest_rescan_last_success_timestamp_seconds"] == 1_799_900_000)
         #expect(values["ingest_rescan_last_run_timestamp_seconds"] == 1_800_000_100)
         #expect(values["ingest_rescan_last_exit_status"] == 69)
+    }
+
+    @Test func theLastCardAndTheCardsIngestedEverAreReported() {
+        let values = values(IngestMetrics.families(Self.totals))
+        #expect(values["ingest_cards_total"] == 17)
+        #expect(values["ingest_last_card_timestamp_seconds"] == 1_800_000_200)
+        #expect(values["ingest_last_card_exit_status"] == 1)
+        #expect(values["ingest_last_card_duration_seconds"] == 12.25)
+        #expect(values["ingest_last_card_files_staged"] == 4)
+        #expect(values["ingest_last_card_staged_bytes"] == 400)
+        #expect(values["ingest_last_card_objects_uploaded"] == 3)
+        #expect(values["ingest_last_card_uploaded_bytes"] == 300)
+        #expect(values["ingest_last_card_files_failed"] == 1)
+        #expect(!IngestMetrics.families(JournalTotals()).contains { $0.name.contains("card") }, "no card yet: no zeros either")
     }
 
     @Test func namesFollowPrometheusConventions() {

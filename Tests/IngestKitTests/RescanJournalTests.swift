@@ -36,6 +36,20 @@ import Testing
         }
     }
 
+    @Test func theLastCardIsKeptAndEveryCardCounted() async throws {
+        let (_, journal) = try await openJournal()
+        #expect(try await journal.totals().lastCard == nil)
+        var first = CardRunRecord(endedAt: Date(timeIntervalSince1970: 1_800_000_000), exitStatus: 0, seconds: 3.5)
+        (first.staged, first.stagedBytes, first.uploaded, first.uploadedBytes) = (5, 500, 5, 500)
+        try await journal.noteCardRun(first)
+        var second = CardRunRecord(endedAt: Date(timeIntervalSince1970: 1_800_000_100), exitStatus: 74, seconds: 1.25)
+        (second.staged, second.stagedBytes, second.failed) = (2, 20, 3)
+        try await journal.noteCardRun(second)
+        let totals = try await journal.totals()
+        #expect(totals.lastCard == second)
+        #expect(totals.cardsTotal == 2)
+    }
+
     @Test func theResumeStepLeavesTheUploadsOfTheCardsAboutToBeIngestedToThem() async throws {
         let (_, journal) = try await openJournal()
         let onA = try await stageAndClaim(journal, "uuid:A", "a.jpg", digest: 1)

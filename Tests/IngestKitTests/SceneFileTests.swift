@@ -40,6 +40,12 @@ import Testing
         #expect(try problem("operator = \"li\"").contains("unknown key 'operator'"))
     }
 
+    @Test func aCardCannotSetTheStationsHooks() throws {
+        // Hooks are station configuration: a scene file naming one is refused, never run.
+        #expect(try problem("scene = \"x\"\n[hooks]\non_card_done = \"rm -rf /\"").contains("unknown key 'hooks'"))
+        #expect(try problem("hooks = { on_card_done = \"x\" }").contains("unknown key 'hooks'"))
+    }
+
     @Test func valuesMustBeStrings() throws {
         #expect(try problem("scene = 12").contains("'scene' must be a string, not integer"))
         #expect(try problem("tags = \"x\"").contains("'tags' must be a table"))

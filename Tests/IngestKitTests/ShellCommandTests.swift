@@ -1,23 +1,16 @@
 import Foundation
 import Glibc
+import IngestTestSupport
 import Testing
 
 @testable import IngestKit
 
-/// The one runner of other programs (a profile's `credential_process`), with real shells.
+/// The one runner of other programs (a profile's `credential_process`, the hooks), with real shells.
 @Suite struct ShellCommandTests {
     func run(
         _ command: String, environment: [String: String] = [:], timeout: Duration = .seconds(10), outputLimit: Int = 1 << 20
     ) throws(ShellCommand.Failure) -> ShellCommand.Result {
         try ShellCommand(command: command, environment: environment).run(timeout: timeout, outputLimit: outputLimit)
-    }
-
-    /// Whether `pid` is gone: no such process, or a zombie waiting for its new parent to reap it.
-    func isGone(_ pid: pid_t) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return true }
-        return stat[stat.index(close, offsetBy: 2)] == "Z"
     }
 
     @Test func theExitStatusAndBothOutputsComeBack() throws {
@@ -37,6 +30,33 @@ import Testing
         let result = try run(#"printf '%s-%s-' "$ONLY" "${HOME:-unset}"; cat; printf end"#, environment: ["ONLY": "x"])
         #expect(result.termination == .exited(0))
         #expect(String(decoding: result.stdout, as: UTF8.self) == "x-unset-end", "standard input is /dev/null")
+    }
+
+    @Test func theInputIsTheCommandsStandardInput() throws {
+        let result = try ShellCommand(command: "wc -c; cat", environment: [:], input: Array("{\"a\":1}\n".utf8))
+            .run(timeout: .seconds(10), outputLimit: 1000)
+        #expect(result.termination == .exited(0))
+        #expect(String(decoding: result.stdout, as: UTF8.self).trimmingCharacters(in: .whitespaces) == "8\n")
+    }
+
+    @Test func aCommandThatLeavesItsInputUnreadIsNoErrorAndCannotKillIngest() throws {
+        // 1 MiB: far more than a pipe holds, so the writer meets a reader gone (EPIPE, SIGPIPE).
+        for command in ["exit 3", "head -c 10 > /dev/null; exit 3"] {
+            let result = try ShellCommand(command: command, environment: [:], input: [UInt8](repeating: 0x61, count: 1 << 20))
+                .run(timeout: .seconds(10), outputLimit: 1000)
+            #expect(result.termination == .exited(3), "\(command)")
+        }
+    }
+
+    @Test func outputThatJoinsTheErrorsKeepsItsEndAndNeverOverflows() throws {
+        let result = try ShellCommand(
+            command: "head -c 300000 /dev/zero | tr '\\0' a; printf out; printf err >&2", environment: [:],
+            outputJoinsErrors: true
+        ).run(timeout: .seconds(10), outputLimit: 0)
+        #expect(result.termination == .exited(0))
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.count == ShellCommand.stderrKept)
+        #expect(String(decoding: result.stderr.suffix(6), as: UTF8.self) == "outerr")
     }
 
     @Test func standardErrorKeepsOnlyItsLast64KiB() throws {
@@ -71,9 +91,7 @@ import Testing
         let both = written.split(whereSeparator: \.isWhitespace).compactMap { pid_t($0) }
         #expect(both.count == 2)
         // The shell is reaped by the runner; its background child, now another's, goes when killed.
-        let deadline = ContinuousClock.now + .seconds(5)
-        while !both.allSatisfy(isGone), ContinuousClock.now < deadline { usleep(20_000) }
-        #expect(both.allSatisfy(isGone), "the shell and the sleep it started are both killed")
+        #expect(processesGone(both), "the shell and the sleep it started are both killed")
     }
 
     @Test func aShellThatExitsWhileItsChildHoldsTheOutputReturnsSoonAfter() throws {

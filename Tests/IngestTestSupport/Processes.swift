@@ -142,3 +142,18 @@ public func sh(_ script: String, timeout: TimeInterval = 600) throws -> String {
 public func shellQuoted(_ text: String) -> String {
     "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }
+
+/// Whether `pid` is gone: no such process, or a zombie waiting for its new parent to reap it.
+public func processIsGone(_ pid: pid_t) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")")
+    else { return true }
+    return stat[stat.index(close, offsetBy: 2)] == "Z"
+}
+
+/// Waits up to `timeout` for every one of `pids` to be gone (killed by the code under test,
+/// not by the test); true when they all are.
+public func processesGone(_ pids: [pid_t], within timeout: Duration = .seconds(5)) -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while !pids.allSatisfy(processIsGone), ContinuousClock.now < deadline { usleep(20_000) }
+    return pids.allSatisfy(processIsGone)
+}

@@ -40,6 +40,10 @@ import TOMLKit
 /// roots = ["/srv/incoming"]       # directories `ingest rescan` ingests besides known cards
 /// metrics_file = "/var/lib/prometheus/node-exporter/ingest.prom"
 /// orphan_upload_age = "7d"        # abort multipart uploads no journal knows once this old
+///
+/// [hooks]
+/// on_card_done = "/usr/local/bin/card-done"   # run once per card, its summary as JSON on stdin
+/// timeout = "30s"                 # then it is killed, with whatever it started
 /// ```
 public struct Config: Sendable, Equatable {
     public static let defaultPath = "/etc/ingest/ingest.toml"
@@ -63,6 +67,7 @@ public struct Config: Sendable, Equatable {
     public var scene = SceneSettings()
     public var watch = WatchSettings()
     public var rescan = RescanSettings()
+    public var hooks = HookSettings()
     /// The file the settings came from, if any.
     public var source: String?
 
@@ -148,7 +153,7 @@ public struct Config: Sendable, Equatable {
         var config = Config()
         config.source = file
         let root = TableReader(table: table, prefix: "", file: file)
-        try root.allowOnly(["state_dir", "scan", "staging", "s3", "upload", "device", "scene", "watch", "rescan"])
+        try root.allowOnly(["state_dir", "scan", "staging", "s3", "upload", "device", "scene", "watch", "rescan", "hooks"])
         config.stateDirectory = try root.string("state_dir")
         if let scan = try root.table("scan") {
             try scan.allowOnly(["include", "exclude"])
@@ -241,6 +246,21 @@ public struct Config: Sendable, Equatable {
                 config.rescan.orphanUploadAge =
                     age.trimmingCharacters(in: .whitespaces) == "off"
                     ? nil : try parseDuration(age, key: "rescan.orphan_upload_age", file: file)
+            }
+        }
+        if let hooks = try root.table("hooks") {
+            try hooks.allowOnly(["on_card_done", "timeout"])
+            if let command = try hooks.string("on_card_done") {
+                guard !command.allSatisfy(\.isWhitespace) else {
+                    throw hooks.fail("on_card_done", "is empty; give a command, like \"/usr/local/bin/card-done\", or leave the key out")
+                }
+                config.hooks.onCardDone = command
+            }
+            if let timeout = try hooks.duration("timeout") {
+                guard HookSettings.timeoutRange.contains(timeout) else {
+                    throw hooks.fail("timeout", "must be at least 100ms and at most 1h; a hook never holds a card back longer")
+                }
+                config.hooks.timeout = timeout
             }
         }
         try config.upload.check(file: file)
@@ -517,6 +537,18 @@ public struct RescanSettings: Sendable, Equatable {
     /// another journal, writing under the same prefix has long finished with its uploads.
     public var orphanUploadAge: Duration? = RescanSettings.defaultOrphanUploadAge
     public static let defaultOrphanUploadAge: Duration = .seconds(7 * 86400)
+    public init() {}
+}
+
+/// Programs run when something is done, from `[hooks]`: station configuration, which a
+/// card's scene file can never set.
+public struct HookSettings: Sendable, Equatable {
+    /// Run through `/bin/sh -c` once per card, after its ingest ended, with the card's
+    /// summary as JSON on its standard input (``CardDoneHook``); nil: none.
+    public var onCardDone: String?
+    /// How long a hook may run before its process group is killed.
+    public var timeout: Duration = .seconds(30)
+    public static let timeoutRange: ClosedRange<Duration> = .milliseconds(100)...(.seconds(3600))
     public init() {}
 }
 

@@ -253,6 +253,28 @@ public final class Journal: Sendable {
             try db.create(index: "file_by_upload", on: "file", columns: ["uploadID"])
             try db.create(index: "upload_by_fingerprint", on: "upload", columns: ["fingerprint"])
         }
+        // The metrics file is rewritten after every card: its totals must come from indexes,
+        // and read only the rows not done yet, never every file or upload of all time.
+        migrator.registerMigration("v7: the last card, and totals read from indexes") { db in
+            try db.drop(index: "file_by_state")
+            try db.create(index: "file_by_state_size", on: "file", columns: ["state", "size"])
+            try db.drop(index: "upload_by_phase")
+            try db.create(index: "upload_by_phase_completion", on: "upload", columns: ["phase", "completedAt"])
+            try db.create(
+                index: "stagedObject_held", on: "stagedObject", columns: ["size"], condition: Column("removedAt") == nil)
+            try db.create(table: "cardRun") { t in
+                t.primaryKey("id", .integer)
+                t.column("lastEndedAt", .datetime).notNull()
+                t.column("lastExitStatus", .integer).notNull()
+                t.column("lastSeconds", .double).notNull()
+                t.column("lastStaged", .integer).notNull()
+                t.column("lastStagedBytes", .integer).notNull()
+                t.column("lastUploaded", .integer).notNull()
+                t.column("lastUploadedBytes", .integer).notNull()
+                t.column("lastFailed", .integer).notNull()
+                t.column("cardsTotal", .integer).notNull()
+            }
+        }
         return migrator
     }
 

@@ -130,6 +130,10 @@ public struct Ingestor: Sendable {
     /// here on every path. Per-file failures are reported and counted; what stops the whole
     /// run is the outcome's error. A `stop` request ends the run early without an error:
     /// ``RunSummary/stoppedBy`` says why.
+    ///
+    /// Every command that ingests a card comes here, so this is where a card ends
+    /// (``CardDone``): once the volume's lock is released, the metrics file is rewritten and
+    /// the `on_card_done` hook is run, neither of which changes the outcome.
     public func ingest(path: String, sink: some EventSink, stop: IngestStop = IngestStop()) async -> IngestOutcome {
         var outcome = IngestOutcome()
         do throws(IngestError) {
@@ -137,6 +141,7 @@ public struct Ingestor: Sendable {
         } catch {
             outcome.error = error
         }
+        await CardDone(config: config, journal: journal, logger: logger).finish(outcome)
         return outcome
     }
 

@@ -116,8 +116,11 @@ extension Unicode.Scalar {
     fileprivate var isASCIIDigit: Bool { ("0"..."9").contains(self) }
 }
 
-/// The metrics `ingest rescan` writes, all from the journal: lifetime totals and the state
-/// as of now, which is what node_exporter serves until the next rescan.
+/// The metrics written after every card and by `ingest rescan`, all from the journal (so
+/// whichever process writes the file last writes the truth of every run before it):
+/// lifetime totals, the state as of now, and the last card's ingest, which is what
+/// node_exporter serves until the next card or rescan. Every query is an aggregate over
+/// the journal or one row of it: the file costs one pass per card, never one per file.
 public enum IngestMetrics {
     public static func families(_ totals: JournalTotals) -> [MetricFamily] {
         let files = totals.files
@@ -208,6 +211,7 @@ public enum IngestMetrics {
                 "ingest_orphan_sweep_last_timestamp_seconds", "When ingest rescan last looked for orphan multipart uploads (Unix time).",
                 sweptAt)
         }
+        families += lastCard(totals)
         if let status = totals.lastRescanExitStatus {
             families.append(
                 .init(
@@ -216,5 +220,29 @@ public enum IngestMetrics {
                     value: Double(status)))
         }
         return families
+    }
+
+    /// `ingest_cards_total` and the `ingest_last_card_*` gauges, once a card was ingested.
+    static func lastCard(_ totals: JournalTotals) -> [MetricFamily] {
+        guard let card = totals.lastCard else { return [] }
+        func gauge(_ name: String, _ help: String, _ value: Double) -> MetricFamily {
+            .init("ingest_last_card_\(name)", .gauge, help: help, value: value)
+        }
+        return [
+            .init(
+                "ingest_cards_total", .counter,
+                help: "Card ingests that reached their scan (ingest PATH, --device, watch, rescan), whatever their end.",
+                value: Double(totals.cardsTotal)),
+            gauge("timestamp_seconds", "When the last card's ingest ended (Unix time).", card.endedAt.timeIntervalSince1970.rounded(.down)),
+            gauge(
+                "exit_status", "The exit status of the last card's ingest (0: all of it is in the bucket; see ingest(1)).",
+                Double(card.exitStatus)),
+            gauge("duration_seconds", "How long the last card's ingest took, upload and verification included.", card.seconds),
+            gauge("files_staged", "Files the last card's ingest copied into staging.", Double(card.staged)),
+            gauge("staged_bytes", "Bytes of the files counted in ingest_last_card_files_staged.", Double(card.stagedBytes)),
+            gauge("objects_uploaded", "Objects the last card's ingest uploaded and verified.", Double(card.uploaded)),
+            gauge("uploaded_bytes", "Bytes of the objects counted in ingest_last_card_objects_uploaded.", Double(card.uploadedBytes)),
+            gauge("files_failed", "Files the last card's ingest could not stage or upload (retried on the next run).", Double(card.failed)),
+        ]
     }
 }

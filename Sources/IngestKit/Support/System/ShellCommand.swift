@@ -20,15 +20,16 @@ public enum ProcessTermination: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A command run through `/bin/sh -c` (so quoting works as in a shell), the one place
-/// `ingest` starts another program.
+/// `ingest` starts another program: a profile's `credential_process`, the `[hooks]`.
 ///
-/// The command runs in a process group of its own, with `/dev/null` as its input, the
-/// signal mask and the dispositions a run changes (SIGPIPE, SIGTERM, SIGINT) reset, and
-/// exactly the environment given. Its output is collected; a time limit kills the whole
-/// group, so a helper's own children cannot keep it alive past the limit. What it writes
-/// is bounded too: standard output by a limit past which the run fails, standard error by
-/// keeping only its last ``stderrKept`` bytes, so a command that writes forever costs a
-/// fixed amount of memory.
+/// The command runs in a process group of its own, with ``input`` on its standard input
+/// (`/dev/null` when there is none), the signal mask and the dispositions a run changes
+/// (SIGPIPE, SIGTERM, SIGINT) reset, and exactly the environment given. Its output is
+/// collected; a time limit kills the whole group, so a helper's own children cannot keep
+/// it alive past the limit. What it writes is bounded too: standard output by a limit past
+/// which the run fails (or, with ``outputJoinsErrors``, sent where standard error goes),
+/// standard error by keeping only its last ``stderrKept`` bytes, so a command that writes
+/// forever costs a fixed amount of memory.
 ///
 /// `run` blocks its thread until the command ends: call it off the concurrency pool.
 struct ShellCommand: Sendable {
@@ -51,6 +52,19 @@ struct ShellCommand: Sendable {
     let command: String
     /// The command's whole environment (nothing is inherited); names holding `=` are left out.
     let environment: [String: String]
+    /// Written to the command's standard input, which is then closed; a command that exits
+    /// without reading it all is no error. Empty: standard input is `/dev/null`.
+    var input: [UInt8] = []
+    /// Standard output goes where standard error goes (its end kept, never a failure)
+    /// instead of being collected: for a command whose output is only worth logging.
+    var outputJoinsErrors = false
+
+    init(command: String, environment: [String: String], input: [UInt8] = [], outputJoinsErrors: Bool = false) {
+        self.command = command
+        self.environment = environment
+        self.input = input
+        self.outputJoinsErrors = outputJoinsErrors
+    }
 
     /// How long to keep reading after the shell exited while something it started still
     /// holds the output pipes open.
@@ -62,24 +76,31 @@ struct ShellCommand: Sendable {
     /// Runs the command to its end, or until `timeout` passes or its standard output grows
     /// past `outputLimit` bytes (either kills its process group and throws).
     func run(timeout: Duration, outputLimit: Int) throws(Failure) -> Result {
-        var output: [Int32] = [-1, -1]
-        var errors: [Int32] = [-1, -1]
         // Close-on-exec from birth: set afterwards, a process another thread spawns in between
         // would inherit the write ends and hold the pipes open long after the command ended.
-        guard ingest_pipe_cloexec(&output) == 0 else { throw .notStarted(.last("pipe")) }
-        guard ingest_pipe_cloexec(&errors) == 0 else {
-            let error = SystemError.last("pipe")
-            close(output[0])
-            close(output[1])
-            throw .notStarted(error)
+        var pipes: [[Int32]] = []
+        func closeAll() { for fd in pipes.joined() { close(fd) } }
+        for _ in 0..<(input.isEmpty ? 2 : 3) {
+            var ends: [Int32] = [-1, -1]
+            guard ingest_pipe_cloexec(&ends) == 0 else {
+                let error = SystemError.last("pipe")
+                closeAll()
+                throw .notStarted(error)
+            }
+            pipes.append(ends)
         }
-        for fd in [output[0], errors[0]] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        let (output, errors, feed) = (pipes[0], pipes[1], input.isEmpty ? nil : pipes[2])
+        for fd in [output[0], errors[0], feed?[1]].compactMap(\.self) { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+        if let feed {
+            posix_spawn_file_actions_adddup2(&actions, feed[0], 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        posix_spawn_file_actions_adddup2(&actions, outputJoinsErrors ? errors[1] : output[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
 
         var attributes = posix_spawnattr_t()
@@ -103,27 +124,36 @@ struct ShellCommand: Sendable {
         defer { for pointer in arguments + variables { free(pointer) } }
         var pid: pid_t = 0
         let spawned = posix_spawn(&pid, "/bin/sh", &actions, &attributes, arguments + [nil], variables + [nil])
-        close(output[1])
-        close(errors[1])
+        for fd in [output[1], errors[1], feed?[0]].compactMap(\.self) { close(fd) }
         guard spawned == 0 else {
-            close(output[0])
-            close(errors[0])
+            for fd in [output[0], errors[0], feed?[1]].compactMap(\.self) { close(fd) }
             throw .notStarted(SystemError(call: "posix_spawn", errno: spawned, path: "/bin/sh"))
         }
-        return try collect(pid: pid, stdout: output[0], stderr: errors[0], timeout: timeout, outputLimit: outputLimit)
+        if outputJoinsErrors { close(output[0]) }
+        return try collect(
+            pid: pid, stdout: outputJoinsErrors ? nil : output[0], stderr: errors[0], feed: feed?[1], timeout: timeout,
+            outputLimit: outputLimit)
     }
 
-    /// Reads both pipes until they close (or ``lingering`` after the shell exited), and
-    /// reaps the shell; on the deadline or too much output, kills the group first.
+    /// Feeds ``input`` to the command, reads its pipes until they close (or ``lingering``
+    /// after the shell exited), and reaps the shell; on the deadline or too much output,
+    /// kills the group first.
     private func collect(
-        pid: pid_t, stdout: Int32, stderr: Int32, timeout: Duration, outputLimit: Int
+        pid: pid_t, stdout: Int32?, stderr: Int32, feed: Int32?, timeout: Duration, outputLimit: Int
     ) throws(Failure) -> Result {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
-        var open: [Int32: [UInt8]] = [stdout: [], stderr: []]
+        var open = Dictionary(uniqueKeysWithValues: [stdout, stderr].compactMap(\.self).map { ($0, [UInt8]()) })
         var collected: [Int32: [UInt8]] = [:]
         var status: Int32?
         var exitedAt: ContinuousClock.Instant?
+        var feeding = feed
+        var unfed = input[...]
+
+        func stopFeeding() {
+            if let fd = feeding { close(fd) }
+            feeding = nil
+        }
 
         func stop() {
             kill(-pid, SIGKILL)  // the group: the shell and whatever it started
@@ -132,13 +162,20 @@ struct ShellCommand: Sendable {
                 while waitpid(pid, &ignored, 0) == -1, errno == EINTR {}
             }
             for fd in open.keys { close(fd) }
+            stopFeeding()
         }
 
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
             var polled = open.keys.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            if let feeding { polled.append(pollfd(fd: feeding, events: Int16(POLLOUT), revents: 0)) }
             _ = poll(&polled, nfds_t(polled.count), 20)
-            for entry in polled where entry.revents != 0 {
+            for entry in polled where entry.revents != 0 && entry.fd == feeding {
+                // The command's end closed (POLLERR), or room to write: whatever is left goes
+                // now, and a reader gone early ends the feeding, no error.
+                if Self.feed(entry.fd, &unfed) { stopFeeding() }
+            }
+            for entry in polled where entry.revents != 0 && entry.fd != feed {
                 reading: while true {
                     let count = buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
                     if count > 0 {
@@ -174,9 +211,10 @@ struct ShellCommand: Sendable {
                         collected[fd] = bytes
                         close(fd)
                     }
+                    stopFeeding()
                     return Result(
                         termination: ProcessTermination(waitStatus: status),
-                        stdout: collected[stdout] ?? [], stderr: collected[stderr] ?? [])
+                        stdout: stdout.flatMap { collected[$0] } ?? [], stderr: collected[stderr] ?? [])
                 }
             }
             if clock.now >= deadline {
@@ -184,5 +222,35 @@ struct ShellCommand: Sendable {
                 throw .timedOut
             }
         }
+    }
+
+    /// Writes what it can of `bytes` to the non-blocking pipe `fd` and drops it from
+    /// `bytes`. True when the feeding is over: all written, or the reader gone (`EPIPE`) or
+    /// another error. SIGPIPE is blocked on this thread for the write and one it raised is
+    /// taken back, so a command that exits without reading cannot kill ingest.
+    private static func feed(_ fd: Int32, _ bytes: inout ArraySlice<UInt8>) -> Bool {
+        var pipeSignal = sigset_t()
+        sigemptyset(&pipeSignal)
+        sigaddset(&pipeSignal, SIGPIPE)
+        var previous = sigset_t()
+        pthread_sigmask(SIG_BLOCK, &pipeSignal, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if written > 0 {
+                bytes.removeFirst(written)
+            } else if written == -1, errno == EINTR {
+                continue
+            } else if written == -1, errno == EAGAIN || errno == EWOULDBLOCK {
+                return false
+            } else {
+                if errno == EPIPE {
+                    var none = timespec()
+                    _ = sigtimedwait(&pipeSignal, nil, &none)
+                }
+                return true
+            }
+        }
+        return true
     }
 }
