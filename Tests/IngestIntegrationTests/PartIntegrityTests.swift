@@ -107,8 +107,9 @@ struct PartIntegrityTests {
         #expect(refusedPut?.code == .badDigest, "\(String(describing: refusedPut))")
         #expect(try await client.headObject(key: "small.jpg") == nil, "a refused PUT stores nothing")
         let smallDigest = try await Self.digest(algorithm, small, offset: 0, length: 70_000)
-        _ = try await client.putObject(key: "small.jpg", body: smallBody, payloadHash: smallHash, headers: smallDigest.headers)
+        let written = try await client.putObject(key: "small.jpg", body: smallBody, payloadHash: smallHash, headers: smallDigest.headers)
         let single = WholeObjectDigest.expected(singlePut: smallDigest)
+        #expect(written.confirms(single), "the PUT's own answer carries the server's digest of what it stored: \(written)")
         let smallHead = try #require(try await client.headObject(key: "small.jpg", checksumMode: single.needsChecksumMode))
         #expect(single.check(smallHead) == .matches, "\(single) against \(smallHead)")
     }
@@ -167,7 +168,7 @@ struct PartIntegrityTests {
         var etags: [String: String] = [:]
         for (index, key) in Self.awkwardKeys.enumerated() {
             let body = Array(repeating: UInt8(ascii: "a"), count: index + 1)
-            etags[key] = try await client.putObject(key: key, body: .bytes(body), payloadHash: PayloadHash(sha256Of: body))
+            etags[key] = try await client.putObject(key: key, body: .bytes(body), payloadHash: PayloadHash(sha256Of: body)).etag
         }
         _ = try await client.putObject(key: "card 2/other.JPG", body: .bytes([1]), payloadHash: PayloadHash(sha256Of: [1]))
 

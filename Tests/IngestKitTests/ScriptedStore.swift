@@ -53,6 +53,11 @@ final class ScriptedStore: ObjectStore {
 
     private let state = Mutex(State())
     let bodiesCrossPlainHTTP = false
+    /// Whether a PUT's answer carries the CRC32C of what was stored, as S3 and SeaweedFS
+    /// do; a store that does not makes the uploader look at the object (`HeadObject`).
+    let echoesChecksums: Bool
+
+    init(echoesChecksums: Bool = true) { self.echoesChecksums = echoesChecksums }
 
     // MARK: the script and what happened
 
@@ -100,14 +105,18 @@ final class ScriptedStore: ObjectStore {
     }
 
     func putObject(key: String, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header]) async throws(S3ClientError)
-        -> String
+        -> ObjectWritten
     {
         let bytes = try Self.read(body)
+        let echoes = echoesChecksums
         return try perform(.put) { state throws(S3ClientError) in
             if headers.contains(.ifNoneMatchAny), state.objects[key] != nil { throw Self.preconditionFailed() }
             let object = Object(bytes: bytes, metadata: Self.metadata(headers), etag: Self.etag(of: bytes))
             state.objects[key] = object
-            return object.etag
+            // As S3 does: the CRC32C of the bytes stored, when the request carried one.
+            let sent = headers.contains { $0.name.lowercased() == "x-amz-checksum-crc32c" }
+            let stored = bytes.withUnsafeBytes { PartDigest(crc32c: CRC32C.update(0, $0)).base64 }
+            return ObjectWritten(etag: object.etag, checksumCRC32C: echoes && sent ? stored : nil)
         }
     }
 

@@ -370,10 +370,15 @@ public struct UploadStateMachine: Sendable {
         }
     }
 
-    /// The single PUT's `PutObject` succeeded: check the object.
-    public mutating func objectPut(etag: String, digest: String? = nil) -> [Action] {
+    /// The single PUT's `PutObject` succeeded. `confirmed`: its answer carried the server's
+    /// digest of what it stored, and it is the digest of the bytes sent (the card's CRC32C,
+    /// or their MD5 as ETag): the object is verified by the write itself, written only where
+    /// the key was free, with the metadata sent in the same request. Otherwise it is looked
+    /// at (`HeadObject`) before it counts.
+    public mutating func objectPut(etag: String, digest: String? = nil, confirmed: Bool = false) -> [Action] {
         guard case .putting = state else { impossible("objectPut") }
         acknowledged[1] = AcknowledgedPart(number: 1, etag: etag, size: plan.fileSize, digest: digest)
+        if confirmed { return finish(.uploaded(etag: etag)) }
         state = .verifying(uploadID: nil, purpose: .confirmCompleted(etag: etag))
         return [.verify]
     }

@@ -23,6 +23,34 @@ enum ETag {
 }
 
 /// What `HeadObject` says of an object.
+/// What the answer to a `PutObject` says of the object it wrote. S3 (and SeaweedFS since
+/// 4.x) answers a PUT that carried `x-amz-checksum-crc32c` with the checksum it computed of
+/// the bytes it stored; its ETag is their MD5 unless encryption hides it.
+public struct ObjectWritten: Sendable, Equatable {
+    /// Exactly as the server sent it, quotes included.
+    public var etag: String
+    public var checksumCRC32C: String?
+    public var serverSideEncryption: String?
+    public var customerKeyAlgorithm: String?
+
+    public init(etag: String, checksumCRC32C: String? = nil, serverSideEncryption: String? = nil, customerKeyAlgorithm: String? = nil) {
+        self.etag = etag
+        self.checksumCRC32C = checksumCRC32C
+        self.serverSideEncryption = serverSideEncryption
+        self.customerKeyAlgorithm = customerKeyAlgorithm
+    }
+
+    /// Whether the server's own digest of what it stored is `expected`: then the object
+    /// holds exactly the bytes sent, and no `HeadObject` is needed to know it.
+    public func confirms(_ expected: WholeObjectDigest) -> Bool {
+        // The check reads the digests and the encryption only, never the size.
+        let head = ObjectHead(
+            size: 0, etag: etag, checksumCRC32C: checksumCRC32C, serverSideEncryption: serverSideEncryption,
+            customerKeyAlgorithm: customerKeyAlgorithm)
+        return expected.check(head) == .matches
+    }
+}
+
 public struct ObjectHead: Sendable, Equatable {
     public var size: Int64
     /// Exactly as the server sent it, quotes included.
@@ -197,10 +225,13 @@ public final class S3Client: Sendable {
     /// PutObject: the whole body in one request. Returns the ETag as sent.
     public func putObject(
         key: String, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header] = []
-    ) async throws(S3ClientError) -> String {
+    ) async throws(S3ClientError) -> ObjectWritten {
         let response = try await perform(
             "PUT", key: key, headers: headers, body: body, payloadHash: payloadHash, policy: .part)
-        return try etag(of: response)
+        return ObjectWritten(
+            etag: try etag(of: response), checksumCRC32C: response[header: "x-amz-checksum-crc32c"],
+            serverSideEncryption: response[header: "x-amz-server-side-encryption"],
+            customerKeyAlgorithm: response[header: "x-amz-server-side-encryption-customer-algorithm"])
     }
 
     /// CreateMultipartUpload. Returns the server's upload ID. An upload whose parts carry

@@ -14,9 +14,9 @@ protocol ObjectStore: Sendable {
     /// HeadObject; nil when there is no object at `key`. `checksumMode` asks for the
     /// object's checksums (`x-amz-checksum-mode: ENABLED`).
     func headObject(key: String, checksumMode: Bool) async throws(S3ClientError) -> ObjectHead?
-    /// PutObject of the whole body; returns its ETag.
+    /// PutObject of the whole body; returns what its answer says of the object.
     func putObject(key: String, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header]) async throws(S3ClientError)
-        -> String
+        -> ObjectWritten
     /// CreateMultipartUpload; returns the server's upload ID.
     func createMultipartUpload(key: String, headers: [SigV4Header]) async throws(S3ClientError) -> String
     /// UploadPart; returns the part's ETag exactly as sent.

@@ -162,13 +162,16 @@ struct UploadRun {
         }
         let (client, record, path) = (client, record, uploader.stagedPath)
         do throws(S3ClientError) {
-            let etag = try await uploader.limiter.withPermit(max(range.length, 1)) { () async throws(S3ClientError) -> String in
+            let written = try await uploader.limiter.withPermit(max(range.length, 1)) {
+                () async throws(S3ClientError) -> ObjectWritten in
                 try await client.putObject(
                     key: record.key, body: .file(path: path, offset: range.offset, length: range.length),
                     payloadHash: payloadHash, headers: record.requestHeaders + digest.headers + [.ifNoneMatchAny])
             }
             uploader.hooks.completed()
-            return .more(machine.objectPut(etag: etag, digest: digest.journalText))
+            return .more(machine.objectPut(
+                etag: written.etag, digest: digest.journalText,
+                confirmed: written.confirms(.expected(singlePut: digest))))
         } catch let error where error.isPreconditionFailed {
             return .end(await uploader.afterPreconditionFailed())
         } catch let error where fromCard && error.isBadDigest {
