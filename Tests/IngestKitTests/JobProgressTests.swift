@@ -49,8 +49,8 @@ import Testing
         let start = ContinuousClock.now
         let progress = JobProgress(uploads: true, now: start)
         let clip = Self.upload("clip", size: 100 * Self.mib, partSize: 10 * Self.mib)
-        _ = progress.snapshot(now: start)
         progress.record(.upload(.queued(clip)))
+        _ = progress.snapshot(now: start)
         progress.record(.upload(.resuming(clip, acknowledgedBytes: 60 * Self.mib)))
         progress.record(.upload(.partUploaded(clip, number: 7, partCount: 10, bytes: 10 * Self.mib)))
         let upload = try! #require(progress.snapshot(now: start + .seconds(2)).upload)
@@ -61,9 +61,9 @@ import Testing
     @Test func contentFoundInTheBucketCountsAsUploadedButAddsNothingToTheRate() {
         let start = ContinuousClock.now
         let progress = JobProgress(uploads: true, now: start)
-        _ = progress.snapshot(now: start)
         let photo = Self.upload("photo", size: 8 * Self.mib)
         progress.record(.upload(.queued(photo)))
+        _ = progress.snapshot(now: start)
         progress.record(.upload(.completed(photo, alreadyThere: true)))
         let sent = Self.upload("sent", size: 4 * Self.mib)
         progress.record(.upload(.queued(sent)))
@@ -72,6 +72,17 @@ import Testing
         #expect(upload.bytesUploaded == 12 * Self.mib)
         #expect(upload.objectsUploaded == 2)
         #expect(upload.rate == Double(Self.mib))
+    }
+
+    @Test func theTimeBeforeTheFirstUploadIsQueuedIsNoSlownessOfTheLink() {
+        let start = ContinuousClock.now
+        let progress = JobProgress(uploads: true, now: start)
+        _ = progress.snapshot(now: start)  // scanning, copying the first file
+        let clip = Self.upload("clip", size: 100 * Self.mib, partSize: 10 * Self.mib)
+        progress.record(.upload(.queued(clip)))
+        _ = progress.snapshot(now: start + .seconds(10))
+        progress.record(.upload(.partUploaded(clip, number: 1, partCount: 10, bytes: 10 * Self.mib)))
+        #expect(progress.snapshot(now: start + .seconds(12)).upload?.rate == Double(5 * Self.mib))
     }
 
     @Test func aFailedUploadLeavesTheBytesToUploadWithWhatOfItLanded() {

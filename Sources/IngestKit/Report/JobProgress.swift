@@ -155,8 +155,10 @@ public final class JobProgress: Sendable {
     public func snapshot(now: ContinuousClock.Instant = .now) -> ProgressSnapshot {
         state.withLock { state in
             let bytesRead = state.bytesRead
-            state.copyRate.add(bytesRead, at: now)
-            state.sendRate.add(state.bytesSent, at: now)
+            // Each rate is watched from when its work could begin: the time spent scanning the
+            // card before copying, or before the first upload was queued, is no slowness.
+            if state.filesToCopy > 0 { state.copyRate.add(bytesRead, at: now) }
+            if state.objectsToUpload > 0 { state.sendRate.add(state.bytesSent, at: now) }
             var snapshot = ProgressSnapshot(seconds: (now - started).inSeconds)
             snapshot.filesToCopy = state.filesToCopy
             snapshot.filesCopied = state.filesSettled

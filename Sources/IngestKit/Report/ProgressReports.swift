@@ -102,7 +102,8 @@ public final class ProgressReports: Sendable {
                 try? await Task.sleep(for: tick)
                 let now = ContinuousClock.now
                 let snapshot = progress.snapshot(now: now)
-                if let line, snapshot.hasWork { line.draw(snapshot.text) }
+                // A job all done waits only for its summary: nothing to draw under it.
+                if let line, snapshot.hasWork, !snapshot.isDone { line.draw(snapshot.text) }
                 if now >= due {
                     due = now + interval
                     state.withLock { if !$0.stopped { tell(snapshot) } }

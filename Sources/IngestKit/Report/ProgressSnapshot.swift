@@ -52,6 +52,9 @@ public struct ProgressSnapshot: Sendable, Equatable {
     /// Whether there is anything to tell yet: files to copy or uploads queued.
     public var hasWork: Bool { filesToCopy > 0 || (upload?.objectsToUpload ?? 0) > 0 }
 
+    /// Everything known so far is copied and in the bucket (the summary is due).
+    public var isDone: Bool { !copying && (upload?.bytesLeft ?? 0) == 0 }
+
     /// One line for people, like
     /// `copied 120/201 files (1.2 GiB/1.8 GiB, 150.0 MiB/s) · uploaded 600.0 MiB/1.8 GiB (40.0 MiB/s) · ETA 0:42`.
     public var text: String {
