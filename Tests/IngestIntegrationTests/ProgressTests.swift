@@ -66,6 +66,13 @@ final class ProgressTests {
         uploaded.filter { $0 > 0x1p20 && $0 < 30 * 0x1p20 }
     }
 
+    /// The clip of a run killed after two of its parts counts them as soon as its upload is
+    /// taken up again: the bytes uploaded go from the photos' (under 1 MiB) to 10 MiB and
+    /// more, never through the 5 MiB of a first part sent anew.
+    static func countsTheClipsTwoPartsUpFront(_ uploaded: [Double]) -> Bool {
+        uploaded.contains { $0 >= 10 * 0x1p20 } && !uploaded.contains { $0 > 0x1p20 && $0 < 10 * 0x1p20 }
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func onATerminalTheLineCountsTheBytesUploadedAndTheTimeLeftAfterCopyingEnds() throws {
         let terminal = try PseudoTerminal(IngestBinary.path, [card] + state, environment: environment)
@@ -124,10 +131,27 @@ final class ProgressTests {
         let (status, output) = try terminal.wait(timeout: 150)
         #expect(status == 0, "\(output)")
         let uploaded = Self.frames(output).compactMap(Self.uploaded(in:))
-        #expect(uploaded.first.map { $0 >= 10 * 1024 * 1024 } == true, "two parts count as uploaded from the start: \(output)")
+        #expect(Self.countsTheClipsTwoPartsUpFront(uploaded), "\(output)")
         #expect(uploaded == uploaded.sorted(), "\(output)")
         #expect(Set(uploaded).count >= 2, "\(output)")
         #expect(output.contains("\r\u{1B}[KResumed "), "the line is cleared before the outcome: \(output)")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func rescansResumeStepTellsItsProgressFromThePartsTheServerHasAlready() throws {
+        let killed = try IngestRun.ingest(
+            [card, "--json"] + state, environment: environment.merging(["INGEST_TEST_STOP_AT": "after-parts:2"]) { $1 },
+            timeout: 150)
+        #expect(killed.status == SIGKILL, "the hook kills the process: \(killed.stderr)")
+
+        let rescan = try IngestRun.ingest(
+            ["rescan", "--json", "--progress-interval", "250ms"] + state, environment: environment, timeout: 150)
+        #expect(rescan.status == 0, "\(rescan.stderr)")
+        #expect((rescan.events("resume_summary").first?["uploaded"] as? Int ?? 0) >= 1, "\(rescan.result.stdoutText)")
+        let uploaded = rescan.events("progress").compactMap { $0["bytes_uploaded"] as? Int }
+        #expect(Self.countsTheClipsTwoPartsUpFront(uploaded.map(Double.init)), "\(uploaded)")
+        #expect(uploaded == uploaded.sorted(), "\(uploaded)")
+        #expect(Set(Self.clipUnderWay(uploaded.map(Double.init))).count >= 2, "\(uploaded)")
     }
 
     @Test(.timeLimit(.minutes(3)))

@@ -113,12 +113,15 @@ public final class ProgressReports: Sendable {
         state.withLock { $0.task = loop }
     }
 
-    /// Stops telling and clears the line; systemd hears where the job ended.
+    /// Stops telling and clears the line; systemd hears where the job ended. Once: later
+    /// calls do nothing.
     public func stop() {
-        state.withLock { state in
-            state.stopped = true
+        let first = state.withLock { state in
+            defer { state.stopped = true }
             state.task?.cancel()
+            return !state.stopped
         }
+        guard first else { return }
         line?.end()
         let snapshot = progress.snapshot()
         if snapshot.hasWork { systemd?.status("ended: " + snapshot.text) }

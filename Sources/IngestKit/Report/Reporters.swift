@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Where reporters write: a file descriptor, unbuffered, one `write` per call so lines from
 /// several threads never interleave mid-line.
