@@ -241,3 +241,18 @@ import Testing
         #expect(window.rate(2000, at: start + .seconds(2)) == 1000)
     }
 }
+
+/// The events that feed the job's progress are in the NDJSON too, for programs that count.
+@Suite struct ProgressEventJSONTests {
+    @Test func aQueuedUploadAndAResumedOneWithItsAcknowledgedBytesAreEvents() {
+        let clip = JobProgressTests.upload("0123456789ab", size: 30 << 20, partSize: 5 << 20)
+        let queued = IngestEvent.upload(.queued(clip)).json
+        #expect(queued["event"] == "upload_queued")
+        #expect(queued["upload_id"] == "0123456789ab")
+        #expect(queued["size"] == .int(30 << 20))
+        let resuming = IngestEvent.upload(.resuming(clip, acknowledgedBytes: 10 << 20)).json
+        #expect(resuming["event"] == "upload_resuming")
+        #expect(resuming["acknowledged_bytes"] == .int(10 << 20))
+        #expect(IngestEvent.stagingEnded.json == ["event": "staging_ended"])
+    }
+}
