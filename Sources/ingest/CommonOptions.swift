@@ -70,10 +70,9 @@ struct CommonOptions: ParsableArguments {
     }
 
     /// The event sink `--json` asks for: NDJSON on stdout, or the human view on stderr.
-    func makeReporter() -> (any EventSink, ConsoleReporter?) {
-        if json { return (JSONLinesReporter(), nil) }
-        let console = ConsoleReporter()
-        return (console, console)
+    /// (The commands that copy and upload add their progress: ``makeReporting(_:uploads:systemd:)``.)
+    func makeReporter() -> any EventSink {
+        json ? JSONLinesReporter() : ConsoleReporter()
     }
 }
 

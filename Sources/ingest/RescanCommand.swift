@@ -63,6 +63,7 @@ struct RescanCommand: AsyncParsableCommand {
     @OptionGroup var destination: DestinationOptions
 
     @OptionGroup var rate: UploadRateOptions
+    @OptionGroup var progress: ProgressOptions
 
     @Option(
         name: .long,
@@ -73,6 +74,7 @@ struct RescanCommand: AsyncParsableCommand {
     @OptionGroup var metrics: MetricsOptions
 
     func run() async throws {
+        let systemd = common.notifyReady()
         let logger = common.bootstrapLogging()
         var status: ExitStatus
         do throws(IngestError) {
@@ -83,7 +85,7 @@ struct RescanCommand: AsyncParsableCommand {
             metrics.apply(to: &config)
             let target = try uploadTarget(config)
             let (state, journal) = try common.openState(config)
-            let (sink, console) = common.makeReporter()
+            let (sink, reports) = common.makeReporting(progress, uploads: true, systemd: systemd)
             let rescanner = Rescanner(
                 config: config, state: state, journal: journal, logger: logger, target: target,
                 policy: MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems),
@@ -91,9 +93,10 @@ struct RescanCommand: AsyncParsableCommand {
                 makeClient: { [common, config] target throws(IngestError) in
                     try common.makeClient(target, config: config, logger: logger)
                 })
-            let display = Task { await console?.runProgressDisplay() }
-            defer { display.cancel() }
-            let report = try await rescanner.run(sink: sink, progress: show)
+            reports.start()
+            defer { reports.stop() }
+            let report = try await rescanner.run(sink: sink) { show($0, line: reports.line) }
+            reports.stop()
             status = report.exitStatus
             do { try await journal.noteRescan(endedAt: Date(), exitStatus: status) } catch {
                 throw .journal(error)
@@ -112,20 +115,21 @@ struct RescanCommand: AsyncParsableCommand {
                     if status == .success || status == .partial { status = error.exitStatus }
                 }
             }
-            show(.finished(report, exitStatus: status, metricsFile: written))
+            show(.finished(report, exitStatus: status, metricsFile: written), line: nil)
         } catch {
             throw fail(error, json: common.json)
         }
         if status != .success { throw ExitCode(status.rawValue) }
     }
 
-    private func show(_ event: RescanEvent) {
+    /// Writes a step's event; its lines clear the progress `line` first, when one is drawn.
+    private func show(_ event: RescanEvent, line progressLine: ProgressLine?) {
         if common.json {
             ReportOutput.standardOutput.write(JSONValue.line(event.json) + "\n")
         } else {
             // The event's own lines, each made printable.
             for line in event.text.split(separator: "\n", omittingEmptySubsequences: false) {
-                ReportOutput.standardError.line(String(line))
+                if let progressLine { progressLine.print(String(line)) } else { ReportOutput.standardError.line(String(line)) }
             }
         }
     }

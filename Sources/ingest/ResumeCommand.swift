@@ -20,18 +20,20 @@ struct ResumeCommand: AsyncParsableCommand {
     @OptionGroup var common: CommonOptions
 
     @OptionGroup var rate: UploadRateOptions
+    @OptionGroup var progress: ProgressOptions
 
     @Argument(help: ArgumentHelp("Uploads to resume (default: every pending one).", valueName: "id"))
     var ids: [String] = []
 
     func run() async throws {
+        let systemd = common.notifyReady()
         let logger = common.bootstrapLogging()
         let outcome: ResumeOutcome
         do throws(IngestError) {
             var config = try common.loadConfig()
             try rate.apply(to: &config)
             let (state, journal) = try common.openState(config)
-            let (sink, console) = common.makeReporter()
+            let (sink, reports) = common.makeReporting(progress, uploads: true, systemd: systemd)
             var records: [UploadRecord] = []
             if ids.isEmpty {
                 records = try await PendingUploads.all(in: journal)
@@ -45,9 +47,9 @@ struct ResumeCommand: AsyncParsableCommand {
                 }
             }
             let service = try common.makeUploadService(config: config, state: state, journal: journal, events: sink, logger: logger)
-            let display = Task { await console?.runProgressDisplay() }
-            defer { display.cancel() }
+            reports.start()
             outcome = await PendingUploads.resume(records, service: service, sink: sink)
+            reports.stop()
             if common.json {
                 ReportOutput.standardOutput.write(JSONValue.line(outcome.json) + "\n")
             } else {

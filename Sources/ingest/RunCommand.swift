@@ -77,6 +77,7 @@ struct RunCommand: AsyncParsableCommand {
 
     @OptionGroup var rate: UploadRateOptions
     @OptionGroup var metrics: MetricsOptions
+    @OptionGroup var progress: ProgressOptions
 
     @Argument(help: ArgumentHelp("The card's mount point, or any directory.", valueName: "path"), completion: .directory)
     var path: String?
@@ -122,6 +123,7 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let systemd = common.notifyReady()
         let logger = common.bootstrapLogging()
         let stop = IngestStop()
         let signals = ShutdownSignals { _ in stop.shutdown() }
@@ -132,7 +134,9 @@ struct RunCommand: AsyncParsableCommand {
             let target = noUpload ? nil : try config.s3.target()
             let tags = try parsedTags()
             let (state, journal) = try common.openState(config)
-            let (sink, console) = common.makeReporter()
+            let (sink, reports) = common.makeReporting(progress, uploads: target != nil, systemd: systemd)
+            reports.start()
+            defer { reports.stop() }
             let upload = try target.map { target throws(IngestError) in
                 UploadRequest(
                     target: target,
@@ -140,8 +144,6 @@ struct RunCommand: AsyncParsableCommand {
                     scene: scene, tags: tags)
             }
             let ingestor = Ingestor(config: config, state: state, journal: journal, logger: logger, upload: upload)
-            let display = Task { await console?.runProgressDisplay() }
-            defer { display.cancel() }
             if let device {
                 let policy = MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems)
                 do {

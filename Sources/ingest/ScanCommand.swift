@@ -33,7 +33,7 @@ struct ScanCommand: AsyncParsableCommand {
                 known = [:]
             }
             let plan = try await ScanPlan.make(volume: volume, rules: config.scan, known: known)
-            let (sink, _) = common.makeReporter()
+            let sink = common.makeReporter()
             sink.emit(.volume(plan.volume))
             for (path, reason) in plan.notableSkips { sink.emit(.skipped(path, reason)) }
             for notice in plan.notices { sink.emit(.notice(notice.0, code: notice.code, message: notice.message)) }

@@ -19,6 +19,8 @@ struct FaultRule: CustomStringConvertible, Sendable {
         case error500
         /// Forward the request, cut the answer halfway, RST.
         case truncate
+        /// Hold the request for `seconds`, then forward it untouched: a slow link.
+        case delay
     }
 
     var action: Action

@@ -97,6 +97,10 @@ import Testing
             """.utf8))
         var environment = server.awsEnvironment.filter { !$0.key.hasPrefix("INGEST_") }
         environment["INGEST_CONFIG"] = config
+        // As systemd runs it: READY=1 and STATUS= go to the notification socket, a datagram
+        // the sandbox must let through.
+        let notify = try NotifySocket()
+        environment["NOTIFY_SOCKET"] = notify.name
         let card = work.path + "/card"
         let state = ["--state-dir", work.path + "/state"]
         let destination = ["--endpoint", server.endpoint, "--bucket", "cards"]
@@ -116,7 +120,18 @@ import Testing
             calls += try Self.calls(inTrace: trace)
         }
         #expect(calls.count > 1000, "strace recorded the runs")
+        #expect(notify.receive(timeout: 5) == "READY=1", "the runs spoke to the service manager")
         return calls
+    }
+
+    /// The card's service waits for READY=1 and shows STATUS= (`Type=notify`); the nightly
+    /// one, a oneshot, shows STATUS= too. Neither hears any process but ingest itself.
+    @Test func theServicesHearTheRunsReadinessAndProgressFromItsMainProcessOnly() throws {
+        #expect(try Self.setting("Type", of: "ingest@.service") == "notify")
+        #expect(try Self.setting("Type", of: "ingest-rescan.service") == "oneshot")
+        for service in Self.services {
+            #expect(try Self.setting("NotifyAccess", of: service) == "main", "\(service)")
+        }
     }
 
     @Test func theServicesSandboxesAllowEverySystemCallIngestMakes() throws {

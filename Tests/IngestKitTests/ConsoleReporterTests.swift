@@ -4,74 +4,64 @@ import Testing
 
 @testable import IngestKit
 
+/// Captures what a reporter writes through a pipe.
+final class OutputCapture {
+    let read: Int32, write: Int32
+    init() {
+        var fds: [Int32] = [0, 0]
+        precondition(pipe(&fds) == 0)
+        (read, write) = (fds[0], fds[1])
+        _ = fcntl(read, F_SETFL, O_NONBLOCK)
+    }
+    var output: ReportOutput { ReportOutput(fd: write) }
+    func text() -> String {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = Glibc.read(read, &buffer, buffer.count)
+            if n <= 0 { break }
+            bytes += buffer[..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+    deinit {
+        close(read)
+        close(write)
+    }
+}
+
 @Suite struct ConsoleReporterTests {
-    /// Captures what a reporter writes through a pipe.
-    final class Capture {
-        let read: Int32, write: Int32
-        init() {
-            var fds: [Int32] = [0, 0]
-            precondition(pipe(&fds) == 0)
-            (read, write) = (fds[0], fds[1])
-            _ = fcntl(read, F_SETFL, O_NONBLOCK)
-        }
-        var output: ReportOutput { ReportOutput(fd: write) }
-        func text() -> String {
-            var bytes: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let n = Glibc.read(read, &buffer, buffer.count)
-                if n <= 0 { break }
-                bytes += buffer[..<n]
-            }
-            return String(decoding: bytes, as: UTF8.self)
-        }
-        deinit {
-            close(read)
-            close(write)
-        }
-    }
-
-    @Test func drawsFilesBytesRateAndETAWhileCopyingAndClearsTheLineForMessages() async throws {
-        let capture = Capture()
-        let reporter = ConsoleReporter(output: capture.output, showsProgress: true)
-        let state = TemporaryDirectory()
-        let stager = Stager(area: try StagingArea(root: state.path + "/staging"))
-        var totals = ScanTotals()
-        totals.toStage = 4
-        totals.toStageBytes = 4 << 30
-        reporter.emit(.scanned(totals))
-        reporter.emit(.stagingStarted(stager))
-        stager.bytesRead.add(1 << 30, ordering: .relaxed)
-        reporter.emit(.staged(StagedFile(
-            file: ScannedFile(path: CardPath("DCIM/a.MP4"), size: 1 << 30, mtime: 0),
-            fingerprint: Fingerprint(high: 1, low: 2), deduplicated: false, verified: false)))
-
-        let display = Task { await reporter.runProgressDisplay(interval: .milliseconds(20)) }
-        try await Task.sleep(for: .milliseconds(200))
-        display.cancel()
-        await display.value
+    @Test func aMessageClearsTheProgressLineFirstAndTheLineIsDrawnAgainBelowIt() {
+        let capture = OutputCapture()
+        let line = ProgressLine(output: capture.output)
+        let reporter = ConsoleReporter(output: capture.output, line: line)
+        line.draw("copied 1/4 files")
         reporter.emit(.failed(ScannedFile(path: CardPath("DCIM/b.MP4"), size: 5, mtime: 0), StageFailure(kind: .vanished)))
+        line.draw("copied 2/4 files")
+        line.end()
+        line.draw("copied 3/4 files")
 
-        let text = capture.text()
-        #expect(text.contains("\r\u{1B}[K  1/4 files · 1.0 GiB/4.0 GiB · "))
-        #expect(text.contains("/s · ETA "))
-        #expect(text.contains("\r\u{1B}[K  failed DCIM/b.MP4: disappeared before it could be copied\n"), "a message first clears the progress line")
+        #expect(capture.text() == "\r\u{1B}[Kcopied 1/4 files"
+            + "\r\u{1B}[K  failed DCIM/b.MP4: disappeared before it could be copied\n"
+            + "\r\u{1B}[Kcopied 2/4 files"
+            + "\r\u{1B}[K", "once ended, the line is cleared and never drawn again")
     }
 
-    @Test func drawsNothingWhenNotOnATerminal() async throws {
-        let capture = Capture()
-        let reporter = ConsoleReporter(output: capture.output)  // a pipe is not a terminal
-        let state = TemporaryDirectory()
-        reporter.emit(.stagingStarted(Stager(area: try StagingArea(root: state.path + "/staging"))))
-        let display = Task { await reporter.runProgressDisplay(interval: .milliseconds(10)) }
-        try await Task.sleep(for: .milliseconds(60))
-        display.cancel()
-        await display.value
-        #expect(!capture.text().contains("\u{1B}["))
+    @Test func withoutAProgressLineMessagesAreBareLines() {
+        let capture = OutputCapture()
+        ConsoleReporter(output: capture.output).emit(
+            .failed(ScannedFile(path: CardPath("a\u{1B}[2J"), size: 5, mtime: 0), StageFailure(kind: .vanished)))
+        #expect(capture.text() == "  failed a\\x1B[2J: disappeared before it could be copied\n")
+    }
+
+    @Test func theProgressLineIsCutToTheTerminalsWidthSoItNeverWraps() {
+        #expect(ProgressLine.cut("copied 1/4 files", to: 80) == "copied 1/4 files")
+        #expect(ProgressLine.cut("copied 1/4 files", to: 10) == "copied 1…", "nine characters: the tenth column is left free")
+        #expect(ProgressLine.cut("copied 1/4 files", to: nil) == "copied 1/4 files", "no terminal, no width")
     }
 
     @Test(arguments: [(0.0, "0:00"), (59.4, "0:59"), (61, "1:01"), (3600, "1:00:00"), (3725, "1:02:05")])
     func etaReadsLikeAClock(seconds: Double, expected: String) {
-        #expect(ConsoleReporter.clock(seconds) == expected)
+        #expect(ProgressSnapshot.clock(seconds) == expected)
     }
 }

@@ -38,14 +38,20 @@ public final class ChildProcess: @unchecked Sendable {
     private let outputs = TemporaryDirectory()
     private var exitStatus: Int32?
 
-    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    /// - Parameter terminal: a terminal's descriptor (``PseudoTerminal``) to be the child's
+    ///   standard input, output and error, instead of `/dev/null` and two files.
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, terminal: Int32? = nil) throws {
         self.executable = executable
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputs.path + "/out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, outputs.path + "/err", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        if let terminal {
+            for fd: Int32 in 0...2 { posix_spawn_file_actions_adddup2(&actions, terminal, fd) }
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 1, outputs.path + "/out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            posix_spawn_file_actions_addopen(&actions, 2, outputs.path + "/err", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        }
         // Nothing else of the test process leaks into the child (as Foundation's Process does).
         ingest_spawn_close_from(&actions, 3)
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]

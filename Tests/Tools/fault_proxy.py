@@ -4,7 +4,7 @@
 It sits between a client and an S3 server (SeaweedFS) on 127.0.0.1 and forwards
 requests one by one, keep-alive included, while rules pick requests to break:
 connection resets in the middle of a body, answers that never come, 503 SlowDown,
-500 InternalError, answers cut off halfway. The client must come out of every one of
+500 InternalError, answers cut off halfway, requests held back (a slow link). The client must come out of every one of
 them with retries, never with a corrupt or missing object; the proxy counts what it
 did so that a test can prove the faults really happened (a fault test that injects
 nothing passes vacuously).
@@ -42,7 +42,8 @@ OPTIONS    every=N    pick every Nth matching request: the Nth, 2Nth, ... (defau
                       seeded with --seed and the rule's position: the same requests
                       in the same order get the same faults (default 1)
            seconds=S  stall: how long to hold the request without answering
-                      (default 30; ends early when the client hangs up)
+                      (default 30; ends early when the client hangs up);
+                      delay: how long to hold it before forwarding it
            fraction=F reset, truncate: the share of the body forwarded before the
                       connection is cut (default 0.5)
            bytes=N    reset, truncate: forward N bytes of the body instead of a
@@ -72,6 +73,8 @@ slowdown   Answer 503 with S3's SlowDown error document, without forwarding. The
            '100 Continue' gets the answer at once, with 'Connection: close' (curl then
            stops sending and opens a new connection).
 error500   The same with 500 InternalError.
+delay      Hold the request for `seconds`, then forward it untouched: a slow link or
+           a slow server, without a single error (its body waits in the socket).
 truncate   Forward the request and cut the server's answer: the head and part of the
            body (fraction or bytes) reach the client, then an RST. An answer without
            a body is cut inside its head. The server did the work; the client never
@@ -82,6 +85,7 @@ Examples:
     stall:PUT:~partNumber=2(&|$):count=1:seconds=20
     slowdown:POST:?uploads:count=2            CreateMultipartUpload, twice
     slowdown:*:*                              everything, for ever
+    delay:PUT:partNumber=:seconds=0.5         every part upload, half a second late
 
 A skewed server clock
 ---------------------
@@ -138,7 +142,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 BUFFER_SIZE = 256 * 1024
 MAX_HEAD = 64 * 1024
-ACTIONS = ("reset", "stall", "slowdown", "error500", "truncate")
+ACTIONS = ("reset", "stall", "slowdown", "error500", "truncate", "delay")
 OPTIONS = ("every", "after", "count", "chance", "seconds", "fraction", "bytes")
 OPTION_FIELD = re.compile(r"^(%s)=(.+)$" % "|".join(OPTIONS))
 
@@ -818,6 +822,9 @@ class Session:
         if rule.action == "truncate":
             self.truncate(rule, request)
             return False
+        if rule.action == "delay":
+            shutting_down.wait(rule.seconds)
+            return self.forward(request)
         status, reason, code, message = {
             "slowdown": (503, "Slow Down", "SlowDown", "Please reduce your request rate."),
             "error500": (

@@ -338,6 +338,7 @@ public struct Ingestor: Sendable {
         let stager = Stager(area: area, settings: settings)
         stop.attach(stager)
         sink.emit(.stagingStarted(stager))
+        defer { sink.emit(.stagingEnded) }
 
         let outcomes = Batches<StageOutcome>()
         let files = plan.toStage

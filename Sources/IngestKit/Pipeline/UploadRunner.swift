@@ -74,7 +74,10 @@ public final class UploadRunner: Sendable {
     /// with one content share one upload). `checksums`: its parts' CRC32Cs, when the stager
     /// computed them as it read the card.
     public func submit(_ record: UploadRecord, resumed: Bool, checksums: PartChecksums? = nil) {
-        if machine.withLock({ $0.submit(record.id) }) { queue.yield(Job(id: record.id, resumed: resumed, checksums: checksums)) }
+        if machine.withLock({ $0.submit(record.id) }) {
+            sink.emit(.upload(.queued(record)))
+            queue.yield(Job(id: record.id, resumed: resumed, checksums: checksums))
+        }
     }
 
     /// A file whose content the journal says the bucket holds (content dedupe): the object
@@ -83,6 +86,7 @@ public final class UploadRunner: Sendable {
     /// alternative key.
     public func confirmInBucket(_ record: UploadRecord) {
         if machine.withLock({ $0.submit(record.id) }) {
+            sink.emit(.upload(.queued(record)))
             queue.yield(Job(id: record.id, resumed: false, checksums: nil, confirming: true))
         }
     }

@@ -53,6 +53,9 @@ public enum IngestEvent: Sendable {
     case scanned(ScanTotals)
     /// Copying begins; the stager's counters can be polled for progress.
     case stagingStarted(Stager)
+    /// Copying is over: every file was staged or failed, or the run stopped reading the card
+    /// (what was not reached stays pending, and is not waited for).
+    case stagingEnded
     case staged(StagedFile)
     case failed(ScannedFile, StageFailure)
     case upload(UploadEvent)
@@ -97,6 +100,8 @@ extension IngestEvent {
                     "unlisted": .int(totals.unlisted)]
         case .stagingStarted:
             return ["event": "staging"]
+        case .stagingEnded:
+            return ["event": "staging_ended"]
         case .staged(let staged):
             return ["event": "staged", "path": .string(staged.file.path.display), "size": .int(staged.file.size),
                     "xxh128": .string(staged.fingerprint.hex), "deduplicated": .bool(staged.deduplicated),

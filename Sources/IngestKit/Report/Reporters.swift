@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Where reporters write: a file descriptor, unbuffered, one `write` per call so lines from
 /// several threads never interleave mid-line.
@@ -51,28 +50,17 @@ public struct CardJSONReporter: EventSink {
     }
 }
 
-/// The human view: notable findings and failures as lines, a live progress line while
-/// copying (only on a terminal), and a summary at the end.
+/// The human view: notable findings and failures as lines, and a summary at the end. The
+/// live progress line is drawn by ``ProgressReports`` on a ``ProgressLine`` of the same
+/// output, which each message clears first.
 public final class ConsoleReporter: EventSink, Sendable {
-    private struct Progress {
-        var stager: Stager?
-        var started = Date()
-        var totalFiles = 0
-        var totalBytes: Int64 = 0
-        var filesDone = 0
-        var uploadsDone = 0
-        var uploadedBytes: Int64 = 0
-        var lineShown = false
-    }
-
     private let output: ReportOutput
-    private let showsProgress: Bool
-    private let progress = Mutex(Progress())
+    private let line: ProgressLine?
 
-    /// - Parameter showsProgress: draw the live line (on by default when `output` is a terminal).
-    public init(output: ReportOutput = .standardError, showsProgress: Bool? = nil) {
+    /// - Parameter line: the progress line drawn on `output`, if one is.
+    public init(output: ReportOutput = .standardError, line: ProgressLine? = nil) {
         self.output = output
-        self.showsProgress = showsProgress ?? output.isTerminal
+        self.line = line
     }
 
     public func emit(_ event: IngestEvent) {
@@ -89,28 +77,15 @@ public final class ConsoleReporter: EventSink, Sendable {
         case let .notice(file, _, message):
             print("  note: \(file.path.display): \(message)")
         case .scanned(let totals):
-            progress.withLock {
-                $0.totalFiles = totals.toStage
-                $0.totalBytes = totals.toStageBytes
-            }
             print(
                 "Found \(totals.toStage) files to copy (\(ByteCount(totals.toStageBytes))), "
                     + "\(totals.known) already ingested (\(ByteCount(totals.knownBytes))), \(totals.skipped) skipped"
                     + (totals.unlisted > 0 ? " (\(totals.unlisted) more skips and notes not listed)" : ""))
-        case .stagingStarted(let stager):
-            progress.withLock {
-                $0.stager = stager
-                $0.started = Date()
-            }
-        case .staged:
-            progress.withLock { $0.filesDone += 1 }
         case let .failed(file, failure):
-            progress.withLock { $0.filesDone += 1 }
             print("  failed \(file.path.display): \(failure)")
         case .upload(let event):
             report(event)
         case .finished(let summary):
-            progress.withLock { $0.stager = nil }
             var line = "Staged \(summary.staged) files (\(ByteCount(summary.stagedBytes)))"
             if summary.deduplicated > 0 { line += ", \(summary.deduplicated) with content already staged" }
             line += "; \(summary.scan.known) already ingested; \(summary.failed) failed"
@@ -125,13 +100,15 @@ public final class ConsoleReporter: EventSink, Sendable {
                 print(line)
             }
             if summary.failed > 0 { print("Files that failed stay pending: run ingest again to retry them.") }
+        case .stagingStarted, .staged, .stagingEnded:
+            break
         }
     }
 
     /// Upload events worth a line: the rest shows in the progress line.
     private func report(_ event: UploadEvent) {
         switch event {
-        case .resuming(let record):
+        case .resuming(let record, _):
             print("  resuming upload \(record.id) of \(record.sourceDisplay) (\(record.phase.rawValue))")
         case .refreshingCredentials:
             print("  refreshing credentials")
@@ -148,54 +125,12 @@ public final class ConsoleReporter: EventSink, Sendable {
         case let .conditionalWritesNotHonoured(target, reason):
             print("  warning: \(target.displayName) does not honour If-None-Match (\(reason)); every write is "
                 + "checked with HEAD first, but two writers to one key can still race there")
-        case .completed(let record, _):
-            progress.withLock {
-                $0.uploadsDone += 1
-                $0.uploadedBytes += record.size
-            }
-        case .partUploaded, .preparing, .initiating, .reconciling, .completing:
+        case .queued, .completed, .partUploaded, .preparing, .initiating, .reconciling, .completing:
             break
         }
     }
 
-    /// Redraws the progress line until the task is cancelled; a no-op unless on a terminal.
-    public func runProgressDisplay(interval: Duration = .milliseconds(250)) async {
-        guard showsProgress else { return }
-        while !Task.isCancelled {
-            try? await Task.sleep(for: interval)
-            redraw()
-        }
-    }
-
-    private func redraw() {
-        let line: String? = progress.withLock { state in
-            guard let stager = state.stager else { return nil }
-            let bytes = stager.bytesRead.load(ordering: .relaxed)
-            let elapsed = max(Date().timeIntervalSince(state.started), 0.001)
-            let rate = Double(bytes) / elapsed
-            var text = "  \(state.filesDone)/\(state.totalFiles) files · \(ByteCount(bytes))/\(ByteCount(state.totalBytes))"
-            text += " · \(ByteCount(Int64(rate)))/s"
-            if rate > 0, state.totalBytes > bytes {
-                text += " · ETA \(Self.clock(Double(state.totalBytes - bytes) / rate))"
-            }
-            if state.uploadsDone > 0 { text += " · uploaded \(state.uploadsDone) (\(ByteCount(state.uploadedBytes)))" }
-            state.lineShown = true
-            return text
-        }
-        if let line { output.write("\r\u{1B}[K" + line) }
-    }
-
-    private func print(_ line: String) {
-        let clear = progress.withLock { state -> Bool in
-            defer { state.lineShown = false }
-            return state.lineShown
-        }
-        output.write((clear ? "\r\u{1B}[K" : "") + Printable.escaped(line) + "\n")
-    }
-
-    static func clock(_ seconds: Double) -> String {
-        let total = Int(seconds.rounded())
-        let (h, m, s) = (total / 3600, total / 60 % 60, total % 60)
-        return h > 0 ? String(format: "%d:%02d:%02d", h, m, s) : String(format: "%d:%02d", m, s)
+    private func print(_ text: String) {
+        if let line { line.print(text) } else { output.line(text) }
     }
 }

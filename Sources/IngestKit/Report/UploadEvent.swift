@@ -1,10 +1,14 @@
 /// What the uploader reports, phase by phase. Each names the logical upload id, which is
 /// what `ingest status`, `resume`, `abort` and `forget` take.
 public enum UploadEvent: Sendable {
+    /// Handed to a run of uploads, which starts it when one of its file slots frees: the
+    /// job's bytes to upload (``JobProgress``) count from here.
+    case queued(UploadRecord)
     /// Planned now (a new upload of a staged file's content).
     case preparing(UploadRecord)
-    /// Taken up again from the journal, in the phase an earlier run left it.
-    case resuming(UploadRecord)
+    /// Taken up again from the journal, in the phase an earlier run left it, with the bytes
+    /// of the parts the journal holds as acknowledged (they count as uploaded up front).
+    case resuming(UploadRecord, acknowledgedBytes: Int64)
     /// `CreateMultipartUpload` (or the single `PutObject`) is being sent.
     case initiating(UploadRecord)
     /// The journal's parts are compared with the server's (`ListParts`).
@@ -43,14 +47,17 @@ extension UploadEvent {
             ]
         }
         switch self {
+        case .queued(let record):
+            return object("upload_queued", record)
         case .preparing(let record):
             var json = object("upload_preparing", record)
             json["bucket"] = .string(record.bucket)
             json["multipart"] = .bool(record.partSize != nil)
             return json
-        case .resuming(let record):
+        case let .resuming(record, acknowledgedBytes):
             var json = object("upload_resuming", record)
             json["phase"] = .string(record.phase.rawValue)
+            json["acknowledged_bytes"] = .int(acknowledgedBytes)
             json["restart_count"] = .int(record.restartCount)
             return json
         case .initiating(let record):

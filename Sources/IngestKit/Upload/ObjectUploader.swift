@@ -55,7 +55,7 @@ struct ObjectUploader: Sendable {
     {
         var checksums = checksums
         if resumed {
-            sink.emit(.upload(.resuming(record)))
+            sink.emit(.upload(.resuming(record, acknowledgedBytes: parts.reduce(0) { $0 + $1.size })))
             switch await checkStagedCopy() {
             case .success(let computed): checksums = computed
             case .failure(let problem): return await conclude(await handle(problem))

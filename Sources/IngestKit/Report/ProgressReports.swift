@@ -1,0 +1,134 @@
+import Glibc
+import Synchronization
+
+/// The live line on a terminal: drawn over itself (carriage return, erase to the end of the
+/// line), cut to the terminal's width so that it never wraps (a wrapped line cannot be drawn
+/// over), and cleared before any other line is written through it, so the two never mix.
+public final class ProgressLine: Sendable {
+    private struct State {
+        var shown = false
+        var ended = false
+    }
+
+    private let output: ReportOutput
+    private let state = Mutex(State())
+
+    public init(output: ReportOutput = .standardError) { self.output = output }
+
+    /// Draws `text` over the line shown; nothing once ``end()`` was called.
+    func draw(_ text: String) {
+        state.withLock { state in
+            guard !state.ended else { return }
+            output.write("\r\u{1B}[K" + Self.cut(Printable.escaped(text), to: output.columns))
+            state.shown = true
+        }
+    }
+
+    /// Writes `text` as a line of its own, clearing the progress line first; the progress line
+    /// comes back below it at the next draw.
+    public func print(_ text: String) {
+        state.withLock { state in
+            output.write((state.shown ? "\r\u{1B}[K" : "") + Printable.escaped(text) + "\n")
+            state.shown = false
+        }
+    }
+
+    /// Clears the line for good: what is written next starts on a clean line.
+    public func end() {
+        state.withLock { state in
+            if state.shown { output.write("\r\u{1B}[K") }
+            state.shown = false
+            state.ended = true
+        }
+    }
+
+    /// `text` in at most `columns - 1` characters (the last column would wrap on some
+    /// terminals), with an ellipsis where it was cut.
+    static func cut(_ text: String, to columns: Int?) -> String {
+        guard let columns, columns > 1, text.count > columns - 1 else { return text }
+        return String(text.prefix(columns - 2)) + "…"
+    }
+}
+
+extension ReportOutput {
+    /// The width of the terminal this writes to; nil when it is no terminal.
+    var columns: Int? {
+        var size = winsize()
+        guard ioctl(fd, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        return Int(size.ws_col)
+    }
+}
+
+/// Tells a job's progress while it runs, each way asked for: the line on a terminal (four
+/// times a second), a `progress` NDJSON event and systemd's `STATUS=` (each `interval`).
+///
+/// ``start()`` when the job starts, ``stop()`` when it ends (also on a failure): the line is
+/// cleared, so what the command writes next starts on a clean line.
+public final class ProgressReports: Sendable {
+    public let progress: JobProgress
+    /// The line on the terminal, if drawn.
+    public let line: ProgressLine?
+    /// Where `progress` events go (`--json`), if anywhere.
+    let events: ReportOutput?
+    let systemd: SystemdNotifier?
+    let interval: Duration
+    /// The loop, and whether ``stop()`` was called (nothing is told after it).
+    private let state = Mutex<(task: Task<Void, Never>?, stopped: Bool)>((nil, false))
+
+    /// How often the line is drawn.
+    static let redraw = Duration.milliseconds(250)
+    /// How often events and `STATUS=` go out by default.
+    public static let defaultInterval = Duration.seconds(2)
+
+    public init(
+        progress: JobProgress, line: ProgressLine?, events: ReportOutput?, systemd: SystemdNotifier?,
+        interval: Duration = defaultInterval
+    ) {
+        precondition(interval > .zero)
+        self.progress = progress
+        self.line = line
+        self.events = events
+        self.systemd = systemd
+        self.interval = interval
+    }
+
+    /// Starts telling; once.
+    public func start() {
+        guard line != nil || events != nil || systemd != nil else { return }
+        let loop = Task { [self] in
+            let tick = line == nil ? interval : min(Self.redraw, interval)
+            var due = ContinuousClock.now + interval
+            while !Task.isCancelled {
+                try? await Task.sleep(for: tick)
+                let now = ContinuousClock.now
+                let snapshot = progress.snapshot(now: now)
+                // A job all done waits only for its summary: nothing to draw under it.
+                if let line, snapshot.hasWork, !snapshot.isDone { line.draw(snapshot.text) }
+                if now >= due {
+                    due = now + interval
+                    state.withLock { if !$0.stopped { tell(snapshot) } }
+                }
+            }
+        }
+        state.withLock { $0.task = loop }
+    }
+
+    /// Stops telling and clears the line; systemd hears where the job ended. Once: later
+    /// calls do nothing.
+    public func stop() {
+        let first = state.withLock { state in
+            defer { state.stopped = true }
+            state.task?.cancel()
+            return !state.stopped
+        }
+        guard first else { return }
+        line?.end()
+        let snapshot = progress.snapshot()
+        if snapshot.hasWork { systemd?.status("ended: " + snapshot.text) }
+    }
+
+    private func tell(_ snapshot: ProgressSnapshot) {
+        events?.write(JSONValue.line(snapshot.json) + "\n")
+        if snapshot.hasWork { systemd?.status(snapshot.text) }
+    }
+}
