@@ -14,7 +14,7 @@ import Testing
     /// One staged file, its journal and a store: what an uploader needs.
     struct Bench {
         let directory = TemporaryDirectory()
-        let store = ScriptedStore()
+        let store: ScriptedStore
         let journal: Journal
         let bytes: [UInt8]
         let fingerprint: Fingerprint
@@ -29,8 +29,9 @@ import Testing
 
         /// A file of `size` random bytes, staged and claimed: multipart with `partSize`,
         /// a single PutObject without.
-        init(size: Int, partSize: Int64?) async throws {
+        init(size: Int, partSize: Int64?, store: ScriptedStore = ScriptedStore()) async throws {
             self.partSize = partSize
+            self.store = store
             journal = try Journal(path: directory.path + "/journal.sqlite")
             try await journal.noteVolume(volume)
             bytes = randomBytes(size)
@@ -99,6 +100,21 @@ import Testing
         #expect(bench.store.calls(.put) == 1)
         #expect(try await bench.journalled().0.phase == .completed)
         #expect(try await bench.fileState() == .uploaded)
+    }
+
+    @Test func aPutObjectWhoseAnswerCarriesTheDigestOfTheBytesSentIsTheOnlyRequest() async throws {
+        let bench = try await Bench(size: 100_000, partSize: nil)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        let requests = ScriptedStore.Operation.allCases.map { bench.store.calls($0) }.reduce(0, +)
+        #expect(requests == 1, "no HeadObject, no ListMultipartUploads: the answer verified it")
+    }
+
+    @Test func aPutObjectWhoseAnswerCarriesNoDigestIsLookedAtBeforeItCounts() async throws {
+        let bench = try await Bench(size: 100_000, partSize: nil, store: ScriptedStore(echoesChecksums: false))
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        #expect(bench.store.calls(.put) == 1)
+        #expect(bench.store.calls(.head) == 1)
+        #expect(bench.store.calls(.abortUploads) == 0, "a single PUT opens no multipart upload to look for")
     }
 
     @Test func aPutObjectWhoseAnswerIsLostIsFoundByTheNextRunsConditionalWriteAndNothingIsReplaced() async throws {

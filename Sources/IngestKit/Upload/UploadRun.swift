@@ -339,7 +339,9 @@ struct UploadRun {
     /// connection cut after the server answered, a retry that created a second). Aborted
     /// now, so none waits for the rescan's sweep; a failure to list or abort only waits
     /// for that sweep.
+    /// A single PUT opens no multipart upload: nothing to look for.
     private func abortStrayUploads() async {
+        guard !plan.isSinglePut else { return }
         _ = try? await client.abortUploads(key: record.key, known: nil)
     }
 
