@@ -243,17 +243,6 @@ extension Journal {
         }
     }
 
-    /// Records a phase (single `PutObject` uploads, which have no parts), and why it failed.
-    public func setPhase(
-        _ phase: UploadStateMachine.Phase, lastError: String?, ofUpload id: String, at date: Date = Date()
-    ) async throws(JournalError) {
-        try await writing { db in
-            try db.execute(
-                sql: "UPDATE upload SET phase = ?, lastError = ?, updatedAt = ? WHERE id = ?",
-                arguments: [phase, lastError, JournalDate(date), id])
-        }
-    }
-
     /// Records why this run's attempt at an upload failed (its phase stays what it was), and
     /// counts the failure: at `quarantineAfter` failed runs in a row the upload is
     /// quarantined. Returns whether it is quarantined now.
