@@ -145,11 +145,14 @@ extension Journal {
         let target = claim.target
         let id = UploadRecord.logicalID(target: target, fingerprint: claim.fingerprint)
         let pathBytes = Data(claim.path.bytes)
-        if let existing = try UploadRecord.fetchOne(db, key: id) {
+        // Cached statements: compiling one costs more than running it (GRDB's authorizer
+        // looks at every column the statement reads), and this runs once per file.
+        if let existing = try UploadRecord.fetchOne(
+            db.cachedStatement(sql: "SELECT * FROM upload WHERE id = ?"), arguments: [id])
+        {
             let done = existing.phase == .completed
-            try db.execute(
-                sql: "UPDATE file SET uploadID = ?, state = ?, updatedAt = ? WHERE volumeKey = ? AND path = ?",
-                arguments: [id, done ? FileState.uploaded : FileState.staged, JournalDate(date), volumeKey, pathBytes])
+            try db.cachedStatement(sql: "UPDATE file SET uploadID = ?, state = ?, updatedAt = ? WHERE volumeKey = ? AND path = ?")
+                .execute(arguments: [id, done ? FileState.uploaded : FileState.staged, JournalDate(date), volumeKey, pathBytes])
             return done ? .alreadyInBucket(existing) : .upload(existing)
         }
         let record = UploadRecord(
@@ -159,12 +162,10 @@ extension Journal {
             headers: UploadRecord.encode(headers: claim.headers), volumeKey: volumeKey, sourcePath: pathBytes,
             etag: nil, lastError: nil, createdAt: date, updatedAt: date, completedAt: nil)
         try record.insert(db)
-        try db.execute(
-            sql: """
-                UPDATE file SET uploadID = ?, updatedAt = ?, lastError = NULL, failures = 0, quarantined = 0
-                WHERE volumeKey = ? AND path = ?
-                """,
-            arguments: [id, JournalDate(date), volumeKey, pathBytes])
+        try db.cachedStatement(sql: """
+            UPDATE file SET uploadID = ?, updatedAt = ?, lastError = NULL, failures = 0, quarantined = 0
+            WHERE volumeKey = ? AND path = ?
+            """).execute(arguments: [id, JournalDate(date), volumeKey, pathBytes])
         return .upload(record)
     }
 
