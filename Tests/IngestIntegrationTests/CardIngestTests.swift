@@ -358,6 +358,7 @@ struct CardIngestTests {
         let full = try IngestRun.ingest([card.path, "--no-upload", "--state-dir", state, "--reserve", "0", "--json"])
 
         #expect(full.status == 73, "\(full.stderr)")
+        #expect(full.summary?.int("exit_status") == 73, "the summary says the status the run exits with")
         #expect(full.stderr.contains("is full"))
         #expect(full.stderr.contains("Nothing was lost"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: state + "/staging/.partial").isEmpty)

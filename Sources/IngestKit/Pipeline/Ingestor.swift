@@ -210,6 +210,7 @@ public struct Ingestor: Sendable {
             if stopped == nil { stopped = .journal(error) }
         }
         if stopped == nil, let reason = stop.reason { summary.stoppedBy = reason.rawValue }
+        summary.errorStatus = (stopped ?? labelProblem)?.exitStatus
         summary.seconds = Date().timeIntervalSince(started)
         sink.emit(.finished(summary))
         outcome.summary = summary

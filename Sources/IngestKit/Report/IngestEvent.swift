@@ -34,10 +34,14 @@ public struct RunSummary: Sendable, Equatable, Codable {
     public var uploadError: UploadError?
     /// Files and uploads of the card left quarantined after the run (``FileRecord/quarantined``).
     public var quarantined = 0
+    /// The exit status of the error that ended the run, which the process exits with: what
+    /// stopped it early (``stoppedBy``), or labels no object of the card may carry.
+    public var errorStatus: ExitStatus?
 
     public init(volume: String) { self.volume = volume }
 
     public var exitStatus: ExitStatus {
+        if let errorStatus { return errorStatus }
         if let uploadError { return uploadError.exitStatus }
         return failed > 0 || quarantined > 0 ? .partial : .success
     }
