@@ -141,11 +141,15 @@ final class LoopCard {
     /// Flushes what was written and remounts read-only, as a card is ingested.
     func seal() throws { try sh("sync; mount -o remount,ro \(mountPoint)") }
 
-    /// Unmounts (if mounted here) and detaches (pulling the card out after the fact).
+    /// Unmounts (if mounted here) and detaches (pulling the card out after the fact): every
+    /// loop device of the image, however many a test attached, each tried again while udev
+    /// still holds it (a loop device left behind outlives the test and its image).
     func detach() throws {
         try sh("""
             if mountpoint -q \(mountPoint); then umount \(mountPoint) || umount -l \(mountPoint); fi
-            losetup -d \(device) || true
+            for loop in $(losetup -n -O NAME -j \(image)); do
+                for try in 1 2 3 4 5 6 7 8 9 10; do losetup -d "$loop" 2>/dev/null && break; udevadm settle -t 2 || sleep 0.2; done
+            done
             """)
         device = ""
     }
