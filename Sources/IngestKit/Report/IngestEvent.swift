@@ -152,21 +152,48 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral {
     static func int(_ value: Int32) -> JSONValue { .int(Int64(value)) }
 
     var encoded: String {
+        var out = ""
+        append(to: &out)
+        return out
+    }
+
+    private func append(to out: inout String) {
         switch self {
-        case .string(let text): Self.quote(text)
-        case .int(let value): String(value)
-        case .double(let value): String(format: "%.3f", value)
-        case .bool(let value): value ? "true" : "false"
+        case .string(let text): Self.appendQuoted(text, to: &out)
+        case .int(let value): out += String(value)
+        case .double(let value): out += String(format: "%.3f", value)
+        case .bool(let value): out += value ? "true" : "false"
         }
     }
 
-    /// One line of NDJSON: the object with its keys in sorted order.
+    /// One line of NDJSON: the object with its keys in sorted order. (Several per file of a
+    /// card with `--json`: built in one string.)
     public static func line(_ object: [String: JSONValue]) -> String {
-        "{" + object.sorted { $0.key < $1.key }.map { "\(quote($0.key)):\($0.value.encoded)" }.joined(separator: ",") + "}"
+        var out = "{"
+        for (index, (key, value)) in object.sorted(by: { $0.key < $1.key }).enumerated() {
+            if index > 0 { out += "," }
+            appendQuoted(key, to: &out)
+            out += ":"
+            value.append(to: &out)
+        }
+        return out + "}"
     }
 
     static func quote(_ text: String) -> String {
-        var out = "\""
+        var out = ""
+        appendQuoted(text, to: &out)
+        return out
+    }
+
+    /// Appends `text` as a JSON string: whole when nothing in it needs escaping (nearly
+    /// always), else scalar by scalar.
+    private static func appendQuoted(_ text: String, to out: inout String) {
+        out += "\""
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out += text
+            out += "\""
+            return
+        }
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\"": out += "\\\""
@@ -179,7 +206,7 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral {
             default: out.unicodeScalars.append(scalar)
             }
         }
-        return out + "\""
+        out += "\""
     }
 }
 
