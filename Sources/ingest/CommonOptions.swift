@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import IngestKit
 import Logging
+import Synchronization
 
 /// Options every subcommand takes: where the configuration and state live, how to report.
 struct CommonOptions: ParsableArguments {
@@ -100,7 +101,12 @@ func notice(_ error: IngestError, code: String, json: Bool) {
 
 /// Logs with what a card controls made printable (``Printable``): a file name with a
 /// newline or an escape sequence cannot forge a line in journald or drive the terminal.
+/// While a progress line is drawn on the terminal (``progressLine``), each log line is
+/// written aside it, on a line of its own.
 struct PrintableLogHandler: LogHandler {
+    /// The progress line drawn on standard error, if one is.
+    static let progressLine = Mutex<ProgressLine?>(nil)
+
     private var inner: StreamLogHandler
 
     init(_ inner: StreamLogHandler) { self.inner = inner }
@@ -124,6 +130,10 @@ struct PrintableLogHandler: LogHandler {
         var event = event
         event.message = "\(Printable.escaped(event.message.description))"
         event.metadata = event.metadata?.mapValues { .string(Printable.escaped($0.description)) }
-        inner.log(event: event)
+        if let line = Self.progressLine.withLock({ $0 }) {
+            line.writingAside { inner.log(event: event) }
+        } else {
+            inner.log(event: event)
+        }
     }
 }

@@ -51,6 +51,7 @@ extension CommonOptions {
         let progress = JobProgress(uploads: uploads)
         let drawn = options.progress ?? (!json && ReportOutput.standardError.isTerminal)
         let line = drawn ? ProgressLine(output: .standardError) : nil
+        PrintableLogHandler.progressLine.withLock { $0 = line }
         let reporter: any EventSink = json ? JSONLinesReporter() : ConsoleReporter(line: line)
         let reports = ProgressReports(
             progress: progress, line: line, events: json ? .standardOutput : nil, systemd: systemd, interval: options.interval)

@@ -47,6 +47,20 @@ final class OutputCapture {
             + "\r\u{1B}[K", "once ended, the line is cleared and never drawn again")
     }
 
+    @Test func aLineWrittenAsideByAnotherWriterClearsTheProgressLineFirst() {
+        let capture = OutputCapture()
+        let line = ProgressLine(output: capture.output)
+        line.draw("copied 1/4 files")
+        line.writingAside { capture.output.write("warning: upload failed\n") }
+        line.writingAside { capture.output.write("warning: again\n") }
+        line.draw("copied 2/4 files")
+
+        #expect(capture.text() == "\r\u{1B}[Kcopied 1/4 files"
+            + "\r\u{1B}[Kwarning: upload failed\n"
+            + "warning: again\n"
+            + "\r\u{1B}[Kcopied 2/4 files", "cleared once, when it was shown; drawn again below")
+    }
+
     @Test func withoutAProgressLineMessagesAreBareLines() {
         let capture = OutputCapture()
         ConsoleReporter(output: capture.output).emit(

@@ -33,6 +33,17 @@ public final class ProgressLine: Sendable {
         }
     }
 
+    /// Runs `write`, which writes whole lines to the same output by other means (the log
+    /// handler's), with the line cleared first and kept from being drawn meanwhile: the two
+    /// never mix, and the line comes back below at the next draw.
+    public func writingAside(_ write: () -> Void) {
+        state.withLock { state in
+            if state.shown { output.write("\r\u{1B}[K") }
+            state.shown = false
+            write()
+        }
+    }
+
     /// Clears the line for good: what is written next starts on a clean line.
     public func end() {
         state.withLock { state in
