@@ -38,6 +38,7 @@ import re
 import secrets
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -551,6 +552,58 @@ def journal_kills(kills: int, files: int):
     return scenario
 
 
+def journal_commit_kills(kills: int, files: int):
+    """The journal killed inside a transaction, for certain: strace (outside the process) sends
+    SIGKILL as ingest enters its Nth write to the journal's write-ahead log (strace counts per
+    thread: the first thread to reach N), so the frames of
+    the transaction being committed are written in part and its commit frame never. The WAL
+    left behind is read to show the kill landed there (its last frame is no commit); then the
+    journal must pass SQLite's integrity check, the card is ingested to the end, and nothing
+    may be lost."""
+    def scenario(ctx: Context) -> None:
+        spec = [(f"DCIM/{100 + i // 200}MEDIA/IMG_{i:04d}.JPG", ctx.rng.randint(1, 8192)) for i in range(files)]
+        card = ctx.card("card", spec)
+        ctx.expect(card)
+        state = ctx.state()
+        wal = os.path.join(state, "journal.sqlite-wal")
+        inside = 0
+        for _ in range(kills):
+            nth = ctx.rng.randint(2, 400)
+            run = ctx.run(card, state, wrapper=[
+                "strace", "-f", "-qq", "-o", "/dev/null", "-P", wal, "-e", "trace=pwrite64,write",
+                "-e", f"inject=pwrite64,write:signal=KILL:when={nth}+"])
+            if run.status not in (-signal.SIGKILL, 128 + signal.SIGKILL):
+                ctx.row.notes.append(f"the run ended ({run.status}) before its write {nth} to the WAL")
+                continue
+            ctx.faults += 1
+            inside += wal_ends_inside_a_transaction(wal)
+            check_journal(ctx, state)
+        ctx.row.notes.append(f"{inside} of {kills} kills left a transaction half-written in the WAL")
+        if inside == 0:
+            ctx.row.checks_failed.append("no kill landed inside a transaction: nothing was tested")
+        ctx.finish(card, state)
+        check_journal(ctx, state)
+    return scenario
+
+
+def wal_ends_inside_a_transaction(wal: str) -> bool:
+    """Whether the write-ahead log's last frame of the current generation (its salts match the
+    header's) is no commit frame: a transaction was being written when the process died."""
+    try:
+        with open(wal, "rb") as file:
+            data = file.read()
+    except FileNotFoundError:
+        return False
+    if len(data) < 32:
+        return False
+    page_size, salts = struct.unpack(">I", data[8:12])[0], data[16:24]
+    offset, last_commit = 32, None
+    while offset + 24 + page_size <= len(data) and data[offset + 8:offset + 16] == salts:
+        last_commit = struct.unpack(">I", data[offset + 4:offset + 8])[0]
+        offset += 24 + page_size
+    return last_commit == 0
+
+
 def check_journal(ctx: Context, state: str) -> None:
     journal = os.path.join(state, "journal.sqlite")
     if not os.path.exists(journal):
@@ -1014,6 +1067,7 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
         ("staging disk full", staging_full, 1, True),
         ("credentials expiring mid-upload", credentials_expiring, r, True),
         ("journal: kill -9 at random moments", journal_kills(3, 1000) if short else journal_kills(8, 2500), 1, True),
+        ("journal: kill -9 inside a commit (strace, at a write to the WAL)", journal_commit_kills(5, 1000), 1, False),
         ("racing triggers (one card, two ingests)", racing, r, True),
         ("racing triggers (ingest --device twice at once)", racing_device, 1, True),
         ("same label, other bytes, one after the other", same_label(False), 1, True),
