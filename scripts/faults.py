@@ -467,20 +467,23 @@ exec cat '{current}'
     config = os.path.join(creds, "config")
     with open(os.open(config, os.O_WRONLY | os.O_CREAT, 0o600), "w") as out:
         out.write(f"[default]\ncredential_process = {helper}\n")
-    keys: list[tuple[str, str, float]] = []  # access key, secret, expiration
+    keys: list[list] = []  # [access key, secret, expiration]
     harness_trouble: list[str] = []
     stop = threading.Event()
     lifetime, grace = 4.0, 1.0
+    session = botocore.session.get_session()
+    handed_out: list[float] = []  # when each key was given to credential_process
 
     def rotate() -> None:
         now = time.time()
-        key = ("FAULTSTEMP" + secrets.token_hex(6).upper(), secrets.token_hex(20), now + 0.5 + lifetime)
+        # Known to the server until the key's expiration (set when it is handed out) plus grace.
+        key = ["FAULTSTEMP" + secrets.token_hex(6).upper(), secrets.token_hex(20), now + 60]
         keys.append(key)
         weed.extra = {k: secret for k, secret, expires in keys if expires + grace > now}
         weed.write_identities()
         weed.reload()
         # The server must know the key before anyone is given it: asked with the key itself.
-        probe = botocore.session.get_session().create_client(
+        probe = session.create_client(
             "s3", endpoint_url=weed.endpoint, region_name="us-east-1", aws_access_key_id=key[0],
             aws_secret_access_key=key[1], config=botocore.config.Config(retries={"max_attempts": 1}))
         deadline = time.monotonic() + 5
@@ -493,6 +496,9 @@ exec cat '{current}'
                     harness_trouble.append(f"SeaweedFS did not take key {key[0]} within 5 s")
                     break
                 time.sleep(0.05)
+        # Its life starts when it is handed out, not when it was made: a reload slowed down by a
+        # busy machine must not hand out a key that has already expired.
+        key[2] = time.time() + lifetime
         expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(key[2]))
         text = ('{"Version": 1, "AccessKeyId": "%s", "SecretAccessKey": "%s", "Expiration": "%s"}'
                 % (key[0], key[1], expires))
@@ -500,6 +506,7 @@ exec cat '{current}'
         with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
             out.write(text)
         os.replace(temporary, current)
+        handed_out.append(time.monotonic())
 
     def rotator() -> None:
         while not stop.wait(0.5):
@@ -520,8 +527,10 @@ exec cat '{current}'
         refreshes = first.count("credentials_refreshing")
         with open(calls) as lines:
             invocations = len(lines.readlines())
+        longest = max((b - a for a, b in zip(handed_out, handed_out[1:])), default=0.0)
         ctx.row.notes.append(f"first run: {first.seconds:.1f} s, status {first.status}, {len(keys)} keys made, "
-                             f"credential_process run {invocations} times, {refreshes} credentials_refreshing events")
+                             f"credential_process run {invocations} times, {refreshes} credentials_refreshing events, "
+                             f"longest gap between keys {longest:.1f} s (a key lives {lifetime:.0f} s)")
         if harness_trouble:
             ctx.row.notes += harness_trouble[:3]
         if first.status != 0:
