@@ -699,6 +699,39 @@ def same_label(together: bool):
     return scenario
 
 
+def server_ignoring_conditions(ctx: Context) -> None:
+    """A server that ignores If-None-Match, as far as ingest can tell: the proxy answers every
+    412 with 200 and the body's ETag (unconditional). ingest's probe must find out and say so
+    (conditional_writes_not_honoured), then look at each key before it writes: two cards whose
+    files meet at one key (a template without {card_id}), ingested one after the other, must leave
+    the first card's objects as they were and send the second's to their alternative keys. A write
+    made without looking would be answered 200 and lost (the server kept the first card's bytes)."""
+    with open(ctx.config) as file:
+        text = file.read()
+    with open(ctx.config, "w") as file:
+        file.write(text.replace("[s3]\n", '[s3]\nkey_template = "{device}/{path}"\n', 1))
+    a, b = twin_cards(ctx)
+    state = ctx.state()
+    ctx.h.proxy.rules(["unconditional:PUT,POST:*"])
+    try:
+        for name, card in (("first", a), ("second", b)):
+            run = ctx.run(card.mountpoint, state)
+            if not run.count("conditional_writes_not_honoured"):
+                ctx.row.checks_failed.append(f"the {name} run did not warn that the server ignores If-None-Match")
+            if run.status != 0:
+                ctx.row.checks_failed.append(f"the {name} run ended {run.status}: {tail(run.stderr)}")
+        moved = run.count("key_taken")
+        ctx.row.notes.append(f"the second card: {moved} files sent to their alternative keys")
+        if moved != 6:
+            ctx.row.checks_failed.append(f"the second card sent {moved} files, not 6, to alternative keys")
+    finally:
+        ctx.h.proxy.rules([])
+    ctx.finish(a.mountpoint, state, resume_first=False)
+    ctx.finish(b.mountpoint, state, resume_first=False)
+    a.release()
+    b.release()
+
+
 def two_stations(same_content: bool):
     def scenario(ctx: Context) -> None:
         s1, s2 = ctx.state("station-1"), ctx.state("station-2")
@@ -1081,6 +1114,7 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
         ("racing triggers (ingest --device twice at once)", racing_device, 1, True),
         ("same label, other bytes, one after the other", same_label(False), 1, True),
         ("same label, other bytes, at once", same_label(True), 1, True),
+        ("a server that ignores If-None-Match (412s answered 200)", server_ignoring_conditions, 1, True),
         ("two stations, same card", two_stations(True), 1, False),
         ("two stations, same label, other bytes", two_stations(False), 1, True),
         ("hostile names", hostile_names, 1, True),
