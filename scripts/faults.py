@@ -38,6 +38,7 @@ import re
 import secrets
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -466,20 +467,23 @@ exec cat '{current}'
     config = os.path.join(creds, "config")
     with open(os.open(config, os.O_WRONLY | os.O_CREAT, 0o600), "w") as out:
         out.write(f"[default]\ncredential_process = {helper}\n")
-    keys: list[tuple[str, str, float]] = []  # access key, secret, expiration
+    keys: list[list] = []  # [access key, secret, expiration]
     harness_trouble: list[str] = []
     stop = threading.Event()
     lifetime, grace = 4.0, 1.0
+    session = botocore.session.get_session()
+    handed_out: list[float] = []  # when each key was given to credential_process
 
     def rotate() -> None:
         now = time.time()
-        key = ("FAULTSTEMP" + secrets.token_hex(6).upper(), secrets.token_hex(20), now + 0.5 + lifetime)
+        # Known to the server until the key's expiration (set when it is handed out) plus grace.
+        key = ["FAULTSTEMP" + secrets.token_hex(6).upper(), secrets.token_hex(20), now + 60]
         keys.append(key)
         weed.extra = {k: secret for k, secret, expires in keys if expires + grace > now}
         weed.write_identities()
         weed.reload()
         # The server must know the key before anyone is given it: asked with the key itself.
-        probe = botocore.session.get_session().create_client(
+        probe = session.create_client(
             "s3", endpoint_url=weed.endpoint, region_name="us-east-1", aws_access_key_id=key[0],
             aws_secret_access_key=key[1], config=botocore.config.Config(retries={"max_attempts": 1}))
         deadline = time.monotonic() + 5
@@ -492,6 +496,9 @@ exec cat '{current}'
                     harness_trouble.append(f"SeaweedFS did not take key {key[0]} within 5 s")
                     break
                 time.sleep(0.05)
+        # Its life starts when it is handed out, not when it was made: a reload slowed down by a
+        # busy machine must not hand out a key that has already expired.
+        key[2] = time.time() + lifetime
         expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(key[2]))
         text = ('{"Version": 1, "AccessKeyId": "%s", "SecretAccessKey": "%s", "Expiration": "%s"}'
                 % (key[0], key[1], expires))
@@ -499,6 +506,7 @@ exec cat '{current}'
         with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
             out.write(text)
         os.replace(temporary, current)
+        handed_out.append(time.monotonic())
 
     def rotator() -> None:
         while not stop.wait(0.5):
@@ -519,8 +527,10 @@ exec cat '{current}'
         refreshes = first.count("credentials_refreshing")
         with open(calls) as lines:
             invocations = len(lines.readlines())
+        longest = max((b - a for a, b in zip(handed_out, handed_out[1:])), default=0.0)
         ctx.row.notes.append(f"first run: {first.seconds:.1f} s, status {first.status}, {len(keys)} keys made, "
-                             f"credential_process run {invocations} times, {refreshes} credentials_refreshing events")
+                             f"credential_process run {invocations} times, {refreshes} credentials_refreshing events, "
+                             f"longest gap between keys {longest:.1f} s (a key lives {lifetime:.0f} s)")
         if harness_trouble:
             ctx.row.notes += harness_trouble[:3]
         if first.status != 0:
@@ -549,6 +559,58 @@ def journal_kills(kills: int, files: int):
         ctx.finish(card, state)
         check_journal(ctx, state)
     return scenario
+
+
+def journal_commit_kills(kills: int, files: int):
+    """The journal killed inside a transaction, for certain: strace (outside the process) sends
+    SIGKILL as ingest enters its Nth write to the journal's write-ahead log (strace counts per
+    thread: the first thread to reach N), so the frames of
+    the transaction being committed are written in part and its commit frame never. The WAL
+    left behind is read to show the kill landed there (its last frame is no commit); then the
+    journal must pass SQLite's integrity check, the card is ingested to the end, and nothing
+    may be lost."""
+    def scenario(ctx: Context) -> None:
+        spec = [(f"DCIM/{100 + i // 200}MEDIA/IMG_{i:04d}.JPG", ctx.rng.randint(1, 8192)) for i in range(files)]
+        card = ctx.card("card", spec)
+        ctx.expect(card)
+        state = ctx.state()
+        wal = os.path.join(state, "journal.sqlite-wal")
+        inside = 0
+        for _ in range(kills):
+            nth = ctx.rng.randint(2, 400)
+            run = ctx.run(card, state, wrapper=[
+                "strace", "-f", "-qq", "-o", "/dev/null", "-P", wal, "-e", "trace=pwrite64,write",
+                "-e", f"inject=pwrite64,write:signal=KILL:when={nth}+"])
+            if run.status not in (-signal.SIGKILL, 128 + signal.SIGKILL):
+                ctx.row.notes.append(f"the run ended ({run.status}) before its write {nth} to the WAL")
+                continue
+            ctx.faults += 1
+            inside += wal_ends_inside_a_transaction(wal)
+            check_journal(ctx, state)
+        ctx.row.notes.append(f"{inside} of {kills} kills left a transaction half-written in the WAL")
+        if inside == 0:
+            ctx.row.checks_failed.append("no kill landed inside a transaction: nothing was tested")
+        ctx.finish(card, state)
+        check_journal(ctx, state)
+    return scenario
+
+
+def wal_ends_inside_a_transaction(wal: str) -> bool:
+    """Whether the write-ahead log's last frame of the current generation (its salts match the
+    header's) is no commit frame: a transaction was being written when the process died."""
+    try:
+        with open(wal, "rb") as file:
+            data = file.read()
+    except FileNotFoundError:
+        return False
+    if len(data) < 32:
+        return False
+    page_size, salts = struct.unpack(">I", data[8:12])[0], data[16:24]
+    offset, last_commit = 32, None
+    while offset + 24 + page_size <= len(data) and data[offset + 8:offset + 16] == salts:
+        last_commit = struct.unpack(">I", data[offset + 4:offset + 8])[0]
+        offset += 24 + page_size
+    return last_commit == 0
 
 
 def check_journal(ctx: Context, state: str) -> None:
@@ -635,6 +697,39 @@ def same_label(together: bool):
         a.release()
         b.release()
     return scenario
+
+
+def server_ignoring_conditions(ctx: Context) -> None:
+    """A server that ignores If-None-Match, as far as ingest can tell: the proxy answers every
+    412 with 200 and the body's ETag (unconditional). ingest's probe must find out and say so
+    (conditional_writes_not_honoured), then look at each key before it writes: two cards whose
+    files meet at one key (a template without {card_id}), ingested one after the other, must leave
+    the first card's objects as they were and send the second's to their alternative keys. A write
+    made without looking would be answered 200 and lost (the server kept the first card's bytes)."""
+    with open(ctx.config) as file:
+        text = file.read()
+    with open(ctx.config, "w") as file:
+        file.write(text.replace("[s3]\n", '[s3]\nkey_template = "{device}/{path}"\n', 1))
+    a, b = twin_cards(ctx)
+    state = ctx.state()
+    ctx.h.proxy.rules(["unconditional:PUT,POST:*"])
+    try:
+        for name, card in (("first", a), ("second", b)):
+            run = ctx.run(card.mountpoint, state)
+            if not run.count("conditional_writes_not_honoured"):
+                ctx.row.checks_failed.append(f"the {name} run did not warn that the server ignores If-None-Match")
+            if run.status != 0:
+                ctx.row.checks_failed.append(f"the {name} run ended {run.status}: {tail(run.stderr)}")
+        moved = run.count("key_taken")
+        ctx.row.notes.append(f"the second card: {moved} files sent to their alternative keys")
+        if moved != 6:
+            ctx.row.checks_failed.append(f"the second card sent {moved} files, not 6, to alternative keys")
+    finally:
+        ctx.h.proxy.rules([])
+    ctx.finish(a.mountpoint, state, resume_first=False)
+    ctx.finish(b.mountpoint, state, resume_first=False)
+    a.release()
+    b.release()
 
 
 def two_stations(same_content: bool):
@@ -1014,10 +1109,12 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
         ("staging disk full", staging_full, 1, True),
         ("credentials expiring mid-upload", credentials_expiring, r, True),
         ("journal: kill -9 at random moments", journal_kills(3, 1000) if short else journal_kills(8, 2500), 1, True),
+        ("journal: kill -9 inside a commit (strace, at a write to the WAL)", journal_commit_kills(5, 1000), 1, False),
         ("racing triggers (one card, two ingests)", racing, r, True),
         ("racing triggers (ingest --device twice at once)", racing_device, 1, True),
         ("same label, other bytes, one after the other", same_label(False), 1, True),
         ("same label, other bytes, at once", same_label(True), 1, True),
+        ("a server that ignores If-None-Match (412s answered 200)", server_ignoring_conditions, 1, True),
         ("two stations, same card", two_stations(True), 1, False),
         ("two stations, same label, other bytes", two_stations(False), 1, True),
         ("hostile names", hostile_names, 1, True),

@@ -21,6 +21,9 @@ struct FaultRule: CustomStringConvertible, Sendable {
         case truncate
         /// Hold the request for `seconds`, then forward it untouched: a slow link.
         case delay
+        /// Forward the request; answer a `412` with `200` and the body's ETag: a server that
+        /// ignores `If-None-Match`, as far as the client can tell.
+        case unconditional
     }
 
     var action: Action

@@ -117,6 +117,31 @@ struct FaultProxyTests {
         #expect(stats.forwarded >= 6, "\(stats)")
     }
 
+    /// The probe that decides whether each write needs a `HEAD` first: SeaweedFS refuses a
+    /// second conditional write (412); the same server seen through a proxy that answers
+    /// 412s with 200, as one that ignores `If-None-Match` would, is found out.
+    @Test(.timeLimit(.minutes(3)))
+    func theProbeOfConditionalWritesTellsAServerThatHonoursIfNoneMatchFromOneThatIgnoresIt() async throws {
+        let server = try SeaweedFS()
+        defer { server.stop() }
+        #expect(try server.aws(["s3api", "create-bucket", "--bucket", "cards"]).status == 0)
+        let proxy = try FaultProxy(upstreamPort: server.s3Port)
+        defer { proxy.stop() }
+        let client = try S3ClientTests.client(server, bucket: "cards", endpoint: proxy.endpoint)
+
+        #expect(await client.probeConditionalWrites(key: "probe") == .honoured)
+
+        try proxy.setRules([FaultRule(.unconditional, "PUT")])
+        guard case .notHonoured(let reason) = await client.probeConditionalWrites(key: "probe") else {
+            Issue.record("a server answering 200 to a second conditional write passed for one that honours it")
+            return
+        }
+        #expect(reason.contains("wrote over probe"), "\(reason)")
+        #expect(try proxy.stats().injected(.unconditional) == 1, "\(proxy.log)")
+        let left = try server.json(["s3api", "list-objects-v2", "--bucket", "cards"])["Contents"] as? [[String: Any]]
+        #expect(left == nil, "the probe deletes its object")
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func aSlowDownThatNeverEndsIsAServerErrorAfterEveryAttemptThePolicyAllows() async throws {
         let server = try SeaweedFS()

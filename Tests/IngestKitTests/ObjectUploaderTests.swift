@@ -64,7 +64,8 @@ import Testing
             try await journal.files(ofVolume: volume.key)[CardPath("DCIM/DJI_0001.JPG")]?.state
         }
 
-        /// One run of the uploader from what the journal says, as a process would do it.
+        /// One run of the uploader from what the journal says, as a process would do it, told
+        /// what the probe of conditional writes would find on the store.
         func run(resumed: Bool = false, confirming: Bool = false) async throws -> UploadResult {
             let (record, parts) = try await journalled()
             var settings = UploadSettings()
@@ -72,7 +73,8 @@ import Testing
             let uploader = ObjectUploader(
                 record: record, client: store, journal: journal, stagedPath: stagedPath,
                 limiter: TransferLimiter(maxRequests: 4, maxBytes: 1 << 30), settings: settings, sink: DiscardingSink(),
-                hooks: FaultHooks(), stop: StopFlag(), releases: nil, conditionalWrites: true)
+                hooks: FaultHooks(), stop: StopFlag(), releases: nil,
+                conditionalWrites: store.honoursConditionalWrites)
             return await uploader.run(parts: parts, resumed: resumed, checksums: nil, confirming: confirming)
         }
 
@@ -168,6 +170,39 @@ import Testing
         #expect(try await bench.run() == .uploaded(alreadyThere: true))
         #expect(bench.store.objects.count == 1)
         #expect(try await bench.fileState() == .uploaded)
+    }
+
+    // MARK: a server that ignores If-None-Match
+
+    @Test func onAServerThatIgnoresIfNoneMatchAKeyHoldingOtherBytesIsSeenBeforeTheWriteAndKeptWhole() async throws {
+        let bench = try await Bench(size: 100_000, partSize: nil, store: ScriptedStore(honoursConditionalWrites: false))
+        let theirs = randomBytes(5_000)
+        bench.store.place(Self.key, bytes: theirs, metadata: [ObjectLabelKeys.fingerprint: "0123456789abcdef0123456789abcdef"])
+
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+
+        let alternative = try KeyTemplate.alternativeKey(Self.key, fingerprint: bench.fingerprint)
+        #expect(bench.store.objects[Self.key]?.bytes == theirs, "the HEAD before the write found it taken")
+        #expect(bench.landed(at: alternative))
+        #expect(bench.store.calls(.put) == 1, "one PUT, to the alternative key")
+    }
+
+    @Test func onAServerThatIgnoresIfNoneMatchAKeyTakenWhileThePartsWentIsSeenBeforeCompleteAndKeptWhole() async throws {
+        let bench = try await Bench(size: 12 << 20, partSize: Self.partSize, store: ScriptedStore(honoursConditionalWrites: false))
+        let theirs = randomBytes(7_000)
+        // The first HEAD (before the parts) finds the key free; the second, before
+        // CompleteMultipartUpload, finds another writer's object there.
+        bench.store.script(
+            .head, call: 2,
+            .anotherWriter(key: Self.key, bytes: theirs, metadata: [ObjectLabelKeys.fingerprint: String(repeating: "f", count: 32)]))
+
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+
+        let alternative = try KeyTemplate.alternativeKey(Self.key, fingerprint: bench.fingerprint)
+        #expect(bench.store.objects[Self.key]?.bytes == theirs, "Complete was never sent to the taken key")
+        #expect(bench.landed(at: alternative))
+        #expect(bench.store.openUploads.isEmpty, "the upload at the taken key is aborted")
+        #expect(try await bench.journalled().0.key == alternative)
     }
 
     // MARK: multipart
@@ -281,6 +316,46 @@ import Testing
         #expect(try await bench.journal.upload(id: bench.uploadID) == nil, "the upload is dropped")
         #expect(try await bench.fileState() == .pending, "the card's file is copied afresh next time")
         #expect(!FileManager.default.fileExists(atPath: bench.stagedPath), "moved aside, never deleted")
+    }
+
+    @Test func aStagedCopyThatCannotBeReadNowIsKeptWithItsUploadAndTheNextRunSendsIt() async throws {
+        let bench = try await Bench(size: 12 << 20, partSize: Self.partSize)
+        // A directory where the copy was: opening works, reading fails (EISDIR), as a read
+        // fails on EIO, EMFILE or ENOMEM: a trouble of the moment, not proof the copy is wrong.
+        let away = bench.stagedPath + ".away"
+        try FileManager.default.moveItem(atPath: bench.stagedPath, toPath: away)
+        try FileManager.default.createDirectory(atPath: bench.stagedPath, withIntermediateDirectories: false)
+
+        let failed = try #require(Self.failed(try await bench.run(resumed: true)))
+        #expect(failed.exitStatus == .cantCreate, "\(failed)")
+        #expect(failed.message.contains("it is kept"), "\(failed)")
+        #expect(bench.store.partsSent.isEmpty)
+        #expect(try await bench.journalled().0.failures == 1, "kept and counted towards quarantine")
+        #expect(try await bench.fileState() == .staged, "not sent back to the card, which may be gone")
+
+        try FileManager.default.removeItem(atPath: bench.stagedPath)
+        try FileManager.default.moveItem(atPath: away, toPath: bench.stagedPath)
+        #expect(try await bench.run(resumed: true) == .uploaded(alreadyThere: false))
+        #expect(bench.landed())
+    }
+
+    @Test func aPartRefusedAsCorruptWhileTheStagedCopyStillHashesRightKeepsTheCopyAndTheUpload() async throws {
+        let bench = try await Bench(size: 12 << 20, partSize: Self.partSize)
+        // What the S3 client gives up with once the server has answered BadDigest twice.
+        let badDigest = S3ClientError.server(
+            S3Error(status: 400, code: .badDigest, message: "The Content-MD5 you specified did not match what we received"),
+            attempts: 2)
+        bench.store.script(.uploadPart, call: 1, .before(badDigest))
+
+        let failed = try #require(Self.failed(try await bench.run(resumed: true)))
+        #expect(failed.exitStatus == .integrity, "\(failed)")
+        #expect(failed.message.contains("still has its fingerprint"), "\(failed)")
+        #expect(FileManager.default.fileExists(atPath: bench.stagedPath), "the copy may be the only one left")
+        #expect(try await bench.journal.upload(id: bench.uploadID) != nil, "the upload is kept")
+        #expect(try await bench.fileState() == .staged)
+
+        #expect(try await bench.run(resumed: true) == .uploaded(alreadyThere: false))
+        #expect(bench.landed())
     }
 
     @Test func contentTheJournalSaysIsInTheBucketButIsGoneIsSentAgainToTheSameKey() async throws {

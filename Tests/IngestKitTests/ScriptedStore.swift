@@ -6,7 +6,8 @@ import Synchronization
 /// A bucket in memory that keeps the S3 contract the uploader relies on, and fails on cue.
 ///
 /// What it keeps: objects with their bytes and `x-amz-meta-*` metadata; `If-None-Match: *`
-/// refused with 412 when the key holds an object; multipart uploads with their parts by
+/// refused with 412 when the key holds an object (or ignored, as some servers do, when made
+/// with `honoursConditionalWrites: false`); multipart uploads with their parts by
 /// number (a part sent again replaces the earlier one), listed by `ListParts`, completed
 /// only with the ETags the parts were given, gone once completed or aborted; part ETags
 /// are the MD5 of the part, a multipart object's ETag is the MD5 of the parts' MD5s with
@@ -56,8 +57,13 @@ final class ScriptedStore: ObjectStore {
     /// Whether a PUT's answer carries the CRC32C of what was stored, as S3 and SeaweedFS
     /// do; a store that does not makes the uploader look at the object (`HeadObject`).
     let echoesChecksums: Bool
+    /// Whether `If-None-Match: *` is honoured; a server that ignores it writes over the key.
+    let honoursConditionalWrites: Bool
 
-    init(echoesChecksums: Bool = true) { self.echoesChecksums = echoesChecksums }
+    init(echoesChecksums: Bool = true, honoursConditionalWrites: Bool = true) {
+        self.echoesChecksums = echoesChecksums
+        self.honoursConditionalWrites = honoursConditionalWrites
+    }
 
     // MARK: the script and what happened
 
@@ -108,9 +114,9 @@ final class ScriptedStore: ObjectStore {
         -> ObjectWritten
     {
         let bytes = try Self.read(body)
-        let echoes = echoesChecksums
+        let (echoes, honours) = (echoesChecksums, honoursConditionalWrites)
         return try perform(.put) { state throws(S3ClientError) in
-            if headers.contains(.ifNoneMatchAny), state.objects[key] != nil { throw Self.preconditionFailed() }
+            if honours, headers.contains(.ifNoneMatchAny), state.objects[key] != nil { throw Self.preconditionFailed() }
             let object = Object(bytes: bytes, metadata: Self.metadata(headers), etag: Self.etag(of: bytes))
             state.objects[key] = object
             // As S3 does: the CRC32C of the bytes stored, when the request carried one.
@@ -153,9 +159,10 @@ final class ScriptedStore: ObjectStore {
     func completeMultipartUpload(key: String, uploadID: String, parts: [CompletedPart], headers: [SigV4Header])
         async throws(S3ClientError) -> String
     {
-        try perform(.complete) { state throws(S3ClientError) in
+        let honours = honoursConditionalWrites
+        return try perform(.complete) { state throws(S3ClientError) in
             guard let upload = state.uploads[uploadID], upload.key == key else { throw Self.noSuchUpload() }
-            if headers.contains(.ifNoneMatchAny), state.objects[key] != nil { throw Self.preconditionFailed() }
+            if honours, headers.contains(.ifNoneMatchAny), state.objects[key] != nil { throw Self.preconditionFailed() }
             var bytes: [UInt8] = []
             var md5s: [UInt8] = []
             for part in parts.sorted(by: { $0.number < $1.number }) {

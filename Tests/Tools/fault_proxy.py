@@ -79,6 +79,12 @@ truncate   Forward the request and cut the server's answer: the head and part of
            body (fraction or bytes) reach the client, then an RST. An answer without
            a body is cut inside its head. The server did the work; the client never
            learns the result and must send again.
+unconditional
+           Forward the request; an answer 412 PreconditionFailed is replaced by
+           200 OK with the ETag of the body sent (its MD5): a server that ignores
+           If-None-Match, as far as the client can tell (the server kept what it had;
+           the client cannot know, as with a server that wrote over the key). Only the
+           412s replaced count as injected.
 
 Examples:
     reset:PUT:partNumber=:every=3:count=2     every third part upload, twice
@@ -86,6 +92,7 @@ Examples:
     slowdown:POST:?uploads:count=2            CreateMultipartUpload, twice
     slowdown:*:*                              everything, for ever
     delay:PUT:partNumber=:seconds=0.5         every part upload, half a second late
+    unconditional:PUT,POST:*                  a server that ignores If-None-Match
 
 A skewed server clock
 ---------------------
@@ -126,6 +133,7 @@ from __future__ import annotations
 
 import argparse
 import email.utils
+import hashlib
 import json
 import os
 import random
@@ -142,7 +150,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 BUFFER_SIZE = 256 * 1024
 MAX_HEAD = 64 * 1024
-ACTIONS = ("reset", "stall", "slowdown", "error500", "truncate", "delay")
+ACTIONS = ("reset", "stall", "slowdown", "error500", "truncate", "delay", "unconditional")
 OPTIONS = ("every", "after", "count", "chance", "seconds", "fraction", "bytes")
 OPTION_FIELD = re.compile(r"^(%s)=(.+)$" % "|".join(OPTIONS))
 
@@ -318,12 +326,20 @@ class Rules:
             self.requests += 1
             for index, rule in enumerate(self.rules):
                 if rule.matches(method, target) and rule.picks():
-                    self.injected[rule.action] += 1
-                    self.events.append({"action": rule.action, "rule": index, "method": method, "target": target})
-                    del self.events[:-1000]
-                    log(f"{rule.action} {method} {target} (rule {index}: {rule.text})")
+                    if rule.action != "unconditional":  # counted only when it changes an answer
+                        self.injected_locked(rule, index, method, target)
                     return rule
             return None
+
+    def injected_now(self, rule: "Rule", method: str, target: str) -> None:
+        with self.lock:
+            self.injected_locked(rule, self.rules.index(rule) if rule in self.rules else -1, method, target)
+
+    def injected_locked(self, rule: "Rule", index: int, method: str, target: str) -> None:
+        self.injected[rule.action] += 1
+        self.events.append({"action": rule.action, "rule": index, "method": method, "target": target})
+        del self.events[:-1000]
+        log(f"{rule.action} {method} {target} (rule {index}: {rule.text})")
 
     def count(self, name: str, amount: int = 1) -> None:
         with self.lock:
@@ -750,19 +766,32 @@ class Session:
         self.client.send(data)
         self.rules.count("bytes_to_client", len(data))
 
-    def forward(self, request: Request) -> bool:
+    def forward(self, request: Request, unconditional: "Rule | None" = None) -> bool:
         """Relays one request and its answer. Returns whether the client connection can
-        carry another request."""
+        carry another request. `unconditional`: a 412 answer becomes 200 (that action)."""
         upstream = self.connect_upstream()
         self.to_upstream(request.raw)
         kind = request_body_kind(request)
+        body_md5 = hashlib.md5()
+
+        def to_upstream(data: bytes | memoryview) -> None:
+            body_md5.update(data)
+            self.to_upstream(data)
         if request.expects_continue:
             # The client waits for "100 Continue" (curl for up to a second, then sends
             # anyway). Relay whichever comes first: the server's interim or final answer,
             # or the client's body.
             ready = readable([upstream.sock, self.client.sock], 30)
             if upstream.sock in ready or upstream.buffer:
-                response = self.relay_response_head(request, interim_ends=True)
+                response = self.relay_response_head(request, interim_ends=True, hold_412=unconditional is not None)
+                if response.status == 412 and unconditional is not None:
+                    # Refused before the body: take the body as a server that writes would.
+                    self.upstream.close()
+                    self.upstream = None
+                    self.to_client(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    Body.copy(self.client, request, kind, body_md5.update)
+                    self.answer_written(unconditional, request, body_md5.hexdigest())
+                    return request.keeps_alive()
                 if response.status >= 200:
                     # A final answer before the body: the client will not send it, and
                     # neither connection can be trusted to be in step any more.
@@ -770,7 +799,7 @@ class Session:
                     self.rules.count("forwarded")
                     return False
         try:
-            Body.copy(self.client, request, kind, self.to_upstream)
+            Body.copy(self.client, request, kind, to_upstream)
         except OSError:
             # The server stopped reading (it answered early and closed): relay its answer
             # if there is one, then end the connection.
@@ -781,21 +810,37 @@ class Session:
             except (Closed, Malformed, OSError):
                 pass
             return False
-        response = self.relay_response_head(request)
+        response = self.relay_response_head(request, hold_412=unconditional is not None)
+        if response.status == 412 and unconditional is not None:
+            Body.copy(self.upstream, response, body_kind(request.method, response), discard)
+            if not response.keeps_alive():
+                self.upstream.close()
+                self.upstream = None
+            self.answer_written(unconditional, request, body_md5.hexdigest())
+            return True
         keep_alive = self.relay_response_body(request, response)
         self.rules.count("forwarded")
         self.rules.acknowledge(request, response.status)
         return keep_alive
 
-    def relay_response_head(self, request: Request, interim_ends: bool = False) -> Response:
+    def answer_written(self, rule: "Rule", request: Request, md5: str) -> None:
+        """What a server that ignores If-None-Match answers a PUT: 200, with the body's ETag."""
+        self.rules.injected_now(rule, request.method, request.target)
+        self.to_client(f'HTTP/1.1 200 OK\r\nETag: "{md5}"\r\nContent-Length: 0\r\n'
+                       f"Date: {http_date(time.time() + date_shift)}\r\n\r\n".encode())
+
+    def relay_response_head(self, request: Request, interim_ends: bool = False, hold_412: bool = False) -> Response:
         """Reads the server's answer head and sends it to the client. Interim (1xx)
         answers are relayed on the way to the final one, or, with `interim_ends` (while
-        the client waits for "100 Continue"), the first one ends the wait."""
+        the client waits for "100 Continue"), the first one ends the wait. With `hold_412`,
+        a 412 answer is read but not sent."""
         while True:
             raw = self.upstream.read_head()
             if raw is None:
                 raise Closed("the server closed the connection without answering")
             response = Response.parse(raw)
+            if hold_412 and response.status == 412:
+                return response
             self.to_client(shifted_date(raw))
             if response.status >= 200 or response.status == 101 or interim_ends:
                 return response
@@ -825,6 +870,8 @@ class Session:
         if rule.action == "delay":
             shutting_down.wait(rule.seconds)
             return self.forward(request)
+        if rule.action == "unconditional":
+            return self.forward(request, unconditional=rule)
         status, reason, code, message = {
             "slowdown": (503, "Slow Down", "SlowDown", "Please reduce your request rate."),
             "error500": (
