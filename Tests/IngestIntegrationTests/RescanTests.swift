@@ -341,7 +341,7 @@ final class RescanTests {
         let media = "/media/ingest-test-\(UUID().uuidString.prefix(8))"
         let elsewhere = media + "/RESCAN_ME"
         let device = try sh("losetup -f --show \(card.image)").trimmingCharacters(in: .whitespacesAndNewlines)
-        defer { _ = try? sh("umount \(elsewhere) || umount -l \(elsewhere); losetup -d \(device) || true; rm -rf \(media)") }
+        defer { _ = try? sh("umount \(elsewhere) || umount -l \(elsewhere) || true; losetup -d \(device) || true; rm -rf \(media)") }
         try sh("mkdir -p \(elsewhere) && udevadm settle -t 10 || true; mount -o ro \(device) \(elsewhere)")
 
         let rescan = try ingest(["rescan"], state: state, config: config)

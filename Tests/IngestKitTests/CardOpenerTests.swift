@@ -301,9 +301,13 @@ struct CardPresenceTests {
             truncate -s 64M \(image) && mkfs.ext4 -q -F \(image) && mkdir -p \(mountPoint)
             losetup -f --show \(image)
             """).trimmingCharacters(in: .whitespacesAndNewlines)
-        defer { _ = try? sh("umount -l \(mountPoint) 2>/dev/null; losetup -d \(device)") }
+        // `sh` stops at the first failing command: the test has unmounted already.
+        defer { _ = try? sh("umount -l \(mountPoint) 2>/dev/null || true; losetup -d \(device)") }
         try sh("mount -o ro \(device) \(mountPoint)")
         let root = try FileDescriptor(path: mountPoint, flags: O_RDONLY | O_DIRECTORY)
+        // Closed before the detach above runs: an open directory keeps the lazily unmounted
+        // file system, and so the loop device, busy.
+        defer { try? root.close() }
         let presence = try CardPresence(root: root, rootPath: mountPoint)
         #expect(presence.check() == nil, "a whole card is there")
 
