@@ -341,10 +341,10 @@ private final class Pipeline: @unchecked Sendable {
     /// through the cache, dropping what was read. The choice is made once, at the open,
     /// because that is the one moment the cache speaks only of others: once this reader has
     /// read a chunk, the kernel's read-ahead has cached the next ones, so asking again per
-    /// chunk would find the file warm because it is being read. A file cached in part is cold
-    /// unless its head is cached: the cache evicts a file written front to back from its
-    /// front, so a cached head means a cached file, and a file whose head is gone is one the
-    /// cache is giving up anyway (read direct, the cached rest is fetched again but stays).
+    /// chunk would find the file warm because it is being read. So a file cached in part is
+    /// judged by its head: the cache evicts the pages least recently used first, for a file
+    /// written front to back its front, so a cached head means a cached file, and a file whose
+    /// head is gone is one the cache was giving up already. One call a file, whatever its size.
     private func readOne(_ scanned: ScannedFile, hasher: FingerprintHasher) -> ReadResult {
         let display = scanned.path.display
         let source: FileDescriptor
