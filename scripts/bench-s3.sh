@@ -19,7 +19,9 @@
 #                                  at most 1,000 files a folder, as DCF cameras do)
 #   bench_expect CARD DIR          card_files, card_bytes: what CARD holds; DIR/expected-keys its keys
 #   bench_bucket BUCKET            creates BUCKET and lets its volumes grow now, not in a timed run
-#   bench_cold SECONDS             page cache dropped, then SECONDS of rest
+#   bench_cold SECONDS             page cache dropped, then SECONDS of rest; with bench_warm=1, the files
+#                                  of $card read once then (a warm case: a folder another program has
+#                                  just written is in the page cache)
 #   bench_run NAME TIMEOUT DIR [PREFIX]
 #                                  runs bench_cmd[NAME] (after the shell command PREFIX, e.g. one that
 #                                  joins a cgroup) under GNU time; sets run_wall, run_cpu (user+sys),
@@ -121,6 +123,7 @@ bench_cold() {
   # memory freed moments ago is cheaper to reuse than memory freed seconds ago, so without the
   # wait each contender's speed depends on how much page cache the previous one left.
   sync && { ((EUID != 0)) || echo 3 >/proc/sys/vm/drop_caches; } && sleep "$1"
+  ((!${bench_warm:-0})) || find "$card" -type f -exec cat {} + >/dev/null
   # Warm the programs (from the station's disk), not the data.
   "$ingest" --version >/dev/null 2>&1; rclone version >/dev/null 2>&1; [[ ! -x $s5cmd ]] || "$s5cmd" version >/dev/null
   weed_s3 s3api list-buckets >/dev/null

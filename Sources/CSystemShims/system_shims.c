@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -61,4 +62,39 @@ int ingest_statx_mount(int dirfd, const char *name, uint64_t *device, uint64_t *
     *has_mount_id = (info.stx_mask & STATX_MNT_ID) != 0;
     *mount_id = *has_mount_id ? info.stx_mnt_id : 0;
     return 0;
+}
+
+#ifndef SYS_cachestat
+#define SYS_cachestat 451 /* the same number on every architecture */
+#endif
+
+/* cachestat(2)'s arguments (linux/mman.h of Linux 6.5; Debian 12's headers predate it). */
+struct ingest_cachestat_range { uint64_t off, len; };
+struct ingest_cachestat { uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted; };
+
+int ingest_cachestat_cached(int fd, int64_t length) {
+    if (length <= 0) { errno = EINVAL; return -1; }
+    struct ingest_cachestat_range range = {.off = 0, .len = (uint64_t)length};
+    struct ingest_cachestat stat;
+    if (syscall(SYS_cachestat, fd, &range, &stat, 0) != 0) return -1;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    return stat.nr_cache >= ((uint64_t)length + page - 1) / page;
+}
+
+int ingest_mincore_cached(int fd, int64_t length) {
+    if (length <= 0) { errno = EINVAL; return -1; }
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = ((size_t)length + page - 1) / page;
+    char *map = mmap(NULL, (size_t)length, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) return -1;
+    unsigned char resident[256];
+    int cached = 1;
+    for (size_t first = 0; cached == 1 && first < pages; first += sizeof resident) {
+        size_t count = pages - first < sizeof resident ? pages - first : sizeof resident;
+        if (mincore(map + first * page, count * page, resident) != 0) { cached = -1; break; }
+        for (size_t i = 0; i < count; i++) if (!(resident[i] & 1)) { cached = 0; break; }
+    }
+    int saved = errno;
+    munmap(map, (size_t)length);
+    errno = saved;
+    return cached;
 }

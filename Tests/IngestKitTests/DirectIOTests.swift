@@ -1,3 +1,4 @@
+import CSystemShims
 import Foundation
 import Glibc
 import Testing
@@ -80,6 +81,35 @@ import Testing
     @Test(needsRoot) func writesWhereDirectIOIsRefusedGoThroughTheCache() throws {
         let ramfs = try RamfsDirectory()
         try writesAndReadsBack(in: ramfs.directory, direct: false)
+    }
+
+    /// Each way of asking whether a file's head is in the page cache (cachestat, and mincore
+    /// where the kernel lacks it): not once its pages are dropped, yes once it is read, and
+    /// not while one page of it is missing.
+    @Test(arguments: ["cachestat", "mincore"])
+    func aFilesHeadIsCachedOnlyWhileEveryPageOfItIsInThePageCache(probe: String) throws {
+        let size = 64 * 4096 + 100
+        let directory = TemporaryDirectory()
+        let path = try directory.write("source", randomBytes(size))
+        let file = try FileDescriptor(path: path, flags: O_RDONLY)
+        func isCached(_ length: Int) -> Int32 {
+            probe == "cachestat" ? ingest_cachestat_cached(file.raw, Int64(length)) : ingest_mincore_cached(file.raw, Int64(length))
+        }
+        #expect(fsync(file.raw) == 0, "written pages are dropped only once clean")
+        file.dropFromCache()
+        #expect(isCached(8192) == 0)
+        #expect(!file.isInPageCache(firstBytes: 8192))
+
+        let buffer = AlignedBuffer(size: size + 4096)
+        #expect(try file.read(into: buffer.storage, at: 0) == size)
+        #expect(isCached(size) == 1)
+        #expect(file.isInPageCache(firstBytes: Int64(size)))
+
+        file.dropFromCache(offset: 40 * 4096, length: 4096)
+        #expect(isCached(40 * 4096) == 1, "the pages before the one dropped")
+        #expect(isCached(size) == 0)
+        #expect(!file.isInPageCache(firstBytes: Int64(size)))
+        #expect(!file.isInPageCache(firstBytes: 0), "an empty file has nothing to keep")
     }
 
     @Test func theBufferPoolHandsBackWhatItWasGiven() {

@@ -77,6 +77,57 @@ final class OutcomeLog: Sendable {
         for staged in log.staged { #expect(FileManager.default.fileExists(atPath: area.path(for: staged.fingerprint))) }
     }
 
+    /// A folder another program has just written is in the page cache: a file found there is
+    /// read from the cache, not the disk, and its pages are left for their owner, in a run
+    /// that reads the card direct (one that uploads) as in one that does not. A file not in
+    /// the cache leaves nothing there (read direct, or dropped as read).
+    ///
+    /// What the cache holds of the warm file is made to differ from its disk blocks (written
+    /// beneath the mounted file system, into the loop device's image): the staged copy's
+    /// fingerprint says which the reader read.
+    @Test(needsRoot, arguments: [true, false])
+    func aFileAlreadyInThePageCacheIsReadFromItAndLeftThereAndAColdOneLeavesNothingThere(directReads: Bool) throws {
+        let directory = TemporaryDirectory()
+        let image = directory.path + "/card.img", card = directory.path + "/mnt"
+        let device = try sh("""
+            truncate -s 64M \(image) && mkfs.ext4 -q -F -b 4096 \(image) && mkdir -p \(card)
+            losetup -f --show \(image)
+            """).trimmingCharacters(in: .whitespacesAndNewlines)
+        defer { _ = try? sh("umount -l \(card) 2>/dev/null; losetup -d \(device)") }
+        try sh("mount \(device) \(card)")
+        let warmBytes = randomBytes(16 << 20), coldBytes = randomBytes(16 << 20)  // each 2 drop strides
+        let original = try directory.write("warm-as-written", warmBytes)
+        let warm = card + "/DCIM/WARM.MP4", cold = card + "/DCIM/COLD.MP4"
+        try sh("mkdir \(card)/DCIM && cp \(original) \(warm)")
+        try Data(coldBytes).write(to: URL(fileURLWithPath: cold))
+        try sh("sync")
+        for path in [warm, cold] { try FileDescriptor(path: path, flags: O_RDONLY).dropFromCache() }
+        try sh("""
+            cat \(warm) >/dev/null
+            block=$(filefrag -v \(warm) | awk '$1 == "0:" {sub(/\\.\\./, "", $4); print $4}')
+            head -c 4096 /dev/urandom | dd of=\(image) bs=4096 seek=$block conv=notrunc status=none
+            """)
+        func residentBytes(_ path: String) throws -> Int? {
+            Int(try sh("fincore --bytes --noheadings --output RES \(path)").trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        try #require(try residentBytes(warm) == warmBytes.count)
+        try #require(try residentBytes(cold) == 0)
+
+        let state = TemporaryDirectory()
+        var settings = StageSettings(reserve: 0)
+        settings.directReads = directReads
+        let stager = Stager(area: try StagingArea(root: state.path + "/staging"), settings: settings)
+        let log = OutcomeLog()
+        try stager.run(root: card, files: try scanFiles(card), volumeName: "test card") { log.add($0) }
+
+        #expect(log.failed.isEmpty)
+        let staged = Dictionary(uniqueKeysWithValues: log.staged.map { ($0.file.path.display, $0.fingerprint.hex) })
+        #expect(staged["DCIM/WARM.MP4"] == (try xxh128sum(original)), "read from the page cache, not the disk")
+        #expect(try residentBytes(warm) == warmBytes.count, "the warm file's pages are all still cached")
+        #expect(try residentBytes(cold) == 0, "the cold file left nothing in the cache")
+        #expect(staged["DCIM/COLD.MP4"] == (try xxh128sum(cold)))
+    }
+
     @Test func identicalContentIsStagedOnce() throws {
         let card = TemporaryDirectory(), state = TemporaryDirectory()
         let bytes = randomBytes(10_000)

@@ -33,6 +33,17 @@ int ingest_pipe_cloexec(int fds[2]);
 /// (EINVAL) on file systems without direct I/O.
 int ingest_set_direct_io(int fd, int on);
 
+/// Whether every page of the first `length` bytes of the open file `fd` is in the page cache,
+/// asked without reading a byte or waiting for any I/O: 1 if so, 0 if not, -1 with errno set.
+/// cachestat(2) (Linux 6.5) is one call; where it is missing (ENOSYS, or EPERM from a seccomp
+/// filter that does not know it) the caller asks ingest_mincore_cached instead.
+int ingest_cachestat_cached(int fd, int64_t length);
+
+/// The same, by mapping the range read-only (nothing is read: the mapping is never touched)
+/// and asking mincore(2): three calls, every kernel. Fails where the file system refuses
+/// mmap (some FUSE file systems).
+int ingest_mincore_cached(int fd, int64_t length);
+
 /// Names the calling thread for the kernel (pthread_setname_np), as `top -H`, `ps -L` and
 /// `perf` show it: at most 15 bytes, or it fails with ERANGE. Returns 0 or an error number.
 int ingest_name_this_thread(const char *name);

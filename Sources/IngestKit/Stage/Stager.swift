@@ -146,6 +146,7 @@ public struct StageSettings: Sendable, Equatable {
     /// DirectIO.swift) but have no kernel read-ahead: reading the benchmark's loop card while
     /// the copies were written, 0.55 GB/s against 0.75. So they are for runs that upload,
     /// where the uploads, not the card, set the pace and the CPU is shared with them.
+    /// A file already in the page cache is read through it either way (see `readOne`).
     public var directReads = false
 
     public init(reserve: Int64 = 1 << 30, verify: VerifyMode = .off, chunkSize: Int = 1 << 20, chunks: Int = 8) {
@@ -166,7 +167,8 @@ public struct StageSettings: Sendable, Equatable {
 /// The writer writes with direct I/O where the file system takes it (see DirectIO.swift), so
 /// the copy's pages never pass through the page cache; the reader reads the card through it,
 /// for the kernel's read-ahead, dropping what it has read, or direct
-/// (``StageSettings/directReads``).
+/// (``StageSettings/directReads``), except a file already in the cache, which it reads from
+/// there and leaves there.
 ///
 /// Files are opened beneath the root one component at a time, never through a symbolic link
 /// (``CardOpener``), so no path length limit applies and nothing off the card is read.
@@ -321,7 +323,7 @@ private final class Pipeline: @unchecked Sendable {
             kind: .largerThanStaging(size: size, stagingPath: stager.area.root, capacity: stagingCapacity, reserve: reserve))
     }
 
-    /// How often the reader drops what it has read from the page cache.
+    /// How often the reader drops what it has read from the page cache (a file it found cold).
     private static let sourceDropStride: Int64 = 8 << 20
 
     private enum ReadResult {
@@ -331,6 +333,18 @@ private final class Pipeline: @unchecked Sendable {
         case abandoned
     }
 
+    /// Reads one file to its end, hashing it, and hands its chunks to the writer.
+    ///
+    /// A file whose first chunk is all in the page cache already (a folder another program
+    /// has just written) is warm: it is read through the cache and its pages are left there,
+    /// someone else's. Any other file is cold: read direct where the run asks for it, else
+    /// through the cache, dropping what was read. The choice is made once, at the open,
+    /// because that is the one moment the cache speaks only of others: once this reader has
+    /// read a chunk, the kernel's read-ahead has cached the next ones, so asking again per
+    /// chunk would find the file warm because it is being read. So a file cached in part is
+    /// judged by its head: the cache evicts the pages least recently used first, for a file
+    /// written front to back its front, so a cached head means a cached file, and a file whose
+    /// head is gone is one the cache was giving up already. One call a file, whatever its size.
     private func readOne(_ scanned: ScannedFile, hasher: FingerprintHasher) -> ReadResult {
         let display = scanned.path.display
         let source: FileDescriptor
@@ -339,7 +353,6 @@ private final class Pipeline: @unchecked Sendable {
         } catch {
             return .failed(.opening(error))
         }
-        var isDirect = stager.settings.directReads && source.preferDirectIO()
         stager.filesOpened.add(1, ordering: .relaxed)
         var file = scanned
         do throws(SystemError) {
@@ -351,6 +364,8 @@ private final class Pipeline: @unchecked Sendable {
             file.size = Int64(before.st_size)
             file.mtime = before.mtimeNanoseconds
             if let tooLarge = neverFits(file.size) { return .failed(tooLarge) }
+            let isWarm = source.isInPageCache(firstBytes: min(file.size, Int64(stager.settings.chunkSize)))
+            var isDirect = !isWarm && stager.settings.directReads && source.preferDirectIO()
             if !isDirect { _ = posix_fadvise(source.raw, 0, 0, POSIX_FADV_SEQUENTIAL) }
             queue.put(.begin(file))
             hasher.reset()
@@ -374,7 +389,7 @@ private final class Pipeline: @unchecked Sendable {
                 hasher.update(chunk.bytes)
                 checksummer?.update(chunk.bytes)
                 total += Int64(chunk.count)
-                if !isDirect, total - dropped >= Self.sourceDropStride {
+                if !isDirect, !isWarm, total - dropped >= Self.sourceDropStride {
                     // Read and hashed: the card's pages need not crowd the page cache.
                     source.dropFromCache(offset: dropped, length: total - dropped)
                     dropped = total

@@ -11,6 +11,10 @@ import Synchronization
 // (The card is read direct only by runs that upload: see StageSettings.directReads.) Every
 // user falls back to the cache where the file system refuses direct I/O, at the `fcntl`
 // (ramfs; tmpfs before Linux 6.6) or at a read or write (some FUSE file systems).
+//
+// A file already in the page cache is the exception (``FileDescriptor/isInPageCache(firstBytes:)``):
+// a folder another program has just written, say. Reading it direct would fetch from the
+// disk what memory already holds, and dropping it would take another program's cache away.
 
 /// Memory aligned for direct I/O (`O_DIRECT`): 4096 bytes satisfies every local file system.
 final class AlignedBuffer: @unchecked Sendable {
@@ -46,7 +50,32 @@ final class AlignedBufferPool: Sendable {
     func giveBack(_ buffer: AlignedBuffer) { idle.withLock { $0.append(buffer) } }
 }
 
+/// Set once cachestat(2) is found missing (Linux before 6.5, or a seccomp filter that refuses
+/// it): from then on only mincore is asked.
+private let cachestatMissing = Atomic<Bool>(false)
+
 extension FileDescriptor {
+    /// Whether every page of the file's first `length` bytes is in the page cache, asked
+    /// without reading a byte or waiting for I/O; false where it cannot be told.
+    ///
+    /// One `cachestat` (Linux 6.5), else `mmap` + `mincore` + `munmap` of the range: a few
+    /// microseconds a file either way, against about 45 µs for the other candidate,
+    /// `preadv2(RWF_NOWAIT)` of the first chunk, which on a file not cached starts (and
+    /// waits to submit) read-ahead into the page cache, the very pages a direct read then
+    /// fetches again (measured on 2,000 files of 20 kB on an ext4 loop card, Linux 6.18:
+    /// cold 20 µs a file with cachestat, 29 with mincore, 45 with RWF_NOWAIT, 13 for the
+    /// open, fstat and close alone; warm 3, 11 and 17, against 5).
+    func isInPageCache(firstBytes length: Int64) -> Bool {
+        guard length > 0 else { return false }
+        if !cachestatMissing.load(ordering: .relaxed) {
+            let answer = ingest_cachestat_cached(raw, length)
+            if answer >= 0 { return answer == 1 }
+            guard errno == ENOSYS || errno == EPERM else { return false }
+            cachestatMissing.store(true, ordering: .relaxed)
+        }
+        return ingest_mincore_cached(raw, length) == 1
+    }
+
     /// Turns direct I/O on for this file where its file system allows it; says whether it did.
     func preferDirectIO() -> Bool { ingest_set_direct_io(raw, 1) == 0 }
 
