@@ -64,23 +64,6 @@ int ingest_statx_mount(int dirfd, const char *name, uint64_t *device, uint64_t *
     return 0;
 }
 
-#ifndef SYS_cachestat
-#define SYS_cachestat 451 /* the same number on every architecture */
-#endif
-
-/* cachestat(2)'s arguments (linux/mman.h of Linux 6.5; Debian 12's headers predate it). */
-struct ingest_cachestat_range { uint64_t off, len; };
-struct ingest_cachestat { uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted; };
-
-int ingest_cachestat_cached(int fd, int64_t length) {
-    if (length <= 0) { errno = EINVAL; return -1; }
-    struct ingest_cachestat_range range = {.off = 0, .len = (uint64_t)length};
-    struct ingest_cachestat stat;
-    if (syscall(SYS_cachestat, fd, &range, &stat, 0) != 0) return -1;
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    return stat.nr_cache >= ((uint64_t)length + page - 1) / page;
-}
-
 int ingest_mincore_cached(int fd, int64_t length) {
     if (length <= 0) { errno = EINVAL; return -1; }
     size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = ((size_t)length + page - 1) / page;

@@ -83,18 +83,14 @@ import Testing
         try writesAndReadsBack(in: ramfs.directory, direct: false)
     }
 
-    /// Each way of asking whether a file's head is in the page cache (cachestat, and mincore
-    /// where the kernel lacks it): not once its pages are dropped, yes once it is read, and
-    /// not while one page of it is missing.
-    @Test(arguments: ["cachestat", "mincore"])
-    func aFilesHeadIsCachedOnlyWhileEveryPageOfItIsInThePageCache(probe: String) throws {
+    /// A file's head is in the page cache: not once its pages are dropped, yes once it is
+    /// read, and not while one page of it is missing.
+    @Test func aFilesHeadIsCachedOnlyWhileEveryPageOfItIsInThePageCache() throws {
         let size = 64 * 4096 + 100
         let directory = TemporaryDirectory()
         let path = try directory.write("source", randomBytes(size))
         let file = try FileDescriptor(path: path, flags: O_RDONLY)
-        func isCached(_ length: Int) -> Int32 {
-            probe == "cachestat" ? ingest_cachestat_cached(file.raw, Int64(length)) : ingest_mincore_cached(file.raw, Int64(length))
-        }
+        func isCached(_ length: Int) -> Int32 { ingest_mincore_cached(file.raw, Int64(length)) }
         #expect(fsync(file.raw) == 0, "written pages are dropped only once clean")
         file.dropFromCache()
         #expect(isCached(8192) == 0)

@@ -35,13 +35,8 @@ int ingest_set_direct_io(int fd, int on);
 
 /// Whether every page of the first `length` bytes of the open file `fd` is in the page cache,
 /// asked without reading a byte or waiting for any I/O: 1 if so, 0 if not, -1 with errno set.
-/// cachestat(2) (Linux 6.5) is one call; where it is missing (ENOSYS, or EPERM from a seccomp
-/// filter that does not know it) the caller asks ingest_mincore_cached instead.
-int ingest_cachestat_cached(int fd, int64_t length);
-
-/// The same, by mapping the range read-only (nothing is read: the mapping is never touched)
-/// and asking mincore(2): three calls, every kernel. Fails where the file system refuses
-/// mmap (some FUSE file systems).
+/// It maps the range read-only (nothing is read: the mapping is never touched) and asks
+/// mincore(2). Fails where the file system refuses mmap (some FUSE file systems).
 int ingest_mincore_cached(int fd, int64_t length);
 
 /// Names the calling thread for the kernel (pthread_setname_np), as `top -H`, `ps -L` and

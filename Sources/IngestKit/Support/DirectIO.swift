@@ -50,30 +50,20 @@ final class AlignedBufferPool: Sendable {
     func giveBack(_ buffer: AlignedBuffer) { idle.withLock { $0.append(buffer) } }
 }
 
-/// Set once cachestat(2) is found missing (Linux before 6.5, or a seccomp filter that refuses
-/// it): from then on only mincore is asked.
-private let cachestatMissing = Atomic<Bool>(false)
-
 extension FileDescriptor {
     /// Whether every page of the file's first `length` bytes is in the page cache, asked
     /// without reading a byte or waiting for I/O; false where it cannot be told.
     ///
-    /// One `cachestat` (Linux 6.5), else `mmap` + `mincore` + `munmap` of the range: a few
-    /// microseconds a file either way, against about 45 µs for the other candidate,
-    /// `preadv2(RWF_NOWAIT)` of the first chunk, which on a file not cached starts (and
-    /// waits to submit) read-ahead into the page cache, the very pages a direct read then
-    /// fetches again (measured on 2,000 files of 20 kB on an ext4 loop card, Linux 6.18:
-    /// cold 20 µs a file with cachestat, 29 with mincore, 45 with RWF_NOWAIT, 13 for the
-    /// open, fstat and close alone; warm 3, 11 and 17, against 5).
+    /// `mmap` + `mincore` + `munmap` of the range, a few microseconds a file. The
+    /// alternatives: `cachestat` (Linux 6.5) is one call, but not one the services' sandbox
+    /// (`@system-service` of Debian 12's systemd) allows; `preadv2(RWF_NOWAIT)` of the first
+    /// chunk, on a file not cached, starts (and waits to submit) read-ahead into the page
+    /// cache, the very pages a direct read then fetches again. Measured on 2,000 files of
+    /// 20 kB on an ext4 loop card, Linux 6.18: cold 29 µs a file with mincore, 20 with
+    /// cachestat, 45 with RWF_NOWAIT, 13 for the open, fstat and close alone; warm 11, 3
+    /// and 17, against 5.
     func isInPageCache(firstBytes length: Int64) -> Bool {
-        guard length > 0 else { return false }
-        if !cachestatMissing.load(ordering: .relaxed) {
-            let answer = ingest_cachestat_cached(raw, length)
-            if answer >= 0 { return answer == 1 }
-            guard errno == ENOSYS || errno == EPERM else { return false }
-            cachestatMissing.store(true, ordering: .relaxed)
-        }
-        return ingest_mincore_cached(raw, length) == 1
+        length > 0 && ingest_mincore_cached(raw, length) == 1
     }
 
     /// Turns direct I/O on for this file where its file system allows it; says whether it did.
