@@ -38,8 +38,11 @@ struct ScanCommand: AsyncParsableCommand {
             for (path, reason) in plan.notableSkips { sink.emit(.skipped(path, reason)) }
             for notice in plan.notices { sink.emit(.notice(notice.0, code: notice.code, message: notice.message)) }
             if list || common.json {
-                for file in plan.toStage {
-                    if common.json {
+                // A second walk lists them, as staging takes them: the scan holds no list.
+                let json = common.json
+                let files = FilesToStage(volume: volume, rules: config.scan, known: known)
+                try await files.each { file in
+                    if json {
                         ReportOutput.standardOutput.write(
                             JSONValue.line(["event": "would-stage", "path": .string(file.path.display), "size": .int(file.size)])
                                 + "\n")

@@ -84,6 +84,43 @@ final class UploadTests {
         #expect(locks.count == 2 && locks.contains("uploads.lock"), "the card's lock file and the uploads' one lock file: \(locks)")
     }
 
+    /// A card's upload queue is the journal, read a page of 256 uploads at a time: uploads
+    /// an earlier run left pending, more than a page of them, are all sent by the next run;
+    /// and a card of more files than a page, copied ahead of its uploads, lands whole.
+    @Test(.timeLimit(.minutes(5)))
+    func pendingUploadsBeyondAPageOfTheQueueAreAllUploadedAndACardOfMoreFilesThanAPageLandsWhole() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let count = 300
+        for i in 0..<count { _ = try card.write("DCIM/\(100 + i / 100)MEDIA/DJI_\(i).SRT", randomBytes(100 + i)) }
+        _ = try card.write("DCIM/copy.SRT", try Array(Data(contentsOf: URL(fileURLWithPath: card.path + "/DCIM/100MEDIA/DJI_7.SRT"))))
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+
+        let refused = try ingest([card.path] + destination(), state: state, config: config, secret: "wrong-\(UInt32.random(in: 0...UInt32.max))")
+        #expect(refused.status == 77, "\(refused.stderr)")
+        #expect(refused.summary?.int("staged") == count + 1)
+        #expect(try pendingUploads(state, config: config).count == count, "one upload per content, all pending")
+
+        let resumed = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.summary?.int("staged") == 0, "the card is known: nothing is copied again")
+        #expect(resumed.events("uploaded").count == count)
+        #expect(Set(resumed.events("upload_queued").compactMap { $0.string("upload_id") }).count == count)
+        #expect(try pendingUploads(state, config: config).isEmpty)
+        let status = try ingest(["status"], state: state, config: config).events("status").first
+        #expect(status?.int("files_uploaded") == count + 1)
+
+        try server.createBucket("whole")
+        let fresh = TemporaryDirectory()
+        let whole = try ingest([card.path] + destination(bucket: "whole"), state: fresh, config: config)
+        #expect(whole.status == 0, "\(whole.stderr)")
+        #expect(whole.summary?.int("uploaded") == count)
+        let listed = try json(["s3api", "list-objects-v2", "--bucket", "whole"])["Contents"] as? [[String: Any]] ?? []
+        #expect(listed.count == count, "every content is on the server")
+        #expect(try pendingUploads(fresh, config: config).isEmpty)
+    }
+
     @Test(.timeLimit(.minutes(5)))
     func everyFileLandsByteForByteWithItsLabelsAndASecondRunSendsNothing() throws {
         let dir = TemporaryDirectory()

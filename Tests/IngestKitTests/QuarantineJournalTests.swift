@@ -59,7 +59,7 @@ import Testing
         let claim = UploadClaim(
             path: copy.file.path, fingerprint: copy.fingerprint, size: copy.file.size, target: target, key: "k/a.jpg",
             headers: [], partSize: nil)
-        guard case .upload(let upload) = try await journal.claim([claim], volumeKey: volume.key)[0] else {
+        guard case .planned(let upload) = try await journal.claim([claim], volumeKey: volume.key)[0] else {
             Issue.record("expected an upload")
             return
         }
@@ -119,11 +119,11 @@ import Testing
         _ = try await journal.forgetFile(row: row, note: "given up")
         var plan = ScanPlan(volume: volume)
         plan.add(.file(file), known: try await journal.files(ofVolume: volume.key))
-        #expect(plan.toStage.isEmpty && plan.totals.known == 1)
+        #expect(plan.totals.toStage == 0 && plan.totals.known == 1)
         var changed = ScanPlan(volume: volume)
         var touched = file
         touched.mtime = 2
         changed.add(.file(touched), known: try await journal.files(ofVolume: volume.key))
-        #expect(changed.toStage.count == 1, "a changed file is new again")
+        #expect(changed.totals.toStage == 1, "a changed file is new again")
     }
 }

@@ -275,6 +275,15 @@ public final class Journal: Sendable {
                 t.column("cardsTotal", .integer).notNull()
             }
         }
+        // The upload queue of a card's run is the journal (``Journal/pendingUploadPage(ofVolume:after:limit:)``):
+        // its pending uploads are read a page at a time, in the order they were planned, with
+        // the parts' CRC32Cs the stager computed from the card's bytes.
+        migrator.registerMigration("v8: the journal as the upload queue") { db in
+            try db.alter(table: "upload") { t in t.add(column: "cardChecksums", .blob) }
+            try db.execute(sql: """
+                CREATE INDEX upload_pending_by_volume ON upload(volumeKey) WHERE phase NOT IN ('completed', 'aborted')
+                """)
+        }
         return migrator
     }
 
