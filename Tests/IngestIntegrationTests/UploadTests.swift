@@ -100,7 +100,9 @@ final class UploadTests {
         let refused = try ingest([card.path] + destination(), state: state, config: config, secret: "wrong-\(UInt32.random(in: 0...UInt32.max))")
         #expect(refused.status == 77, "\(refused.stderr)")
         #expect(refused.summary?.int("staged") == count + 1)
-        #expect(try pendingUploads(state, config: config).count == count, "one upload per content, all pending")
+        #expect(refused.summary?.int("upload_not_attempted") == count, "one upload per content, none sent")
+        let pending = try ingest(["status"], state: state, config: config).events("status").first
+        #expect(pending?.int("files_staged") == count + 1 && pending?.int("files_uploaded") == 0)
 
         let resumed = try ingest([card.path] + destination(), state: state, config: config)
         #expect(resumed.status == 0, "\(resumed.stderr)")
