@@ -24,14 +24,7 @@ struct ScanCommand: AsyncParsableCommand {
         do throws(IngestError) {
             let config = try common.loadConfig()
             let volume = try VolumeIdentity.identify(path: path)
-            let known: [CardPath: FileRecord]
-            if let journal = try common.readJournal(config) {
-                do { known = try await journal.files(ofVolume: volume.key) } catch {
-                    throw .journal(error)
-                }
-            } else {
-                known = [:]
-            }
+            let known = try common.readJournal(config).map { KnownFiles.journal($0, volumeKey: volume.key) } ?? .records()
             let plan = try await ScanPlan.make(volume: volume, rules: config.scan, known: known)
             let sink = common.makeReporter()
             sink.emit(.volume(plan.volume))

@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// It counts the files to stage but does not hold them: a card of 100,000 files would keep
 /// 100,000 paths for the whole run. The stager takes them from a second walk of the card
-/// (``FilesToStage``), which sorts the same way (``needsStaging(_:known:)``); it costs a
+/// (``FilesToStage``), which sorts the same way (``KnownFiles``); it costs a
 /// second pass over the card's metadata, about 1 % of the run for a card of small files.
 public struct ScanPlan: Sendable {
     public var volume: VolumeIdentity
@@ -24,25 +24,16 @@ public struct ScanPlan: Sendable {
 
     /// Scans `volume` and sorts what it finds against what the journal `known`s: reads no
     /// file contents, changes nothing.
-    public static func make(
-        volume: VolumeIdentity, rules: ScanRules, known: [CardPath: FileRecord]
-    ) async throws(IngestError) -> ScanPlan {
-        let scanner = Scanner(rules: rules)
-        return try await onDedicatedThread("ingest-scan") { () throws(IngestError) -> ScanPlan in
+    public static func make(volume: VolumeIdentity, rules: ScanRules, known: KnownFiles) async throws(IngestError) -> ScanPlan {
+        try await onDedicatedThread("ingest-scan") { () throws(IngestError) -> ScanPlan in
             var plan = ScanPlan(volume: volume)
-            try scanner.scan(root: volume.rootPath) { finding in plan.add(finding, known: known) }
+            try known.walk(volume, rules: rules) { finding, toStage in plan.add(finding, toStage: toStage) }
             return plan
         }
     }
 
-    /// Whether `file` is to be staged: new, changed since it was journalled (size or time),
-    /// or still pending from an earlier run.
-    static func needsStaging(_ file: ScannedFile, known: [CardPath: FileRecord]) -> Bool {
-        guard let record = known[file.path] else { return true }
-        return record.state == .pending || record.size != file.size || record.mtime != file.mtime
-    }
-
-    mutating func add(_ finding: ScanFinding, known: [CardPath: FileRecord]) {
+    /// Counts `finding`; `toStage`: a file is to be staged (``KnownFiles``).
+    mutating func add(_ finding: ScanFinding, toStage: Bool) {
         switch finding {
         case let .skipped(path, reason):
             totals.skipped += 1
@@ -50,7 +41,7 @@ public struct ScanPlan: Sendable {
                 if notableSkips.count < Self.reportLimit { notableSkips.append((path, reason)) } else { totals.unlisted += 1 }
             }
         case .file(let file):
-            guard Self.needsStaging(file, known: known) else {
+            guard toStage else {
                 totals.known += 1
                 totals.knownBytes = totals.knownBytes.addingSaturating(file.size)
                 return
@@ -88,16 +79,13 @@ public final class FilesToStage: Sequence, IteratorProtocol, @unchecked Sendable
     private var ended = false
     private let failure = Mutex<IngestError?>(nil)
 
-    /// Starts walking `volume`, passing on the files ``ScanPlan/needsStaging(_:known:)``.
-    public init(volume: VolumeIdentity, rules: ScanRules, known: [CardPath: FileRecord]) {
-        let scanner = Scanner(rules: rules)
+    /// Starts walking `volume`, passing on the files `known` says are to be staged.
+    public init(volume: VolumeIdentity, rules: ScanRules, known: KnownFiles) {
         // The thread holds the walk until it ends, which ``close()`` waits for.
         startThread("ingest-walk") { [self] in
             do throws(IngestError) {
-                try scanner.scan(root: volume.rootPath, until: { closing.load(ordering: .relaxed) }) { finding in
-                    if case .file(let file) = finding, !closing.load(ordering: .relaxed), ScanPlan.needsStaging(file, known: known) {
-                        queue.put(file)
-                    }
+                try known.walk(volume, rules: rules, until: { closing.load(ordering: .relaxed) }) { finding, toStage in
+                    if toStage, case .file(let file) = finding, !closing.load(ordering: .relaxed) { queue.put(file) }
                 }
             } catch {
                 failure.withLock { $0 = error }
@@ -133,6 +121,80 @@ public final class FilesToStage: Sequence, IteratorProtocol, @unchecked Sendable
         closing.store(true, ordering: .relaxed)
         while next() != nil {}
         return failure.withLock { $0 }
+    }
+}
+
+/// What the journal knows of a volume's files, as a scan sorts them: a file is to be staged
+/// when it is new, changed since it was journalled (size or time), or still pending from an
+/// earlier run. The journal is asked a batch of files at a time (``Journal/knownFiles(ofVolume:paths:)``),
+/// so a rescan of a card of 100,000 files never holds the journal's record of all of them.
+public struct KnownFiles: Sendable {
+    private enum Source: Sendable {
+        case journal(Journal, volumeKey: String)
+        case records([CardPath: FileRecord])
+    }
+    private let source: Source
+    /// Files looked up in one query.
+    static let batch = 512
+
+    /// The journal's files of the volume `key`.
+    public static func journal(_ journal: Journal, volumeKey key: String) -> KnownFiles {
+        KnownFiles(source: .journal(journal, volumeKey: key))
+    }
+
+    /// Files known from `records` (none: every file is new).
+    public static func records(_ records: [CardPath: FileRecord] = [:]) -> KnownFiles { KnownFiles(source: .records(records)) }
+
+    /// Whether each of `files` is to be staged.
+    func toStage(_ files: [ScannedFile]) throws(IngestError) -> [Bool] {
+        let known: (CardPath) -> KnownFile?
+        switch source {
+        case let .journal(journal, key):
+            let found: [CardPath: KnownFile]
+            do { found = try journal.knownFiles(ofVolume: key, paths: files.map(\.path)) } catch { throw .journal(error) }
+            known = { found[$0] }
+        case .records(let records):
+            known = { path in records[path].map { KnownFile(size: $0.size, mtime: $0.mtime, state: $0.state) } }
+        }
+        return files.map { file in
+            guard let record = known(file.path) else { return true }
+            return record.state == .pending || record.size != file.size || record.mtime != file.mtime
+        }
+    }
+
+    /// Walks `volume` (``Scanner``) until `stop`, calling `each` with every finding in the
+    /// walk's order and, for a file, whether it is to be staged; files wait for their batch's
+    /// answer, at most ``batch`` of them.
+    func walk(
+        _ volume: VolumeIdentity, rules: ScanRules, until stop: () -> Bool = { false }, _ each: (ScanFinding, Bool) -> Void
+    ) throws(IngestError) {
+        var waiting: [ScanFinding] = []
+        var files: [ScannedFile] = []
+        var failure: IngestError?
+        func flush() {
+            guard failure == nil, !waiting.isEmpty else { return }
+            do throws(IngestError) {
+                var verdicts = try toStage(files).makeIterator()
+                for finding in waiting {
+                    if case .file = finding { each(finding, verdicts.next() ?? true) } else { each(finding, false) }
+                }
+            } catch {
+                failure = error
+            }
+            waiting.removeAll(keepingCapacity: true)
+            files.removeAll(keepingCapacity: true)
+        }
+        try Scanner(rules: rules).scan(root: volume.rootPath, until: { failure != nil || stop() }) { finding in
+            waiting.append(finding)
+            if case .file(let file) = finding {
+                files.append(file)
+                if files.count == Self.batch { flush() }
+            } else if waiting.count >= Self.batch {
+                flush()
+            }
+        }
+        flush()
+        if let failure { throw failure }
     }
 }
 
@@ -230,11 +292,8 @@ public struct Ingestor: Sendable {
         sink.emit(.volume(volume))
         let lock = try await lockVolume(volume, stop: stop)
         defer { lock.release() }
-        let known: [CardPath: FileRecord]
-        do {
-            try await journal.noteVolume(volume)
-            known = try await journal.files(ofVolume: volume.key)
-        } catch { throw .journal(error) }
+        do { try await journal.noteVolume(volume) } catch { throw .journal(error) }
+        let known = KnownFiles.journal(journal, volumeKey: volume.key)
 
         let plan = try await ScanPlan.make(volume: volume, rules: config.scan, known: known)
         for (path, reason) in plan.notableSkips { sink.emit(.skipped(path, reason)) }
@@ -409,7 +468,7 @@ public struct Ingestor: Sendable {
     /// outcomes as they arrive, in batches of whatever piled up during the last commit (the
     /// stager waits when a full batch waits for the journal).
     private func stage(
-        _ plan: ScanPlan, known: [CardPath: FileRecord], summary: inout RunSummary,
+        _ plan: ScanPlan, known: KnownFiles, summary: inout RunSummary,
         uploads: (planner: UploadPlanner, runner: UploadRunner)?, sink: some EventSink, stop: IngestStop
     ) async throws(IngestError) {
         guard plan.totals.toStage > 0, stop.reason == nil else { return }
