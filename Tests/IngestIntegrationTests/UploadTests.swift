@@ -123,6 +123,32 @@ final class UploadTests {
         #expect(try pendingUploads(fresh, config: config).isEmpty)
     }
 
+    /// Files staged with `--no-upload` are planned by the next run a page of 512 at a time:
+    /// more than a page of them all land, each checked against its fingerprint before it is
+    /// sent (their CRC32Cs were not kept from the card).
+    @Test(.timeLimit(.minutes(5)))
+    func filesStagedWithoutUploadBeyondAPageAreAllPlannedAndUploadedByTheNextRun() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let count = 600
+        for i in 0..<count { _ = try card.write("DCIM/\(100 + i / 200)MEDIA/DJI_\(i).SRT", randomBytes(50 + i)) }
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+
+        let staged = try ingest([card.path, "--no-upload"], state: state, config: config)
+        #expect(staged.status == 0, "\(staged.stderr)")
+        #expect(staged.summary?.int("staged") == count)
+
+        let uploaded = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(uploaded.status == 0, "\(uploaded.stderr)")
+        #expect(uploaded.events("uploaded").count == count)
+        #expect(uploaded.events("upload_resuming").count == count, "each staged copy is checked before it is sent")
+        let listed = try json(["s3api", "list-objects-v2", "--bucket", bucket])["Contents"] as? [[String: Any]] ?? []
+        #expect(listed.count == count)
+        let status = try ingest(["status"], state: state, config: config).events("status").first
+        #expect(status?.int("files_uploaded") == count)
+    }
+
     @Test(.timeLimit(.minutes(5)))
     func everyFileLandsByteForByteWithItsLabelsAndASecondRunSendsNothing() throws {
         let dir = TemporaryDirectory()

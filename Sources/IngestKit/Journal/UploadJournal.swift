@@ -197,11 +197,19 @@ extension Journal {
     }
 
     /// Files of a volume that are staged but linked to no upload (staged with `--no-upload`,
-    /// or by a run killed between staging and planning their uploads).
-    public func stagedFilesWithoutUpload(ofVolume key: String) async throws(JournalError) -> [FileRecord] {
+    /// or by a run killed between staging and planning their uploads), after the file
+    /// `after` (its id), at most `limit`, in the order they were first journalled: a run
+    /// plans them a page at a time, from the index of files by upload.
+    public func stagedFilesWithoutUpload(
+        ofVolume key: String, after: Int64 = 0, limit: Int = -1
+    ) async throws(JournalError) -> [FileRecord] {
         try await reading { db in
-            try FileRecord.filter(Column("volumeKey") == key && Column("state") == FileState.staged.rawValue
-                && Column("uploadID") == nil).fetchAll(db)
+            try FileRecord.fetchAll(
+                db.cachedStatement(sql: """
+                    SELECT * FROM file INDEXED BY file_by_upload
+                    WHERE uploadID IS NULL AND id > ? AND volumeKey = ? AND state = 'staged' ORDER BY id LIMIT ?
+                    """),
+                arguments: [after, key, limit])
         }
     }
 

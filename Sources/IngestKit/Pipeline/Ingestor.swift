@@ -311,7 +311,7 @@ public struct Ingestor: Sendable {
         var labelProblem: IngestError?
         var stopped: IngestError?
         do {
-            var unplanned: [FileRecord] = []
+            var unplanned = false
             var uploads: (planner: UploadPlanner, runner: UploadRunner)?
             if let upload, let runner {
                 unplanned = try await queuePendingUploads(of: volume, target: upload.target, runner: runner)
@@ -319,7 +319,7 @@ public struct Ingestor: Sendable {
                 // card needs an upload planned: a rescan of an ingested card reads nothing on
                 // it, not even its scene file. A problem with them still lets the card be
                 // staged, so it is safe while the operator fixes the tags.
-                if plan.totals.toStage > 0 || !unplanned.isEmpty {
+                if plan.totals.toStage > 0 || unplanned {
                     do throws(IngestError) {
                         uploads = (try await planner(for: upload, volume: volume), runner)
                     } catch {
@@ -327,9 +327,8 @@ public struct Ingestor: Sendable {
                     }
                 }
             }
-            if let uploads {
-                try await queueUnplanned(
-                    unplanned, of: volume, planner: uploads.planner, runner: uploads.runner, summary: &summary, sink: sink)
+            if unplanned, let uploads {
+                try await queueUnplanned(of: volume, planner: uploads.planner, runner: uploads.runner, summary: &summary, sink: sink)
             }
             try await stage(plan, known: known, summary: &summary, uploads: uploads, sink: sink, stop: stop)
         } catch {
@@ -386,12 +385,12 @@ public struct Ingestor: Sendable {
 
     /// Uploads of this card an earlier run left unfinished: the runner reads those planned
     /// for its files from the journal, a page at a time, first; those another card's file
-    /// planned are queued here. Returns the card's files staged without an upload planned
-    /// (`--no-upload`, a kill in between, or an upload planned for another destination and
-    /// never started, which follows the run to its own).
+    /// planned are queued here. Returns whether the card has files staged without an upload
+    /// planned (`--no-upload`, a kill in between, or an upload planned for another
+    /// destination and never started, which follows the run to its own).
     private func queuePendingUploads(
         of volume: VolumeIdentity, target: S3Destination, runner: UploadRunner
-    ) async throws(IngestError) -> [FileRecord] {
+    ) async throws(IngestError) -> Bool {
         do {
             for record in try await journal.pendingUploadsBesidesPages(ofVolume: volume.key, target: target) {
                 if record.target != target, record.phase == .created, record.volumeKey == volume.key {
@@ -403,28 +402,34 @@ public struct Ingestor: Sendable {
                 }
             }
             try await runner.follow(volume: volume.key)
-            return try await journal.stagedFilesWithoutUpload(ofVolume: volume.key)
+            return try await !journal.stagedFilesWithoutUpload(ofVolume: volume.key, limit: 1).isEmpty
         } catch {
             throw .journal(error)
         }
     }
 
-    /// Plans and queues the uploads of files staged without one. A file that still cannot
-    /// become an object fails this run too, and stays quarantined.
+    /// Plans and queues the uploads of files staged without one, a page of them at a time.
+    /// A file that still cannot become an object fails this run too, and stays quarantined.
     private func queueUnplanned(
-        _ unplanned: [FileRecord], of volume: VolumeIdentity, planner: UploadPlanner, runner: UploadRunner,
-        summary: inout RunSummary, sink: some EventSink
+        of volume: VolumeIdentity, planner: UploadPlanner, runner: UploadRunner, summary: inout RunSummary,
+        sink: some EventSink
     ) async throws(IngestError) {
-        var claims: [UploadClaim] = []
         do {
-            for file in unplanned {
-                guard let fingerprint = file.fingerprint.flatMap(Fingerprint.init(hex:)) else { continue }
-                let scanned = ScannedFile(path: file.cardPath, size: file.size, mtime: file.mtime)
-                do { claims.append(try planner.claim(for: scanned, fingerprint: fingerprint)) } catch {
-                    try await notUploadable(scanned, error, volume: volume, summary: &summary, sink: sink)
+            var after: Int64 = 0
+            while true {
+                let page = try await journal.stagedFilesWithoutUpload(ofVolume: volume.key, after: after, limit: KnownFiles.batch)
+                guard let last = page.last?.id else { return }
+                after = last
+                var claims: [UploadClaim] = []
+                for file in page {
+                    guard let fingerprint = file.fingerprint.flatMap(Fingerprint.init(hex:)) else { continue }
+                    let scanned = ScannedFile(path: file.cardPath, size: file.size, mtime: file.mtime)
+                    do { claims.append(try planner.claim(for: scanned, fingerprint: fingerprint)) } catch {
+                        try await notUploadable(scanned, error, volume: volume, summary: &summary, sink: sink)
+                    }
                 }
+                try await submit(claims, volume: volume, runner: runner)
             }
-            try await submit(claims, volume: volume, runner: runner)
         } catch { throw .journal(error) }
     }
 
