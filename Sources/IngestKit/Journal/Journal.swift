@@ -298,7 +298,9 @@ public final class Journal: Sendable {
         }
     }
 
-    /// What the journal knows of a volume's files, by path: a rescan matches against it.
+    /// What the journal knows of a volume's files, by path, all at once. A scan never asks
+    /// this (a card of 100,000 files would hold every record): it asks
+    /// ``knownFiles(ofVolume:paths:)`` a batch of paths at a time.
     public func files(ofVolume key: String) async throws(JournalError) -> [CardPath: FileRecord] {
         try await reading { db in
             let records = try FileRecord.filter(Column("volumeKey") == key).fetchAll(db)
