@@ -24,22 +24,18 @@ struct ScanCommand: AsyncParsableCommand {
         do throws(IngestError) {
             let config = try common.loadConfig()
             let volume = try VolumeIdentity.identify(path: path)
-            let known: [CardPath: FileRecord]
-            if let journal = try common.readJournal(config) {
-                do { known = try await journal.files(ofVolume: volume.key) } catch {
-                    throw .journal(error)
-                }
-            } else {
-                known = [:]
-            }
+            let known = try common.readJournal(config).map { KnownFiles.journal($0, volumeKey: volume.key) } ?? .records()
             let plan = try await ScanPlan.make(volume: volume, rules: config.scan, known: known)
             let sink = common.makeReporter()
             sink.emit(.volume(plan.volume))
             for (path, reason) in plan.notableSkips { sink.emit(.skipped(path, reason)) }
             for notice in plan.notices { sink.emit(.notice(notice.0, code: notice.code, message: notice.message)) }
             if list || common.json {
-                for file in plan.toStage {
-                    if common.json {
+                // A second walk lists them, as staging takes them: the scan holds no list.
+                let json = common.json
+                let files = FilesToStage(volume: volume, rules: config.scan, known: known)
+                try await files.each { file in
+                    if json {
                         ReportOutput.standardOutput.write(
                             JSONValue.line(["event": "would-stage", "path": .string(file.path.display), "size": .int(file.size)])
                                 + "\n")

@@ -84,6 +84,71 @@ final class UploadTests {
         #expect(locks.count == 2 && locks.contains("uploads.lock"), "the card's lock file and the uploads' one lock file: \(locks)")
     }
 
+    /// A card's upload queue is the journal, read a page of 256 uploads at a time: uploads
+    /// an earlier run left pending, more than a page of them, are all sent by the next run;
+    /// and a card of more files than a page, copied ahead of its uploads, lands whole.
+    @Test(.timeLimit(.minutes(5)))
+    func pendingUploadsBeyondAPageOfTheQueueAreAllUploadedAndACardOfMoreFilesThanAPageLandsWhole() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let count = 300
+        for i in 0..<count { _ = try card.write("DCIM/\(100 + i / 100)MEDIA/DJI_\(i).SRT", randomBytes(100 + i)) }
+        _ = try card.write("DCIM/copy.SRT", try Array(Data(contentsOf: URL(fileURLWithPath: card.path + "/DCIM/100MEDIA/DJI_7.SRT"))))
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+
+        let refused = try ingest([card.path] + destination(), state: state, config: config, secret: "wrong-\(UInt32.random(in: 0...UInt32.max))")
+        #expect(refused.status == 77, "\(refused.stderr)")
+        #expect(refused.summary?.int("staged") == count + 1)
+        #expect(refused.summary?.int("upload_not_attempted") == count, "one upload per content, none sent")
+        let pending = try ingest(["status"], state: state, config: config).events("status").first
+        #expect(pending?.int("files_staged") == count + 1 && pending?.int("files_uploaded") == 0)
+
+        let resumed = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.summary?.int("staged") == 0, "the card is known: nothing is copied again")
+        #expect(resumed.events("uploaded").count == count)
+        #expect(Set(resumed.events("upload_queued").compactMap { $0.string("upload_id") }).count == count)
+        #expect(try pendingUploads(state, config: config).isEmpty)
+        let status = try ingest(["status"], state: state, config: config).events("status").first
+        #expect(status?.int("files_uploaded") == count + 1)
+
+        try server.createBucket("whole")
+        let fresh = TemporaryDirectory()
+        let whole = try ingest([card.path] + destination(bucket: "whole"), state: fresh, config: config)
+        #expect(whole.status == 0, "\(whole.stderr)")
+        #expect(whole.summary?.int("uploaded") == count)
+        let listed = try json(["s3api", "list-objects-v2", "--bucket", "whole"])["Contents"] as? [[String: Any]] ?? []
+        #expect(listed.count == count, "every content is on the server")
+        #expect(try pendingUploads(fresh, config: config).isEmpty)
+    }
+
+    /// Files staged with `--no-upload` are planned by the next run a page of 512 at a time:
+    /// more than a page of them all land, each checked against its fingerprint before it is
+    /// sent (their CRC32Cs were not kept from the card).
+    @Test(.timeLimit(.minutes(5)))
+    func filesStagedWithoutUploadBeyondAPageAreAllPlannedAndUploadedByTheNextRun() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let count = 600
+        for i in 0..<count { _ = try card.write("DCIM/\(100 + i / 200)MEDIA/DJI_\(i).SRT", randomBytes(50 + i)) }
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+
+        let staged = try ingest([card.path, "--no-upload"], state: state, config: config)
+        #expect(staged.status == 0, "\(staged.stderr)")
+        #expect(staged.summary?.int("staged") == count)
+
+        let uploaded = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(uploaded.status == 0, "\(uploaded.stderr)")
+        #expect(uploaded.events("uploaded").count == count)
+        #expect(uploaded.events("upload_resuming").count == count, "each staged copy is checked before it is sent")
+        let listed = try json(["s3api", "list-objects-v2", "--bucket", bucket])["Contents"] as? [[String: Any]] ?? []
+        #expect(listed.count == count)
+        let status = try ingest(["status"], state: state, config: config).events("status").first
+        #expect(status?.int("files_uploaded") == count)
+    }
+
     @Test(.timeLimit(.minutes(5)))
     func everyFileLandsByteForByteWithItsLabelsAndASecondRunSendsNothing() throws {
         let dir = TemporaryDirectory()

@@ -285,7 +285,7 @@ func writeDeep(_ root: String, _ components: [String], _ contents: [UInt8]) thro
         #expect(Int64(2).addingSaturating(3) == 5)
         var plan = ScanPlan(volume: VolumeIdentity(
             key: "path:/card", rootPath: "/card", mountPoint: nil, pathInFileSystem: "/", fsType: nil, device: nil))
-        for name in ["a", "b"] { plan.add(.file(ScannedFile(path: CardPath(name), size: .max, mtime: 0)), known: [:]) }
+        for name in ["a", "b"] { plan.add(.file(ScannedFile(path: CardPath(name), size: .max, mtime: 0)), toStage: true) }
         #expect(plan.totals.toStageBytes == .max)
     }
 }

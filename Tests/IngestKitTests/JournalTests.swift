@@ -16,6 +16,35 @@ import Testing
             fingerprint: Fingerprint(high: digest, low: digest), deduplicated: false, verified: false)
     }
 
+    /// A scan sorts a card against the journal a batch of paths at a time
+    /// (``KnownFiles``), never holding the journal's record of every file of the card.
+    @Test func aScanLearnsFromTheJournalOnlyThePathsOfItsBatchThatItKnows() async throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(path: dir.path + "/journal.sqlite")
+        try await journal.noteVolume(volume)
+        let raw = CardPath(bytes: Array("DCIM/raw-".utf8) + [0xFF, 0xFE])
+        var rawFile = staged("x")
+        rawFile.file.path = raw
+        try await journal.record(
+            [.staged(staged("DCIM/a.jpg", size: 5, mtime: 77)), .staged(rawFile),
+             .failed(ScannedFile(path: CardPath("DCIM/failed.jpg"), size: 3, mtime: 1), StageFailure(kind: .vanished))],
+            volumeKey: volume.key)
+
+        let known = try journal.knownFiles(
+            ofVolume: volume.key, paths: [CardPath("DCIM/a.jpg"), CardPath("DCIM/new.jpg"), raw, CardPath("DCIM/failed.jpg")])
+        #expect(known == [
+            CardPath("DCIM/a.jpg"): KnownFile(size: 5, mtime: 77, state: .staged),
+            raw: KnownFile(size: 10, mtime: 1, state: .staged),
+            CardPath("DCIM/failed.jpg"): KnownFile(size: 3, mtime: 1, state: .pending),
+        ])
+        #expect(try journal.knownFiles(ofVolume: "uuid:other", paths: [CardPath("DCIM/a.jpg")]).isEmpty)
+        let sorted = try KnownFiles.journal(journal, volumeKey: volume.key).toStage([
+            ScannedFile(path: CardPath("DCIM/a.jpg"), size: 5, mtime: 77), ScannedFile(path: CardPath("DCIM/a.jpg"), size: 6, mtime: 77),
+            ScannedFile(path: CardPath("DCIM/new.jpg"), size: 1, mtime: 1), ScannedFile(path: CardPath("DCIM/failed.jpg"), size: 3, mtime: 1),
+        ])
+        #expect(sorted == [false, true, true, true], "known and unchanged; changed; new; pending from a failure")
+    }
+
     @Test func stagedFilesAreFoundByPathWithTheirSizeTimeAndDigest() async throws {
         let dir = TemporaryDirectory()
         let journal = try Journal(path: dir.path + "/journal.sqlite")

@@ -49,7 +49,7 @@ import Testing
             let claim = UploadClaim(
                 path: file.path, fingerprint: fingerprint, size: file.size, target: Self.target, key: ObjectUploaderTests.key,
                 headers: [SigV4Header("x-amz-meta-" + ObjectLabelKeys.fingerprint, fingerprint.hex)], partSize: partSize)
-            guard case .upload(let record) = try await journal.claim([claim], volumeKey: volume.key).first else {
+            guard case .planned(let record) = try await journal.claim([claim], volumeKey: volume.key).first else {
                 throw CocoaError(.featureUnsupported)
             }
             uploadID = record.id

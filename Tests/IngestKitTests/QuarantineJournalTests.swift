@@ -59,7 +59,7 @@ import Testing
         let claim = UploadClaim(
             path: copy.file.path, fingerprint: copy.fingerprint, size: copy.file.size, target: target, key: "k/a.jpg",
             headers: [], partSize: nil)
-        guard case .upload(let upload) = try await journal.claim([claim], volumeKey: volume.key)[0] else {
+        guard case .planned(let upload) = try await journal.claim([claim], volumeKey: volume.key)[0] else {
             Issue.record("expected an upload")
             return
         }
@@ -117,13 +117,10 @@ import Testing
         try await journal.record([failure], volumeKey: volume.key, quarantineAfter: 1)
         let row = try #require(try await record(journal, file.path).id)
         _ = try await journal.forgetFile(row: row, note: "given up")
-        var plan = ScanPlan(volume: volume)
-        plan.add(.file(file), known: try await journal.files(ofVolume: volume.key))
-        #expect(plan.toStage.isEmpty && plan.totals.known == 1)
-        var changed = ScanPlan(volume: volume)
+        let known = KnownFiles.journal(journal, volumeKey: volume.key)
+        #expect(try known.toStage([file]) == [false])
         var touched = file
         touched.mtime = 2
-        changed.add(.file(touched), known: try await journal.files(ofVolume: volume.key))
-        #expect(changed.toStage.count == 1, "a changed file is new again")
+        #expect(try known.toStage([touched]) == [true], "a changed file is new again")
     }
 }

@@ -32,7 +32,7 @@ import Testing
             path: staged.file.path, fingerprint: staged.fingerprint, size: size, target: target, key: "k/\(path)",
             headers: [], partSize: nil)
         switch try await journal.claim([claim], volumeKey: key)[0] {
-        case .upload(let record), .alreadyInBucket(let record): return record
+        case .planned(let record), .upload(let record), .alreadyInBucket(let record): return record
         }
     }
 

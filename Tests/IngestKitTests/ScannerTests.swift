@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 @testable import IngestKit
@@ -224,13 +225,103 @@ import Testing
         var plan = ScanPlan(volume: volume)
         let extra = 250
         for index in 0..<(ScanPlan.reportLimit + extra) {
-            plan.add(.skipped(CardPath("fifo\(index)"), .special(kind: "FIFO")), known: [:])
-            plan.add(.file(ScannedFile(path: CardPath("empty\(index)"), size: 0, mtime: 0)), known: [:])
+            plan.add(.skipped(CardPath("fifo\(index)"), .special(kind: "FIFO")), toStage: false)
+            plan.add(.file(ScannedFile(path: CardPath("empty\(index)"), size: 0, mtime: 0)), toStage: true)
         }
         #expect(plan.notableSkips.count == ScanPlan.reportLimit)
         #expect(plan.notices.count == ScanPlan.reportLimit)
         #expect(plan.totals.unlisted == 2 * extra)
         #expect(plan.totals.skipped == ScanPlan.reportLimit + extra)
-        #expect(plan.toStage.count == ScanPlan.reportLimit + extra, "every file is still staged")
+        #expect(plan.totals.toStage == ScanPlan.reportLimit + extra, "every file is still staged")
+    }
+}
+
+/// The files to stage as a second walk of the card hands them on, the way the stager takes
+/// them: no list of them is held.
+@Suite struct FilesToStageTests {
+    static func volume(_ root: String) -> VolumeIdentity {
+        VolumeIdentity(key: "path:" + root, rootPath: root, mountPoint: nil, pathInFileSystem: root, fsType: nil, device: nil)
+    }
+
+    static func known(_ file: ScannedFile, state: FileState) -> FileRecord {
+        FileRecord(
+            id: nil, volumeKey: "k", path: Data(file.path.bytes), size: file.size, mtime: file.mtime, fingerprint: nil,
+            state: state, lastError: nil, updatedAt: Date(), uploadID: nil)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theWalkHandsOnTheFilesThePlanCountedAndNotThoseTheJournalHasUnchanged() async throws {
+        let card = TemporaryDirectory()
+        let count = 3 * FilesToStage.depth
+        for i in 0..<count { try card.write("DCIM/\(100 + i / 200)MEDIA/F\(i).SRT", randomBytes(i % 7)) }
+        var scanned: [CardPath: ScannedFile] = [:]
+        try Scanner().scan(root: card.path) { if case .file(let file) = $0 { scanned[file.path] = file } }
+        let uploaded = try #require(scanned[CardPath("DCIM/100MEDIA/F1.SRT")])
+        let pending = try #require(scanned[CardPath("DCIM/100MEDIA/F2.SRT")])
+        var changed = try #require(scanned[CardPath("DCIM/100MEDIA/F3.SRT")])
+        changed.mtime -= 1
+        let known = [
+            uploaded.path: Self.known(uploaded, state: .uploaded), pending.path: Self.known(pending, state: .pending),
+            changed.path: Self.known(changed, state: .uploaded),
+        ]
+        let plan = try await ScanPlan.make(volume: Self.volume(card.path), rules: ScanRules(), known: .records(known))
+        #expect(plan.totals.toStage == count - 1 && plan.totals.known == 1)
+
+        let handed = Mutex<[CardPath]>([])
+        try await FilesToStage(volume: Self.volume(card.path), rules: ScanRules(), known: .records(known)).each { file in
+            handed.withLock { $0.append(file.path) }
+        }
+        let paths = handed.withLock { $0 }
+        #expect(paths.count == plan.totals.toStage, "the walk hands on what the scan counted")
+        #expect(Set(paths) == Set(scanned.keys).subtracting([uploaded.path]))
+    }
+
+    /// A card of more files than a batch of the journal's lookups, half of it journalled:
+    /// the walk hands on the other half, in the walk's order.
+    @Test(.timeLimit(.minutes(1)))
+    func aCardLargerThanABatchIsSortedAgainstTheJournalBatchByBatchInTheWalksOrder() async throws {
+        let card = TemporaryDirectory()
+        let state = TemporaryDirectory()
+        let count = 2 * KnownFiles.batch + 100
+        for i in 0..<count { try card.write(String(format: "DCIM/F%05d.SRT", i), randomBytes(i % 5)) }
+        let volume = Self.volume(card.path)
+        var scanned: [ScannedFile] = []
+        try Scanner().scan(root: card.path) { if case .file(let file) = $0 { scanned.append(file) } }
+        let journal = try Journal(path: state.path + "/journal.sqlite")
+        try await journal.noteVolume(volume)
+        let journalled = scanned.enumerated().filter { $0.offset % 2 == 0 }.map(\.element)
+        try await journal.record(
+            journalled.map { .staged(StagedFile(file: $0, fingerprint: Fingerprint(high: 1, low: 1), deduplicated: false, verified: false)) },
+            volumeKey: volume.key)
+
+        let handed = Mutex<[CardPath]>([])
+        try await FilesToStage(volume: volume, rules: ScanRules(), known: .journal(journal, volumeKey: volume.key)).each { file in
+            handed.withLock { $0.append(file.path) }
+        }
+        #expect(handed.withLock { $0 } == scanned.enumerated().filter { $0.offset % 2 == 1 }.map(\.element.path))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aWalkClosedEarlyEndsAndHandsOnNothingMore() throws {
+        let card = TemporaryDirectory()
+        for i in 0..<(4 * FilesToStage.depth) { try card.write("F\(i)", []) }
+        let files = FilesToStage(volume: Self.volume(card.path), rules: ScanRules(), known: .records())
+        var taken = 0
+        for _ in files {
+            taken += 1
+            if taken == 10 { break }
+        }
+        #expect(files.close() == nil)
+        #expect(files.next() == nil, "nothing more once closed")
+        #expect(taken == 10)
+    }
+
+    @Test func aCardGoneBeforeTheWalkEndsItWithTheError() throws {
+        let files = FilesToStage(volume: Self.volume("/nonexistent-card-\(UInt32.random(in: 0...UInt32.max))"), rules: ScanRules(), known: .records())
+        #expect(files.next() == nil)
+        guard case .sourceUnavailable = files.close() else {
+            Issue.record("expected the card to be unavailable")
+            return
+        }
     }
 }

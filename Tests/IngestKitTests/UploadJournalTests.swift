@@ -40,8 +40,8 @@ import Testing
         let a = try await stage(journal, "DCIM/a.jpg", digest: 7)
         let b = try await stage(journal, "BACKUP/a-copy.jpg", digest: 7)
         let results = try await journal.claim([claim(a), claim(b)], volumeKey: volume.key)
-        guard case .upload(let first) = results[0], case .upload(let second) = results[1] else {
-            Issue.record("expected two uploads, got \(results)")
+        guard case .planned(let first) = results[0], case .upload(let second) = results[1] else {
+            Issue.record("expected one upload planned and ridden along, got \(results)")
             return
         }
         #expect(first.id == second.id)
@@ -62,7 +62,7 @@ import Testing
         let c = try await stage(journal, "c.jpg", digest: 3)
         let claimed = try await journal.claim([claim(a), claim(b), claim(c, target: elsewhere)], volumeKey: volume.key)
         let records = claimed.compactMap { result -> UploadRecord? in
-            if case .upload(let record) = result { return record }
+            if case .planned(let record) = result { return record }
             return nil
         }
         try #require(records.count == 3)
@@ -89,7 +89,7 @@ import Testing
     @Test func contentAlreadyVerifiedInTheBucketIsRecordedAsUploadedWithoutANewUpload() async throws {
         let (_, journal) = try await openJournal()
         let a = try await stage(journal, "a.jpg", digest: 3)
-        guard case .upload(let record) = try await journal.claim([claim(a)], volumeKey: volume.key)[0] else {
+        guard case .planned(let record) = try await journal.claim([claim(a)], volumeKey: volume.key)[0] else {
             Issue.record("expected an upload")
             return
         }
@@ -102,7 +102,7 @@ import Testing
 
         // Another bucket is another upload.
         let other = S3Destination(endpoint: target.endpoint, bucket: "archive", region: "us-east-1", addressing: .path)
-        guard case .upload(let elsewhere) = try await journal.claim([claim(later, target: other)], volumeKey: volume.key)[0] else {
+        guard case .planned(let elsewhere) = try await journal.claim([claim(later, target: other)], volumeKey: volume.key)[0] else {
             Issue.record("expected a new upload to the other bucket")
             return
         }
@@ -112,7 +112,10 @@ import Testing
     @Test func partsAreCommittedAsADifferenceAndReadBackInOrder() async throws {
         let (_, journal) = try await openJournal()
         let a = try await stage(journal, "clip.mp4", digest: 5)
-        guard case .upload(let record) = try await journal.claim([claim(a)], volumeKey: volume.key)[0] else { return }
+        guard case .planned(let record) = try await journal.claim([claim(a)], volumeKey: volume.key)[0] else {
+            Issue.record("expected an upload planned")
+            return
+        }
         let plan = PartPlan(fileSize: a.file.size, partSize: 8 << 20)
         func snapshot(_ parts: [UploadStateMachine.AcknowledgedPart], phase: UploadStateMachine.Phase) -> UploadStateMachine.Snapshot {
             .init(
@@ -143,7 +146,7 @@ import Testing
         var records: [UploadRecord] = []
         for n in 1...40 {
             let staged = try await stage(journal, "DCIM/\(n).jpg", digest: UInt64(n))
-            guard case .upload(let record) = try await journal.claim([claim(staged)], volumeKey: volume.key).first else {
+            guard case .planned(let record) = try await journal.claim([claim(staged)], volumeKey: volume.key).first else {
                 Issue.record("no upload for \(n)")
                 return
             }
@@ -172,7 +175,10 @@ import Testing
     @Test func aStagedCopyThatNoLongerMatchesSendsItsFilesBackToPending() async throws {
         let (_, journal) = try await openJournal()
         let a = try await stage(journal, "a.jpg", digest: 9)
-        guard case .upload(let record) = try await journal.claim([claim(a)], volumeKey: volume.key)[0] else { return }
+        guard case .planned(let record) = try await journal.claim([claim(a)], volumeKey: volume.key)[0] else {
+            Issue.record("expected an upload planned")
+            return
+        }
         try await journal.restage(uploadID: record.id, reason: "staged copy damaged")
         let file = try #require(try await journal.files(ofVolume: volume.key)[a.file.path])
         #expect(file.state == .pending)
@@ -186,7 +192,10 @@ import Testing
         let done = try await stage(journal, "done.jpg", digest: 1)
         let waiting = try await stage(journal, "waiting.jpg", digest: 2)
         let results = try await journal.claim([claim(done), claim(waiting)], volumeKey: volume.key)
-        guard case .upload(let finished) = results[0], case .upload(let unfinished) = results[1] else { return }
+        guard case .planned(let finished) = results[0], case .planned(let unfinished) = results[1] else {
+            Issue.record("expected two uploads planned, got \(results)")
+            return
+        }
         let released = try await journal.completeUpload(
             id: finished.id, etag: nil, releasingStagedCopy: true, at: Date(timeIntervalSinceNow: -3600))
         #expect(released == done.fingerprint, "no file waits for it: it may go at once")
@@ -203,7 +212,10 @@ import Testing
     @Test func removingAnUploadLeavesItsFilesStagedWithNoUploadForTheNextRun() async throws {
         let (_, journal) = try await openJournal()
         let a = try await stage(journal, "a.jpg", digest: 4)
-        guard case .upload(let record) = try await journal.claim([claim(a)], volumeKey: volume.key)[0] else { return }
+        guard case .planned(let record) = try await journal.claim([claim(a)], volumeKey: volume.key)[0] else {
+            Issue.record("expected an upload planned")
+            return
+        }
         try await journal.removeUpload(id: record.id, note: "aborted")
         #expect(try await journal.upload(id: record.id) == nil)
         let unplanned = try await journal.stagedFilesWithoutUpload(ofVolume: volume.key)

@@ -275,6 +275,15 @@ public final class Journal: Sendable {
                 t.column("cardsTotal", .integer).notNull()
             }
         }
+        // The upload queue of a card's run is the journal (``Journal/pendingUploadPage(ofVolume:after:limit:)``):
+        // its pending uploads are read a page at a time, in the order they were planned, with
+        // the parts' CRC32Cs the stager computed from the card's bytes.
+        migrator.registerMigration("v8: the journal as the upload queue") { db in
+            try db.alter(table: "upload") { t in t.add(column: "cardChecksums", .blob) }
+            try db.execute(sql: """
+                CREATE INDEX upload_pending_by_volume ON upload(volumeKey) WHERE phase NOT IN ('completed', 'aborted')
+                """)
+        }
         return migrator
     }
 
@@ -289,7 +298,9 @@ public final class Journal: Sendable {
         }
     }
 
-    /// What the journal knows of a volume's files, by path: a rescan matches against it.
+    /// What the journal knows of a volume's files, by path, all at once. A scan never asks
+    /// this (a card of 100,000 files would hold every record): it asks
+    /// ``knownFiles(ofVolume:paths:)`` a batch of paths at a time.
     public func files(ofVolume key: String) async throws(JournalError) -> [CardPath: FileRecord] {
         try await reading { db in
             let records = try FileRecord.filter(Column("volumeKey") == key).fetchAll(db)

@@ -48,6 +48,10 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
     /// metrics and in the exit status of every run that meets it, until it succeeds or is
     /// aborted or forgotten. It is still tried.
     public var quarantined: Bool = false
+    /// The parts' CRC32Cs computed from the card's bytes as the stager read them (little-endian
+    /// `UInt32`s, at ``partSize``), when it did: the upload, taken from the journal later,
+    /// sends the card's checksums without keeping them in memory until then.
+    public var cardChecksums: Data? = nil
 
     public var target: S3Destination {
         S3Destination(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
@@ -74,6 +78,23 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
     public static func logicalID(target: S3Destination, fingerprint: Fingerprint) -> String {
         let text = "\(target.endpoint)\n\(target.bucket)\n\(fingerprint.hex)"
         return String(Fingerprint.of(Array(text.utf8)).hex.prefix(12))
+    }
+
+    /// ``cardChecksums`` as the uploader takes them; nil when there are none, or they are
+    /// not a whole number of checksums.
+    public var partChecksums: PartChecksums? {
+        guard let data = cardChecksums, !data.isEmpty, data.count % 4 == 0 else { return nil }
+        let values = stride(from: 0, to: data.count, by: 4).map { offset in
+            data[data.startIndex + offset..<data.startIndex + offset + 4].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        }
+        return PartChecksums(partSize: partSize, crc32c: values)
+    }
+
+    static func encode(checksums: PartChecksums?) -> Data? {
+        guard let checksums, !checksums.crc32c.isEmpty else { return nil }
+        var data = Data(capacity: checksums.crc32c.count * 4)
+        for value in checksums.crc32c { withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) } }
+        return data
     }
 
     /// Not yet verified in the bucket, and not given up by the user: what `resume` finishes.
@@ -105,12 +126,16 @@ public struct UploadClaim: Sendable, Equatable {
     /// nil: a single `PutObject`.
     public var partSize: Int64?
     public var checksum: PartDigestAlgorithm
+    /// The parts' CRC32Cs from the card's bytes, when the stager computed them for this cut:
+    /// journalled with a new upload (``UploadRecord/cardChecksums``).
+    public var cardChecksums: PartChecksums?
 
     public init(
         path: CardPath, fingerprint: Fingerprint, size: Int64, target: S3Destination, key: String,
-        headers: [SigV4Header], partSize: Int64?, checksum: PartDigestAlgorithm = .crc32c
+        headers: [SigV4Header], partSize: Int64?, checksum: PartDigestAlgorithm = .crc32c, cardChecksums: PartChecksums? = nil
     ) {
         self.checksum = checksum
+        self.cardChecksums = cardChecksums
         self.path = path
         self.fingerprint = fingerprint
         self.size = size
@@ -123,7 +148,9 @@ public struct UploadClaim: Sendable, Equatable {
 
 /// What the journal made of a claim.
 public enum ClaimResult: Sendable, Equatable {
-    /// Upload this (new, or pending from before: then it resumes).
+    /// A new upload, planned by this claim.
+    case planned(UploadRecord)
+    /// Upload this: pending from before (then it resumes), or planned by another file.
     case upload(UploadRecord)
     /// The bucket already holds this content, verified: the file is recorded as uploaded
     /// and nothing is sent (content dedupe).
@@ -160,21 +187,30 @@ extension Journal {
             addressing: target.addressing, key: claim.key, fingerprint: claim.fingerprint.hex, size: claim.size,
             partSize: claim.partSize, checksum: claim.checksum, phase: .created, uploadID: nil, restartCount: 0,
             headers: UploadRecord.encode(headers: claim.headers), volumeKey: volumeKey, sourcePath: pathBytes,
-            etag: nil, lastError: nil, createdAt: date, updatedAt: date, completedAt: nil)
+            etag: nil, lastError: nil, createdAt: date, updatedAt: date, completedAt: nil,
+            cardChecksums: UploadRecord.encode(checksums: claim.cardChecksums.flatMap { $0.partSize == claim.partSize ? $0 : nil }))
         try record.insert(db)
         try db.cachedStatement(sql: """
             UPDATE file SET uploadID = ?, updatedAt = ?, lastError = NULL, failures = 0, quarantined = 0
             WHERE volumeKey = ? AND path = ?
             """).execute(arguments: [id, JournalDate(date), volumeKey, pathBytes])
-        return .upload(record)
+        return .planned(record)
     }
 
     /// Files of a volume that are staged but linked to no upload (staged with `--no-upload`,
-    /// or by a run killed between staging and planning their uploads).
-    public func stagedFilesWithoutUpload(ofVolume key: String) async throws(JournalError) -> [FileRecord] {
+    /// or by a run killed between staging and planning their uploads), after the file
+    /// `after` (its id), at most `limit`, in the order they were first journalled: a run
+    /// plans them a page at a time, from the index of files by upload.
+    public func stagedFilesWithoutUpload(
+        ofVolume key: String, after: Int64 = 0, limit: Int = -1
+    ) async throws(JournalError) -> [FileRecord] {
         try await reading { db in
-            try FileRecord.filter(Column("volumeKey") == key && Column("state") == FileState.staged.rawValue
-                && Column("uploadID") == nil).fetchAll(db)
+            try FileRecord.fetchAll(
+                db.cachedStatement(sql: """
+                    SELECT * FROM file INDEXED BY file_by_upload
+                    WHERE uploadID IS NULL AND id > ? AND volumeKey = ? AND state = 'staged' ORDER BY id LIMIT ?
+                    """),
+                arguments: [after, key, limit])
         }
     }
 
@@ -190,6 +226,50 @@ extension Journal {
                     ORDER BY createdAt
                     """, arguments: [key])
         }
+    }
+
+    /// Pending uploads carrying files of this volume that its run does not take from
+    /// ``pendingUploadPage(ofVolume:after:limit:)``: those planned by another volume's file
+    /// (shared content), and those planned for it but never started at a destination other
+    /// than `target` (which follow the run to its own).
+    public func pendingUploadsBesidesPages(ofVolume key: String, target: S3Destination) async throws(JournalError) -> [UploadRecord] {
+        try await reading { db in
+            try UploadRecord.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM upload WHERE phase NOT IN ('completed', 'aborted')
+                    AND id IN (SELECT uploadID FROM file WHERE volumeKey = ?1 AND uploadID IS NOT NULL)
+                    AND (volumeKey IS NOT ?1 OR (phase = 'created'
+                      AND NOT (endpoint = ?2 AND bucket = ?3 AND region = ?4 AND addressing = ?5)))
+                    ORDER BY createdAt
+                    """, arguments: [key, target.endpoint, target.bucket, target.region, target.addressing])
+        }
+    }
+
+    /// The volume's pending uploads planned for its own files after `position`, at most
+    /// `limit`, in the order they were planned, each with its position: a card's run reads
+    /// its upload queue a page at a time (``UploadRunner/follow(volume:)``), from the
+    /// partial index of pending uploads, so however far staging runs ahead of the uploads
+    /// the queue holds no more than a page in memory.
+    public func pendingUploadPage(
+        ofVolume key: String, after position: Int64, limit: Int
+    ) async throws(JournalError) -> [(position: Int64, record: UploadRecord)] {
+        try await reading { db in
+            try Row.fetchAll(
+                db.cachedStatement(sql: """
+                    SELECT rowid AS position, * FROM upload INDEXED BY upload_pending_by_volume
+                    WHERE volumeKey = ? AND phase NOT IN ('completed', 'aborted') AND rowid > ?
+                    ORDER BY rowid LIMIT ?
+                    """),
+                arguments: [key, position, limit]
+            ).map { row in (row["position"], try UploadRecord(row: row)) }
+        }
+    }
+
+    /// The position of the upload planned last, 0 with none: what a run plans from now on
+    /// comes after it.
+    public func lastUploadPosition() async throws(JournalError) -> Int64 {
+        try await reading { db in try Int64.fetchOne(db, sql: "SELECT MAX(rowid) FROM upload") ?? 0 }
     }
 
     /// Every pending upload (not completed, not aborted), oldest first.

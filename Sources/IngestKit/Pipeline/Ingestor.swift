@@ -1,12 +1,17 @@
 import Foundation
 import Logging
+import Synchronization
 
-/// What a scan of a volume, compared with the journal, says should happen.
+/// What a scan of a volume, compared with the journal, says should happen: how many files
+/// to stage and how many bytes, what was skipped, what deserves a word.
+///
+/// It counts the files to stage but does not hold them: a card of 100,000 files would keep
+/// 100,000 paths for the whole run. The stager takes them from a second walk of the card
+/// (``FilesToStage``), which sorts the same way (``KnownFiles``); it costs a
+/// second pass over the card's metadata, about 1 % of the run for a card of small files.
 public struct ScanPlan: Sendable {
     public var volume: VolumeIdentity
     public var totals = ScanTotals()
-    /// New files, files changed since they were staged, and files pending from earlier runs.
-    public var toStage: [ScannedFile] = []
     /// Skipped entries worth telling (litter and exclusions are only counted), the first
     /// ``reportLimit``.
     public var notableSkips: [(CardPath, SkipReason)] = []
@@ -19,18 +24,16 @@ public struct ScanPlan: Sendable {
 
     /// Scans `volume` and sorts what it finds against what the journal `known`s: reads no
     /// file contents, changes nothing.
-    public static func make(
-        volume: VolumeIdentity, rules: ScanRules, known: [CardPath: FileRecord]
-    ) async throws(IngestError) -> ScanPlan {
-        let scanner = Scanner(rules: rules)
-        return try await onDedicatedThread("ingest-scan") { () throws(IngestError) -> ScanPlan in
+    public static func make(volume: VolumeIdentity, rules: ScanRules, known: KnownFiles) async throws(IngestError) -> ScanPlan {
+        try await onDedicatedThread("ingest-scan") { () throws(IngestError) -> ScanPlan in
             var plan = ScanPlan(volume: volume)
-            try scanner.scan(root: volume.rootPath) { finding in plan.add(finding, known: known) }
+            try known.walk(volume, rules: rules) { finding, toStage in plan.add(finding, toStage: toStage) }
             return plan
         }
     }
 
-    mutating func add(_ finding: ScanFinding, known: [CardPath: FileRecord]) {
+    /// Counts `finding`; `toStage`: a file is to be staged (``KnownFiles``).
+    mutating func add(_ finding: ScanFinding, toStage: Bool) {
         switch finding {
         case let .skipped(path, reason):
             totals.skipped += 1
@@ -38,7 +41,7 @@ public struct ScanPlan: Sendable {
                 if notableSkips.count < Self.reportLimit { notableSkips.append((path, reason)) } else { totals.unlisted += 1 }
             }
         case .file(let file):
-            if let record = known[file.path], record.state != .pending, record.size == file.size, record.mtime == file.mtime {
+            guard toStage else {
                 totals.known += 1
                 totals.knownBytes = totals.knownBytes.addingSaturating(file.size)
                 return
@@ -51,12 +54,147 @@ public struct ScanPlan: Sendable {
             }
             totals.toStage += 1
             totals.toStageBytes = totals.toStageBytes.addingSaturating(file.size)
-            toStage.append(file)
         }
     }
 
     private mutating func notice(_ file: ScannedFile, _ code: String, _ message: String) {
         if notices.count < Self.reportLimit { notices.append((file, code, message)) } else { totals.unlisted += 1 }
+    }
+}
+
+/// The files of a volume to stage, as a walk of the card finds them: the walk runs on a
+/// thread of its own, at most ``depth`` files ahead of the stager that takes them, so memory
+/// stays flat however many files the card holds. A file added to the card since the scan
+/// that counted them is staged too (it is counted when staged).
+///
+/// Taken by one consumer on a thread that may block (the stager's reader). ``close()`` ends
+/// the walk early, and returns once its thread holds nothing of the card (no directory is
+/// left open under an unmount).
+public final class FilesToStage: Sequence, IteratorProtocol, @unchecked Sendable {
+    /// How far the walk may run ahead of the stager.
+    static let depth = 256
+    private let queue = BlockingQueue<ScannedFile?>(capacity: FilesToStage.depth)
+    private let closing = Atomic<Bool>(false)
+    /// The walk ended (its end taken from the queue).
+    private var ended = false
+    private let failure = Mutex<IngestError?>(nil)
+
+    /// Starts walking `volume`, passing on the files `known` says are to be staged.
+    public init(volume: VolumeIdentity, rules: ScanRules, known: KnownFiles) {
+        // The thread holds the walk until it ends, which ``close()`` waits for.
+        startThread("ingest-walk") { [self] in
+            do throws(IngestError) {
+                try known.walk(volume, rules: rules, until: { closing.load(ordering: .relaxed) }) { finding, toStage in
+                    if toStage, case .file(let file) = finding, !closing.load(ordering: .relaxed) { queue.put(file) }
+                }
+            } catch {
+                failure.withLock { $0 = error }
+            }
+            queue.put(nil)
+        }
+    }
+
+    public func next() -> ScannedFile? {
+        guard !ended else { return nil }
+        guard let file = queue.take() else {
+            ended = true
+            return nil
+        }
+        return file
+    }
+
+    /// Calls `body` with each file, on a thread of its own (the walk's hand-off blocks), then
+    /// closes the walk; throws what kept it from walking the card.
+    public func each(_ body: @escaping @Sendable (ScannedFile) -> Void) async throws(IngestError) {
+        let failure = await onDedicatedThread("ingest-each") { () -> IngestError? in
+            while let file = self.next() { body(file) }
+            return self.close()
+        }
+        if let failure { throw failure }
+    }
+
+    /// Ends the walk, dropping what it found and nobody took, and waits for its thread to let
+    /// go of the card. Then the error that kept it from walking the card, if any (the card
+    /// gone since it was scanned).
+    @discardableResult
+    public func close() -> IngestError? {
+        closing.store(true, ordering: .relaxed)
+        while next() != nil {}
+        return failure.withLock { $0 }
+    }
+}
+
+/// What the journal knows of a volume's files, as a scan sorts them: a file is to be staged
+/// when it is new, changed since it was journalled (size or time), or still pending from an
+/// earlier run. The journal is asked a batch of files at a time (``Journal/knownFiles(ofVolume:paths:)``),
+/// so a rescan of a card of 100,000 files never holds the journal's record of all of them.
+public struct KnownFiles: Sendable {
+    private enum Source: Sendable {
+        case journal(Journal, volumeKey: String)
+        case records([CardPath: FileRecord])
+    }
+    private let source: Source
+    /// Files looked up in one query.
+    static let batch = 512
+
+    /// The journal's files of the volume `key`.
+    public static func journal(_ journal: Journal, volumeKey key: String) -> KnownFiles {
+        KnownFiles(source: .journal(journal, volumeKey: key))
+    }
+
+    /// Files known from `records` (none: every file is new).
+    public static func records(_ records: [CardPath: FileRecord] = [:]) -> KnownFiles { KnownFiles(source: .records(records)) }
+
+    /// Whether each of `files` is to be staged.
+    func toStage(_ files: [ScannedFile]) throws(IngestError) -> [Bool] {
+        let known: (CardPath) -> KnownFile?
+        switch source {
+        case let .journal(journal, key):
+            let found: [CardPath: KnownFile]
+            do { found = try journal.knownFiles(ofVolume: key, paths: files.map(\.path)) } catch { throw .journal(error) }
+            known = { found[$0] }
+        case .records(let records):
+            known = { path in records[path].map { KnownFile(size: $0.size, mtime: $0.mtime, state: $0.state) } }
+        }
+        return files.map { file in
+            guard let record = known(file.path) else { return true }
+            return record.state == .pending || record.size != file.size || record.mtime != file.mtime
+        }
+    }
+
+    /// Walks `volume` (``Scanner``) until `stop`, calling `each` with every finding in the
+    /// walk's order and, for a file, whether it is to be staged; files wait for their batch's
+    /// answer, at most ``batch`` of them.
+    func walk(
+        _ volume: VolumeIdentity, rules: ScanRules, until stop: () -> Bool = { false }, _ each: (ScanFinding, Bool) -> Void
+    ) throws(IngestError) {
+        var waiting: [ScanFinding] = []
+        var files: [ScannedFile] = []
+        var failure: IngestError?
+        func flush() {
+            guard failure == nil, !waiting.isEmpty else { return }
+            do throws(IngestError) {
+                var verdicts = try toStage(files).makeIterator()
+                for finding in waiting {
+                    if case .file = finding { each(finding, verdicts.next() ?? true) } else { each(finding, false) }
+                }
+            } catch {
+                failure = error
+            }
+            waiting.removeAll(keepingCapacity: true)
+            files.removeAll(keepingCapacity: true)
+        }
+        try Scanner(rules: rules).scan(root: volume.rootPath, until: { failure != nil || stop() }) { finding in
+            waiting.append(finding)
+            if case .file(let file) = finding {
+                files.append(file)
+                if files.count == Self.batch { flush() }
+            } else if waiting.count >= Self.batch {
+                flush()
+            }
+        }
+        flush()
+        if let failure { throw failure }
     }
 }
 
@@ -154,11 +292,8 @@ public struct Ingestor: Sendable {
         sink.emit(.volume(volume))
         let lock = try await lockVolume(volume, stop: stop)
         defer { lock.release() }
-        let known: [CardPath: FileRecord]
-        do {
-            try await journal.noteVolume(volume)
-            known = try await journal.files(ofVolume: volume.key)
-        } catch { throw .journal(error) }
+        do { try await journal.noteVolume(volume) } catch { throw .journal(error) }
+        let known = KnownFiles.journal(journal, volumeKey: volume.key)
 
         let plan = try await ScanPlan.make(volume: volume, rules: config.scan, known: known)
         for (path, reason) in plan.notableSkips { sink.emit(.skipped(path, reason)) }
@@ -176,7 +311,7 @@ public struct Ingestor: Sendable {
         var labelProblem: IngestError?
         var stopped: IngestError?
         do {
-            var unplanned: [FileRecord] = []
+            var unplanned = false
             var uploads: (planner: UploadPlanner, runner: UploadRunner)?
             if let upload, let runner {
                 unplanned = try await queuePendingUploads(of: volume, target: upload.target, runner: runner)
@@ -184,7 +319,7 @@ public struct Ingestor: Sendable {
                 // card needs an upload planned: a rescan of an ingested card reads nothing on
                 // it, not even its scene file. A problem with them still lets the card be
                 // staged, so it is safe while the operator fixes the tags.
-                if !plan.toStage.isEmpty || !unplanned.isEmpty {
+                if plan.totals.toStage > 0 || unplanned {
                     do throws(IngestError) {
                         uploads = (try await planner(for: upload, volume: volume), runner)
                     } catch {
@@ -192,11 +327,10 @@ public struct Ingestor: Sendable {
                     }
                 }
             }
-            if let uploads {
-                try await queueUnplanned(
-                    unplanned, of: volume, planner: uploads.planner, runner: uploads.runner, summary: &summary, sink: sink)
+            if unplanned, let uploads {
+                try await queueUnplanned(of: volume, planner: uploads.planner, runner: uploads.runner, summary: &summary, sink: sink)
             }
-            try await stage(plan, summary: &summary, uploads: uploads, sink: sink, stop: stop)
+            try await stage(plan, known: known, summary: &summary, uploads: uploads, sink: sink, stop: stop)
         } catch {
             stopped = error
             summary.stoppedBy = error.description
@@ -250,15 +384,17 @@ public struct Ingestor: Sendable {
         }
     }
 
-    /// Uploads of this card an earlier run left unfinished: queued first. Returns the card's
-    /// files staged without an upload planned (`--no-upload`, a kill in between, or an upload
-    /// planned for another destination and never started, which follows the run to its own).
+    /// Uploads of this card an earlier run left unfinished: the runner reads those planned
+    /// for its files from the journal, a page at a time, first; those another card's file
+    /// planned are queued here. Returns whether the card has files staged without an upload
+    /// planned (`--no-upload`, a kill in between, or an upload planned for another
+    /// destination and never started, which follows the run to its own).
     private func queuePendingUploads(
         of volume: VolumeIdentity, target: S3Destination, runner: UploadRunner
-    ) async throws(IngestError) -> [FileRecord] {
+    ) async throws(IngestError) -> Bool {
         do {
-            for record in try await journal.pendingUploads(ofVolume: volume.key) {
-                if record.target != target, record.phase == .created {
+            for record in try await journal.pendingUploadsBesidesPages(ofVolume: volume.key, target: target) {
+                if record.target != target, record.phase == .created, record.volumeKey == volume.key {
                     // Planned for another destination (a mistyped bucket, a changed endpoint)
                     // and never started there: it follows the run to its destination.
                     try await journal.removeUpload(id: record.id, note: "re-planned for \(target.displayName)")
@@ -266,28 +402,35 @@ public struct Ingestor: Sendable {
                     runner.submit(record, resumed: true)
                 }
             }
-            return try await journal.stagedFilesWithoutUpload(ofVolume: volume.key)
+            try await runner.follow(volume: volume.key)
+            return try await !journal.stagedFilesWithoutUpload(ofVolume: volume.key, limit: 1).isEmpty
         } catch {
             throw .journal(error)
         }
     }
 
-    /// Plans and queues the uploads of files staged without one. A file that still cannot
-    /// become an object fails this run too, and stays quarantined.
+    /// Plans and queues the uploads of files staged without one, a page of them at a time.
+    /// A file that still cannot become an object fails this run too, and stays quarantined.
     private func queueUnplanned(
-        _ unplanned: [FileRecord], of volume: VolumeIdentity, planner: UploadPlanner, runner: UploadRunner,
-        summary: inout RunSummary, sink: some EventSink
+        of volume: VolumeIdentity, planner: UploadPlanner, runner: UploadRunner, summary: inout RunSummary,
+        sink: some EventSink
     ) async throws(IngestError) {
-        var claims: [UploadClaim] = []
         do {
-            for file in unplanned {
-                guard let fingerprint = file.fingerprint.flatMap(Fingerprint.init(hex:)) else { continue }
-                let scanned = ScannedFile(path: file.cardPath, size: file.size, mtime: file.mtime)
-                do { claims.append(try planner.claim(for: scanned, fingerprint: fingerprint)) } catch {
-                    try await notUploadable(scanned, error, volume: volume, summary: &summary, sink: sink)
+            var after: Int64 = 0
+            while true {
+                let page = try await journal.stagedFilesWithoutUpload(ofVolume: volume.key, after: after, limit: KnownFiles.batch)
+                guard let last = page.last?.id else { return }
+                after = last
+                var claims: [UploadClaim] = []
+                for file in page {
+                    guard let fingerprint = file.fingerprint.flatMap(Fingerprint.init(hex:)) else { continue }
+                    let scanned = ScannedFile(path: file.cardPath, size: file.size, mtime: file.mtime)
+                    do { claims.append(try planner.claim(for: scanned, fingerprint: fingerprint)) } catch {
+                        try await notUploadable(scanned, error, volume: volume, summary: &summary, sink: sink)
+                    }
                 }
+                try await submit(claims, volume: volume, runner: runner)
             }
-            try await submit(claims, volume: volume, runner: runner, resumed: true)
         } catch { throw .journal(error) }
     }
 
@@ -305,26 +448,36 @@ public struct Ingestor: Sendable {
         sink.emit(.failed(file, failure))
     }
 
-    private func submit(
-        _ claims: [UploadClaim], volume: VolumeIdentity, runner: UploadRunner, resumed: Bool,
-        checksums: [String: PartChecksums] = [:]
-    ) async throws(JournalError) {
+    /// Journals the uploads of `claims` and hands them to the runner: those planned now are
+    /// read from the journal by the runner (it follows the card), a file riding along on
+    /// another card's pending upload queues that one, and content the bucket holds already
+    /// is looked at there.
+    private func submit(_ claims: [UploadClaim], volume: VolumeIdentity, runner: UploadRunner) async throws(JournalError) {
+        var planned: [UploadRecord] = []
         for result in try await journal.claim(claims, volumeKey: volume.key) {
             switch result {
+            case .planned(let record):
+                planned.append(record)
+            case .upload(let record) where record.volumeKey == volume.key:
+                // Planned for this card, by this run or an earlier one: in the pages the runner reads.
+                break
             case .upload(let record):
-                runner.submit(record, resumed: resumed || record.phase != .created, checksums: checksums[record.fingerprint])
-            case .alreadyInBucket(let record): runner.confirmInBucket(record)
+                runner.submit(record, resumed: record.phase != .created, checksums: record.partChecksums)
+            case .alreadyInBucket(let record):
+                runner.confirmInBucket(record)
             }
         }
+        runner.planned(planned)
     }
 
-    /// Copies the plan's files and journals their outcomes as they arrive, in batches of
-    /// whatever piled up during the last commit.
+    /// Copies the plan's files, as a second walk of the card finds them, and journals their
+    /// outcomes as they arrive, in batches of whatever piled up during the last commit (the
+    /// stager waits when a full batch waits for the journal).
     private func stage(
-        _ plan: ScanPlan, summary: inout RunSummary, uploads: (planner: UploadPlanner, runner: UploadRunner)?, sink: some EventSink,
-        stop: IngestStop
+        _ plan: ScanPlan, known: KnownFiles, summary: inout RunSummary,
+        uploads: (planner: UploadPlanner, runner: UploadRunner)?, sink: some EventSink, stop: IngestStop
     ) async throws(IngestError) {
-        guard !plan.toStage.isEmpty, stop.reason == nil else { return }
+        guard plan.totals.toStage > 0, stop.reason == nil else { return }
         let area = try StagingArea(root: state.stagingPath)
         let abandoned = area.removeAbandonedPartials()
         if abandoned > 0 { logger.info("removed partial copies left by an interrupted run", metadata: ["count": "\(abandoned)"]) }
@@ -342,13 +495,20 @@ public struct Ingestor: Sendable {
         defer { sink.emit(.stagingEnded) }
 
         let outcomes = Batches<StageOutcome>()
-        let files = plan.toStage
         let volume = plan.volume
+        let rules = config.scan
         let copying = Task { () async -> Result<Void, IngestError> in
             defer { outcomes.finish() }
             do throws(IngestError) {
                 try await onDedicatedThread("ingest-stage") { () throws(IngestError) in
-                    try stager.run(root: volume.rootPath, files: files, volumeName: volume.displayName) { outcomes.add($0) }
+                    let files = FilesToStage(volume: volume, rules: rules, known: known)
+                    do throws(IngestError) {
+                        try stager.run(root: volume.rootPath, files: files, volumeName: volume.displayName) { outcomes.add($0) }
+                    } catch {
+                        files.close()
+                        throw error
+                    }
+                    if let walkFailed = files.close() { throw walkFailed }
                 }
                 return .success(())
             } catch {
@@ -360,17 +520,20 @@ public struct Ingestor: Sendable {
                 try await journal.record(batch, volumeKey: volume.key, quarantineAfter: config.upload.quarantineAfter)
                 if let (planner, runner) = uploads {
                     var claims: [UploadClaim] = []
-                    var checksums: [String: PartChecksums] = [:]
                     for case .staged(let staged) in batch {
-                        checksums[staged.fingerprint.hex] = staged.partChecksums
-                        do { claims.append(try planner.claim(for: staged.file, fingerprint: staged.fingerprint)) } catch {
+                        do {
+                            var claim = try planner.claim(for: staged.file, fingerprint: staged.fingerprint)
+                            claim.cardChecksums = staged.partChecksums
+                            claims.append(claim)
+                        } catch {
                             try await notUploadable(staged.file, error, volume: volume, summary: &summary, sink: sink)
                         }
                     }
-                    try await submit(claims, volume: volume, runner: runner, resumed: false, checksums: checksums)
+                    try await submit(claims, volume: volume, runner: runner)
                 }
             } catch {
                 stager.cancel()
+                outcomes.discard()
                 _ = await copying.value
                 throw .journal(error)
             }

@@ -40,15 +40,24 @@ struct UploadRunMachine: Sendable {
     private(set) var totals = UploadTotals()
     /// Uploads started and not yet ended.
     private(set) var running = 0
-    private var submitted: Set<String> = []
+    /// Uploads queued or running: one upload is never run twice at once.
+    private var active: Set<String> = []
     private var stoppedBy: UploadError?
     private var worstObjectFailure: UploadError?
 
-    /// An upload is submitted: true when it is to be queued, false when this run queued it
-    /// already (two files with one content share one upload).
+    /// An upload is submitted: true when it is to be queued, false when this run has it
+    /// queued or running already (two files with one content share one upload). Once it
+    /// ended (``release(_:)``) it may be queued again: the journal says then whether it
+    /// still needs anything. So the run keeps only what is queued or running, not every
+    /// upload of the card.
     mutating func submit(_ uploadID: String) -> Bool {
-        guard case .open = phase else { impossible("submit(\(uploadID))") }
-        return submitted.insert(uploadID).inserted
+        guard phase != .finished else { impossible("submit(\(uploadID))") }
+        return active.insert(uploadID).inserted
+    }
+
+    /// A queued upload ended, or was dropped without running.
+    mutating func release(_ uploadID: String) {
+        active.remove(uploadID)
     }
 
     /// A queued upload reaches the front: true to run it, false when the run was stopped

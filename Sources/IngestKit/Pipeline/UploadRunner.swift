@@ -12,10 +12,8 @@ import Synchronization
 /// is not uploaded stays in the journal for `ingest resume`.
 public final class UploadRunner: Sendable {
     /// What waits in the queue: the upload's id, not its record, which is read from the
-    /// journal when the upload starts (it may have moved on meanwhile anyway). A card of
-    /// 100,000 small files stages far ahead of its uploads; queued whole records (key,
-    /// labels, headers) held hundreds of MiB.
-    private struct Job: Sendable {
+    /// journal when the upload starts (it may have moved on meanwhile anyway).
+    struct Job: Sendable {
         var id: String
         var resumed: Bool
         var checksums: PartChecksums?
@@ -31,7 +29,8 @@ public final class UploadRunner: Sendable {
     private let machine = Mutex(UploadRunMachine())
     /// Raised by ``stop()``: running uploads send no new part.
     private let stopping = StopFlag()
-    private let queue: AsyncStream<Job>.Continuation
+    /// What is to run: submitted jobs, and the card's uploads read from the journal.
+    private let queue: Mutex<UploadQueue>
     /// Takes jobs off the queue as file slots free up; ends when the queue is finished.
     private let worker = Mutex<Task<Void, Never>?>(nil)
     /// Staged copies deleted as their objects verify, when none is kept (retention 0): at
@@ -44,21 +43,21 @@ public final class UploadRunner: Sendable {
     private var logger: Logger { service.logger }
 
     /// A run's uploads, reporting to `sink`: made by ``UploadService/runner(sink:)``.
-    init(service: UploadService, sink: any EventSink) {
+    /// `pageSize`: how many of a card's uploads are read from the journal at once.
+    init(service: UploadService, sink: any EventSink, pageSize: Int = 256) {
         self.service = service
         self.sink = sink
+        queue = Mutex(UploadQueue(pageSize: pageSize))
         files = TransferLimiter(maxRequests: service.settings.filesInFlight, maxBytes: .max)
         releases = service.settings.stagingRetention == .zero
             ? StagedCopyReleases(journal: service.journal, area: service.staging) : nil
-        let jobs: AsyncStream<Job>
-        (jobs, queue) = AsyncStream.makeStream(of: Job.self)
         let files = self.files
         // The task holds the runner until `finish()` ends the queue.
         let task = Task { [self] in
             // Discarding: each upload's task is freed as it ends, not kept for a result
             // nobody reads (which held memory for every file of the card until the end).
             await withDiscardingTaskGroup { group in
-                for await job in jobs {
+                while let job = await nextJob() {
                     await files.acquire(0)
                     group.addTask {
                         await self.run(job)
@@ -70,14 +69,29 @@ public final class UploadRunner: Sendable {
         worker.withLock { $0 = task }
     }
 
-    /// Queues an upload; an upload already queued by this run is not queued twice (two files
-    /// with one content share one upload). `checksums`: its parts' CRC32Cs, when the stager
-    /// computed them as it read the card.
+    /// Takes the uploads planned for `volume`'s files from the journal, a page at a time
+    /// (``Journal/pendingUploadPage(ofVolume:after:limit:)``): those an earlier run left
+    /// pending first, resumed, then those planned from now on, as ``planned(_:)`` tells of
+    /// them. A card of 100,000 files copied far ahead of its uploads then holds a page of
+    /// them in memory, not 100,000. Once, before anything of the card is planned.
+    public func follow(volume: String) async throws(JournalError) {
+        let start = try await journal.lastUploadPosition()
+        queue.withLock { $0.follow(volume: volume, plannedAfter: start) }
+    }
+
+    /// Uploads of the followed volume were planned (``Journal/claim(_:volumeKey:at:)``):
+    /// they are in the journal, the queue reads them from there.
+    public func planned(_ records: [UploadRecord]) {
+        guard !records.isEmpty else { return }
+        for record in records { sink.emit(.upload(.queued(record))) }
+        queue.withLock { $0.journalGrew() }?.resume()
+    }
+
+    /// Queues an upload; an upload already queued or running in this run is not queued twice
+    /// (two files with one content share one upload). `checksums`: its parts' CRC32Cs, when
+    /// the stager computed them as it read the card.
     public func submit(_ record: UploadRecord, resumed: Bool, checksums: PartChecksums? = nil) {
-        if machine.withLock({ $0.submit(record.id) }) {
-            sink.emit(.upload(.queued(record)))
-            queue.yield(Job(id: record.id, resumed: resumed, checksums: checksums))
-        }
+        enqueue(Job(id: record.id, resumed: resumed, checksums: checksums), announcing: record)
     }
 
     /// A file whose content the journal says the bucket holds (content dedupe): the object
@@ -85,9 +99,53 @@ public final class UploadRunner: Sendable {
     /// object is uploaded again, and a key now holding other bytes sends the content to its
     /// alternative key.
     public func confirmInBucket(_ record: UploadRecord) {
-        if machine.withLock({ $0.submit(record.id) }) {
-            sink.emit(.upload(.queued(record)))
-            queue.yield(Job(id: record.id, resumed: false, checksums: nil, confirming: true))
+        enqueue(Job(id: record.id, resumed: false, checksums: nil, confirming: true), announcing: record)
+    }
+
+    private func enqueue(_ job: Job, announcing record: UploadRecord) {
+        guard machine.withLock({ $0.submit(job.id) }) else { return }
+        sink.emit(.upload(.queued(record)))
+        queue.withLock { $0.submit(job) }?.resume()
+    }
+
+    /// The next job to run, reading the next page of the followed volume's uploads when the
+    /// submitted ones are done; nil once the run is finished and nothing is left.
+    private func nextJob() async -> Job? {
+        while true {
+            switch queue.withLock({ $0.take() }) {
+            case .job(let job):
+                return job
+            case .end:
+                return nil
+            case .wait:
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    if let ready = queue.withLock({ $0.wait(continuation) }) { ready.resume() }
+                }
+            case let .read(volume, position, limit):
+                let page: [(position: Int64, record: UploadRecord)]
+                do { page = try await journal.pendingUploadPage(ofVolume: volume, after: position, limit: limit) } catch {
+                    logger.warning(
+                        "could not read the upload queue from the journal: the rest stays pending for ingest resume",
+                        metadata: ["error": "\(error)"])
+                    queue.withLock { $0.unfollow() }
+                    continue
+                }
+                var jobs: [Job] = []
+                for (position, record) in page {
+                    // Planned before this run: resumed, and announced only now.
+                    let earlier = queue.withLock { $0.plannedBeforeRun(position) }
+                    guard machine.withLock({ $0.submit(record.id) }) else { continue }
+                    if earlier { sink.emit(.upload(.queued(record))) }
+                    // Without the card's CRC32Cs (a file staged by an earlier run, planned only
+                    // now), the staged copy is checked against its fingerprint first, as on a
+                    // resume, and the checksums come from that read.
+                    let checksums = record.partChecksums
+                    let uncheckedCopy = record.checksum == .crc32c && checksums == nil
+                    jobs.append(
+                        Job(id: record.id, resumed: earlier || record.phase != .created || uncheckedCopy, checksums: checksums))
+                }
+                queue.withLock { $0.read(jobs, through: page.last?.position, full: page.count == limit) }
+            }
         }
     }
 
@@ -103,7 +161,7 @@ public final class UploadRunner: Sendable {
     /// retention allows. Once per runner: the run that made it finishes it.
     public func finish() async -> (UploadTotals, UploadError?) {
         machine.withLock { $0.drain() }
-        queue.finish()
+        queue.withLock { $0.finish() }?.resume()
         await worker.withLock { $0 }?.value
         await releases?.flush()
         let removed = await removeStagedCopies() + (releases?.count ?? 0)
@@ -114,9 +172,15 @@ public final class UploadRunner: Sendable {
     }
 
     private func run(_ job: Job) async {
-        guard machine.withLock({ $0.start() }) else { return }
+        guard machine.withLock({ $0.start() }) else {
+            machine.withLock { $0.release(job.id) }
+            return
+        }
         let ending = await upload(job)
-        machine.withLock { $0.ended(ending) }
+        machine.withLock {
+            $0.ended(ending)
+            $0.release(job.id)
+        }
     }
 
     private func upload(_ job: Job) async -> UploadRunMachine.Ending {
@@ -175,6 +239,119 @@ public final class UploadRunner: Sendable {
             logger.warning("could not clean the staging area", metadata: ["error": "\(error)"])
             return 0
         }
+    }
+}
+
+/// The queue of one run of uploads, without threads or locks of its own (the runner holds
+/// it in a mutex): the jobs submitted one by one, and the position reached in the journal's
+/// pending uploads of the volume it follows. Each change returns the waiting worker to
+/// resume, if it is to wake.
+struct UploadQueue: Sendable {
+    /// What the worker is to do next.
+    enum Next: Sendable {
+        case job(UploadRunner.Job)
+        /// Read up to `limit` of the volume's pending uploads after `position`.
+        case read(volume: String, after: Int64, limit: Int)
+        /// Nothing to do until something is submitted, planned or finished.
+        case wait
+        /// Finished, and nothing is left.
+        case end
+    }
+
+    let pageSize: Int
+    private var jobs: [UploadRunner.Job] = []
+    private var head = 0
+    /// The volume whose uploads are read from the journal.
+    private var volume: String?
+    /// Uploads at or before this position were planned before this run.
+    private var plannedBefore: Int64 = 0
+    /// The journal's position read up to.
+    private var position: Int64 = 0
+    /// Whether the journal may hold uploads after ``position``.
+    private var more = false
+    /// Counts ``journalGrew()``: one that comes while a page is read is not lost.
+    private var growth = 0
+    private var growthAtRead = 0
+    private var reading = false
+    private var finished = false
+    private var waiter: CheckedContinuation<Void, Never>?
+
+    init(pageSize: Int) {
+        precondition(pageSize > 0)
+        self.pageSize = pageSize
+    }
+
+    mutating func follow(volume: String, plannedAfter start: Int64) {
+        self.volume = volume
+        plannedBefore = start
+        position = 0
+        more = true
+    }
+
+    /// The journal could not be read: the rest stays pending there.
+    mutating func unfollow() {
+        volume = nil
+        reading = false
+    }
+
+    func plannedBeforeRun(_ position: Int64) -> Bool { position <= plannedBefore }
+
+    mutating func submit(_ job: UploadRunner.Job) -> CheckedContinuation<Void, Never>? {
+        jobs.append(job)
+        return wake()
+    }
+
+    mutating func journalGrew() -> CheckedContinuation<Void, Never>? {
+        growth += 1
+        more = true
+        return wake()
+    }
+
+    mutating func finish() -> CheckedContinuation<Void, Never>? {
+        finished = true
+        return wake()
+    }
+
+    mutating func take() -> Next {
+        if head < jobs.count {
+            defer {
+                head += 1
+                if head == jobs.count {
+                    jobs.removeAll(keepingCapacity: jobs.capacity <= 2 * pageSize)
+                    head = 0
+                }
+            }
+            return .job(jobs[head])
+        }
+        if let volume, more, !reading {
+            reading = true
+            growthAtRead = growth
+            return .read(volume: volume, after: position, limit: pageSize)
+        }
+        return finished && !reading ? .end : .wait
+    }
+
+    /// A page was read: its jobs (those not queued already), through the position of its
+    /// last row; `full`: it held as many as asked, so more may follow.
+    mutating func read(_ page: [UploadRunner.Job], through last: Int64?, full: Bool) {
+        reading = false
+        if let last { position = last }
+        more = full || growth != growthAtRead
+        jobs.append(contentsOf: page)
+    }
+
+    /// Parks the worker; or, when there is something to do already, hands it back to resume.
+    mutating func wait(_ continuation: CheckedContinuation<Void, Never>) -> CheckedContinuation<Void, Never>? {
+        if head < jobs.count || (volume != nil && more) || finished {
+            return continuation
+        }
+        waiter = continuation
+        return nil
+    }
+
+    private mutating func wake() -> CheckedContinuation<Void, Never>? {
+        defer { waiter = nil }
+        return waiter
     }
 }
 

@@ -141,8 +141,9 @@ public struct Scanner: Sendable {
         self.maxDepth = maxDepth
     }
 
-    /// Scans the tree under `root` and calls `visit` for each file and each skipped entry.
-    public func scan(root: String, visit: (ScanFinding) -> Void) throws(IngestError) {
+    /// Scans the tree under `root` and calls `visit` for each file and each skipped entry,
+    /// until `stop` says to end early (asked before each entry).
+    public func scan(root: String, until stop: () -> Bool = { false }, visit: (ScanFinding) -> Void) throws(IngestError) {
         let rootStream: DirectoryStream
         let rootStat: stat
         let rootMount: MountIdentity
@@ -158,7 +159,7 @@ public struct Scanner: Sendable {
         }
         withoutActuallyEscaping(visit) { visit in
             var walk = Walk(rules: rules, maxDepth: maxDepth, mount: rootMount, visit: visit)
-            walk.run(from: rootStream, stat: rootStat)
+            walk.run(from: rootStream, stat: rootStat, until: stop)
         }
     }
 }
@@ -207,9 +208,9 @@ private struct Walk {
         self.visit = visit
     }
 
-    mutating func run(from root: DirectoryStream, stat rootStat: stat) {
+    mutating func run(from root: DirectoryStream, stat rootStat: stat, until stop: () -> Bool) {
         push(root, stat: rootStat)
-        while !levels.isEmpty {
+        while !levels.isEmpty, !stop() {
             guard let name = nextName() else {
                 ancestors.remove(levels.removeLast().identity)
                 continue

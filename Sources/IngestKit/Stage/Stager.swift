@@ -201,10 +201,12 @@ public final class Stager: Sendable {
     public func cancel() { isCancelled.store(true, ordering: .relaxed) }
 
     /// Stages `files` from the tree at `root`, calling `report` (on the writer thread) once
-    /// per file. Blocks until done: call it from a dedicated thread, never from the
-    /// concurrency pool. Throws only what stops the whole run.
+    /// per file. `files` is taken one file at a time as the reader gets to it, so it may be
+    /// a walk of the card still going on. Blocks until done: call it from a dedicated
+    /// thread, never from the concurrency pool. Throws only what stops the whole run.
     public func run(
-        root: String, files: [ScannedFile], volumeName: String, report: @escaping @Sendable (StageOutcome) -> Void
+        root: String, files: some Sequence<ScannedFile>, volumeName: String,
+        report: @escaping @Sendable (StageOutcome) -> Void
     ) throws(IngestError) {
         let rootDirectory: FileDescriptor
         let presence: CardPresence
@@ -278,7 +280,7 @@ private final class Pipeline: @unchecked Sendable {
         fatal.withLock { if $0 == nil { $0 = error } }
     }
 
-    func run(files: [ScannedFile], report: @escaping @Sendable (StageOutcome) -> Void) throws(IngestError) {
+    func run(files: some Sequence<ScannedFile>, report: @escaping @Sendable (StageOutcome) -> Void) throws(IngestError) {
         let writer = Joinable("ingest-writer") { [self] in write(report: report) }
         read(files)
         writer.join()
@@ -287,7 +289,7 @@ private final class Pipeline: @unchecked Sendable {
 
     // MARK: Reader: open, read, hash; runs on the calling thread.
 
-    private func read(_ files: [ScannedFile]) {
+    private func read(_ files: some Sequence<ScannedFile>) {
         let hasher = FingerprintHasher()
         for file in files {
             if readerShouldStop { break }

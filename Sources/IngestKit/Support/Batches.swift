@@ -1,55 +1,85 @@
-import Synchronization
+import Foundation
 
 /// Hands items from a producer thread to one async consumer in batches: each `next()` takes
-/// everything that piled up since the last. When the consumer is slow (a journal commit),
-/// batches grow and the cost per item falls; when it keeps up, each item goes at once.
-final class Batches<Element: Sendable>: Sendable {
-    private struct State {
-        var items: [Element] = []
-        var finished = false
-        var waiter: CheckedContinuation<[Element]?, Never>?
+/// everything that piled up since the last, up to ``limit``. When the consumer is slow (a
+/// journal commit), batches grow and the cost per item falls; when it keeps up, each item
+/// goes at once.
+///
+/// At most ``limit`` items wait: a producer that would add more blocks until the consumer
+/// takes a batch. The producer is a dedicated thread (the stager's writer), so a card of
+/// 100,000 small files copied faster than the journal takes them waits for the journal
+/// instead of holding every outcome (and every upload planned from one batch) in memory.
+final class Batches<Element: Sendable>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var items: [Element] = []
+    private var finished = false
+    /// Set by ``discard()``: the consumer takes no more; producers no longer wait.
+    private var discarding = false
+    private var waiter: CheckedContinuation<[Element]?, Never>?
+    let limit: Int
+
+    init(limit: Int = 512) {
+        precondition(limit > 0)
+        self.limit = limit
     }
-    private let state = Mutex(State())
 
-    init() {}
-
-    /// Adds an item; any thread.
+    /// Adds an item, waiting while ``limit`` items wait already. From a thread that may
+    /// block, never from the concurrency pool.
     func add(_ item: Element) {
-        let waiter = state.withLock { state -> CheckedContinuation<[Element]?, Never>? in
-            guard let waiter = state.waiter else {
-                state.items.append(item)
-                return nil
-            }
-            state.waiter = nil
-            return waiter
+        condition.lock()
+        while items.count >= limit, !discarding { condition.wait() }
+        if discarding {
+            condition.unlock()
+            return
         }
-        waiter?.resume(returning: [item])
+        guard let waiter else {
+            items.append(item)
+            condition.unlock()
+            return
+        }
+        self.waiter = nil
+        condition.unlock()
+        waiter.resume(returning: [item])
     }
 
     /// No more items will come; `next()` returns nil once the rest is taken.
     func finish() {
-        let waiter = state.withLock { state -> CheckedContinuation<[Element]?, Never>? in
-            state.finished = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
+        condition.lock()
+        finished = true
+        let waiter = self.waiter
+        self.waiter = nil
+        condition.unlock()
         waiter?.resume(returning: nil)
     }
 
-    /// Everything added since the last call (waiting for at least one), or nil when finished.
-    /// One consumer at a time.
+    /// The consumer stops taking items (it met an error): what waits is dropped, and so is
+    /// whatever is added from now on, so that no producer waits for it forever.
+    func discard() {
+        condition.lock()
+        discarding = true
+        items.removeAll()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Everything added since the last call, at most ``limit`` (waiting for at least one),
+    /// or nil when finished. One consumer at a time.
     func next() async -> [Element]? {
         await withCheckedContinuation { continuation in
-            let ready: [Element]?? = state.withLock { state in
-                if !state.items.isEmpty {
-                    defer { state.items.removeAll(keepingCapacity: true) }
-                    return .some(state.items)
-                }
-                if state.finished { return .some(nil) }
-                state.waiter = continuation
-                return .none
+            condition.lock()
+            if !items.isEmpty {
+                let batch = items
+                items.removeAll(keepingCapacity: true)
+                condition.broadcast()
+                condition.unlock()
+                continuation.resume(returning: batch)
+            } else if finished || discarding {
+                condition.unlock()
+                continuation.resume(returning: nil)
+            } else {
+                waiter = continuation
+                condition.unlock()
             }
-            if let ready { continuation.resume(returning: ready) }
         }
     }
 }
