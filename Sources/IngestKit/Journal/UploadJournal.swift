@@ -214,20 +214,6 @@ extension Journal {
         }
     }
 
-    /// Pending uploads of files of this volume (from earlier runs): a new ingest of the card
-    /// finishes them.
-    public func pendingUploads(ofVolume key: String) async throws(JournalError) -> [UploadRecord] {
-        try await reading { db in
-            try UploadRecord.fetchAll(
-                db,
-                sql: """
-                    SELECT * FROM upload WHERE phase NOT IN ('completed', 'aborted')
-                    AND id IN (SELECT uploadID FROM file WHERE volumeKey = ? AND uploadID IS NOT NULL)
-                    ORDER BY createdAt
-                    """, arguments: [key])
-        }
-    }
-
     /// Pending uploads carrying files of this volume that its run does not take from
     /// ``pendingUploadPage(ofVolume:after:limit:)``: those planned by another volume's file
     /// (shared content), and those planned for it but never started at a destination other
