@@ -38,8 +38,7 @@ public final class ProgressLine: Sendable {
     /// never mix, and the line comes back below at the next draw.
     public func writingAside(_ write: () -> Void) {
         state.withLock { state in
-            if state.shown { output.write("\r\u{1B}[K") }
-            state.shown = false
+            clear(&state)
             write()
         }
     }
@@ -47,10 +46,15 @@ public final class ProgressLine: Sendable {
     /// Clears the line for good: what is written next starts on a clean line.
     public func end() {
         state.withLock { state in
-            if state.shown { output.write("\r\u{1B}[K") }
-            state.shown = false
+            clear(&state)
             state.ended = true
         }
+    }
+
+    /// Erases the line if it is shown (the caller holds the lock).
+    private func clear(_ state: inout State) {
+        if state.shown { output.write("\r\u{1B}[K") }
+        state.shown = false
     }
 
     /// `text` in at most `columns - 1` characters (the last column would wrap on some
