@@ -10,7 +10,9 @@ struct ListCommand: AsyncParsableCommand {
         discussion: """
             Lists the objects under PREFIX (ListObjectsV2) and reads each one's metadata \
             (HeadObject) for the XXH3-128 fingerprint ingest stored with it, and its original \
-            path on the card. Objects that ingest did not upload show no fingerprint. Compare \
+            path on the card; for a large file whose parts were sent while it was copied, the \
+            fingerprint is in its xxh128 tag (GetObjectTagging). Objects that ingest did not \
+            upload show no fingerprint. Compare \
             with `xxh128sum` of a downloaded copy to check an object end to end.
 
             Examples:
@@ -68,7 +70,8 @@ struct ListCommand: AsyncParsableCommand {
         }
     }
 
-    /// HeadObject for each key, eight at a time; nil for an object that vanished meanwhile.
+    /// HeadObject for each key, eight at a time, with the fingerprint of a streamed object
+    /// (in its tag) put with its metadata; nil for an object that vanished meanwhile.
     private func heads(of keys: [String], client: S3Client) async -> [ObjectHead?] {
         var heads = [ObjectHead?](repeating: nil, count: keys.count)
         await withTaskGroup(of: (Int, ObjectHead?).self) { group in
@@ -77,7 +80,15 @@ struct ListCommand: AsyncParsableCommand {
                 guard next < keys.count else { return }
                 let index = next
                 next += 1
-                group.addTask { (index, try? await client.headObject(key: keys[index])) }
+                group.addTask {
+                    guard var head = try? await client.headObject(key: keys[index]) else { return (index, nil) }
+                    if head.metadata[ObjectLabelKeys.fingerprint] == nil,
+                        let tagged = try? await client.fingerprint(of: head, key: keys[index])
+                    {
+                        head.metadata[ObjectLabelKeys.fingerprint] = tagged
+                    }
+                    return (index, head)
+                }
             }
             for _ in 0..<8 { add() }
             for await (index, head) in group {

@@ -18,7 +18,7 @@ import Synchronization
 /// with any ``S3ClientError``. Every call is counted.
 final class ScriptedStore: ObjectStore {
     enum Operation: Hashable, Sendable, CaseIterable {
-        case head, put, create, uploadPart, listParts, complete, abort, abortUploads
+        case head, put, create, uploadPart, listParts, complete, abort, abortUploads, getTagging, putTagging
     }
 
     /// When a scripted failure strikes.
@@ -35,6 +35,7 @@ final class ScriptedStore: ObjectStore {
         var bytes: [UInt8]
         var metadata: [String: String]
         var etag: String
+        var tags: [String: String] = [:]
     }
 
     struct Upload: Sendable {
@@ -106,7 +107,9 @@ final class ScriptedStore: ObjectStore {
 
     func headObject(key: String, checksumMode: Bool) async throws(S3ClientError) -> ObjectHead? {
         try perform(.head) { state throws(S3ClientError) in
-            state.objects[key].map { ObjectHead(size: Int64($0.bytes.count), etag: $0.etag, metadata: $0.metadata) }
+            state.objects[key].map {
+                ObjectHead(size: Int64($0.bytes.count), etag: $0.etag, metadata: $0.metadata, tagCount: $0.tags.count)
+            }
         }
     }
 
@@ -188,6 +191,19 @@ final class ScriptedStore: ObjectStore {
             let ids = state.uploads.filter { $0.value.key == key }.map(\.key)
             for id in ids { state.uploads[id] = nil }
             return ids.count
+        }
+    }
+
+    func getObjectTagging(key: String) async throws(S3ClientError) -> [String: String]? {
+        try perform(.getTagging) { state throws(S3ClientError) in state.objects[key]?.tags }
+    }
+
+    func putObjectTagging(key: String, tags: [String: String]) async throws(S3ClientError) {
+        try perform(.putTagging) { state throws(S3ClientError) in
+            guard state.objects[key] != nil else {
+                throw .server(S3Error(status: 404, code: nil, message: "NoSuchKey"), attempts: 1)
+            }
+            state.objects[key]?.tags = tags
         }
     }
 

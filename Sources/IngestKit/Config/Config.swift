@@ -194,7 +194,7 @@ public struct Config: Sendable, Equatable {
         if let upload = try root.table("upload") {
             try upload.allowOnly(["part_size", "single_put_threshold", "max_restarts", "files_in_flight",
                                   "parts_in_flight", "bytes_in_flight", "checksum", "quarantine_after",
-                                  "sign_payloads", "max_rate"])
+                                  "sign_payloads", "max_rate", "stream_parts"])
             if let size = try upload.string("part_size") { config.upload.partSize = try parseSize(size, key: "upload.part_size", file: file) }
             if let size = try upload.string("single_put_threshold") {
                 config.upload.singlePutThreshold = try parseSize(size, key: "upload.single_put_threshold", file: file)
@@ -204,6 +204,7 @@ public struct Config: Sendable, Equatable {
             if let count = try upload.integer("parts_in_flight", in: 1...64) { config.upload.partsInFlight = count }
             if let count = try upload.integer("quarantine_after", in: 1...1000) { config.upload.quarantineAfter = count }
             if let sign = try upload.bool("sign_payloads") { config.upload.signPayloads = sign }
+            if let stream = try upload.bool("stream_parts") { config.upload.streamParts = stream }
             if let checksum = try upload.string("checksum") {
                 guard let algorithm = PartDigestAlgorithm(rawValue: checksum.uppercased()) else {
                     let choices = PartDigestAlgorithm.allCases.map { $0.rawValue.lowercased() }.joined(separator: ", ")

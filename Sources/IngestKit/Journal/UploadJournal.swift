@@ -115,6 +115,23 @@ public struct UploadPartRecord: Codable, Sendable, Equatable, FetchableRecord, P
     }
 }
 
+/// A multipart upload whose parts were all sent while its file was staged (the pipeline's
+/// `PartStreamer`), for the file's claim to adopt.
+public struct StreamedParts: Sendable, Equatable {
+    /// The server's upload id.
+    public var uploadID: String
+    /// What `CreateMultipartUpload` was sent with: every label but the fingerprint.
+    public var headers: [SigV4Header]
+    /// Every part, acknowledged.
+    public var parts: [UploadStateMachine.AcknowledgedPart]
+
+    public init(uploadID: String, headers: [SigV4Header], parts: [UploadStateMachine.AcknowledgedPart]) {
+        self.uploadID = uploadID
+        self.headers = headers
+        self.parts = parts
+    }
+}
+
 /// A staged file's content, planned for upload: the pipeline builds one per staged file.
 public struct UploadClaim: Sendable, Equatable {
     public var path: CardPath
@@ -129,6 +146,9 @@ public struct UploadClaim: Sendable, Equatable {
     /// The parts' CRC32Cs from the card's bytes, when the stager computed them for this cut:
     /// journalled with a new upload (``UploadRecord/cardChecksums``).
     public var cardChecksums: PartChecksums?
+    /// The upload its parts went to as the file was staged: a new upload adopts it, at
+    /// once in phase `uploading` with every part; otherwise the caller aborts it.
+    public var streamed: StreamedParts?
 
     public init(
         path: CardPath, fingerprint: Fingerprint, size: Int64, target: S3Destination, key: String,
@@ -148,7 +168,7 @@ public struct UploadClaim: Sendable, Equatable {
 
 /// What the journal made of a claim.
 public enum ClaimResult: Sendable, Equatable {
-    /// A new upload, planned by this claim.
+    /// A new upload, planned by this claim (adopting its streamed parts, if any).
     case planned(UploadRecord)
     /// Upload this: pending from before (then it resumes), or planned by another file.
     case upload(UploadRecord)
@@ -182,14 +202,20 @@ extension Journal {
                 .execute(arguments: [id, done ? FileState.uploaded : FileState.staged, JournalDate(date), volumeKey, pathBytes])
             return done ? .alreadyInBucket(existing) : .upload(existing)
         }
+        let streamed = claim.streamed
         let record = UploadRecord(
             id: id, endpoint: target.endpoint, bucket: target.bucket, region: target.region,
             addressing: target.addressing, key: claim.key, fingerprint: claim.fingerprint.hex, size: claim.size,
-            partSize: claim.partSize, checksum: claim.checksum, phase: .created, uploadID: nil, restartCount: 0,
-            headers: UploadRecord.encode(headers: claim.headers), volumeKey: volumeKey, sourcePath: pathBytes,
-            etag: nil, lastError: nil, createdAt: date, updatedAt: date, completedAt: nil,
+            partSize: claim.partSize, checksum: claim.checksum, phase: streamed == nil ? .created : .uploading,
+            uploadID: streamed?.uploadID, restartCount: 0,
+            headers: UploadRecord.encode(headers: streamed?.headers ?? claim.headers), volumeKey: volumeKey,
+            sourcePath: pathBytes, etag: nil, lastError: nil, createdAt: date, updatedAt: date, completedAt: nil,
             cardChecksums: UploadRecord.encode(checksums: claim.cardChecksums.flatMap { $0.partSize == claim.partSize ? $0 : nil }))
         try record.insert(db)
+        for part in streamed?.parts ?? [] {
+            try db.cachedStatement(sql: "INSERT INTO uploadPart (upload, number, etag, size, digest) VALUES (?, ?, ?, ?, ?)")
+                .execute(arguments: [id, part.number, part.etag, part.size, part.digest])
+        }
         try db.cachedStatement(sql: """
             UPDATE file SET uploadID = ?, updatedAt = ?, lastError = NULL, failures = 0, quarantined = 0
             WHERE volumeKey = ? AND path = ?

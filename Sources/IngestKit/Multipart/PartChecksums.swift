@@ -22,10 +22,12 @@ public struct PartChecksums: Sendable, Equatable {
 /// Computes ``PartChecksums`` over a file's bytes as they arrive, in order, in pieces of
 /// any size: a piece that straddles a part boundary is split there.
 public struct PartChecksummer: Sendable {
-    private let partSize: Int64?
+    /// The part size the checksums are cut at; nil: the whole file as one.
+    public let partSize: Int64?
     private var inPart: Int64 = 0
     private var current: UInt32 = 0
-    private var finished: [UInt32] = []
+    /// The checksums of the parts given in full so far, in order.
+    public private(set) var finished: [UInt32] = []
 
     /// A checksummer for a file of `fileSize` bytes, cut as ``PartPlan/plan(fileSize:preferredPartSize:singlePutThreshold:)``
     /// cuts it with these settings; nil when the file cannot be planned (the upload will

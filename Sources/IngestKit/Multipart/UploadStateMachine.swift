@@ -282,6 +282,13 @@ public struct UploadStateMachine: Sendable {
         }
     }
 
+    /// The object is being looked at right after this machine's own `Complete` (or single
+    /// PUT) succeeded: what is at the key was written by it, where the key was free.
+    public var isConfirmingCompletion: Bool {
+        if case .verifying(_, .confirmCompleted) = state { return true }
+        return false
+    }
+
     /// The server's id of the current upload, once known.
     public var uploadID: String? {
         switch state {

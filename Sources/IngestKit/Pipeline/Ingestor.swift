@@ -452,9 +452,13 @@ public struct Ingestor: Sendable {
     /// read from the journal by the runner (it follows the card), a file riding along on
     /// another card's pending upload queues that one, and content the bucket holds already
     /// is looked at there.
-    private func submit(_ claims: [UploadClaim], volume: VolumeIdentity, runner: UploadRunner) async throws(JournalError) {
+    /// A claim whose parts were streamed and that plans no new upload has its stream aborted.
+    private func submit(
+        _ claims: [UploadClaim], volume: VolumeIdentity, runner: UploadRunner, streamer: PartStreamer? = nil
+    ) async throws(JournalError) {
         var planned: [UploadRecord] = []
-        for result in try await journal.claim(claims, volumeKey: volume.key) {
+        for (claim, result) in zip(claims, try await journal.claim(claims, volumeKey: volume.key)) {
+            if case .planned = result {} else if claim.streamed != nil { await streamer?.abandon(claim) }
             switch result {
             case .planned(let record):
                 planned.append(record)
@@ -489,7 +493,11 @@ public struct Ingestor: Sendable {
             // read a copy twice, and the server checks the card's bytes.
             settings.partChecksums = config.upload.cut
         }
-        let stager = Stager(area: area, settings: settings)
+        // Large files' parts go out as they are copied, with the CRC32Cs of that read.
+        let streamer = uploads.flatMap { uploads in
+            settings.partChecksums != nil && config.upload.streamParts ? uploads.runner.partStreamer(planner: uploads.planner) : nil
+        }
+        let stager = Stager(area: area, settings: settings, streams: streamer)
         stop.attach(stager)
         sink.emit(.stagingStarted(stager))
         defer { sink.emit(.stagingEnded) }
@@ -520,21 +528,29 @@ public struct Ingestor: Sendable {
                 try await journal.record(batch, volumeKey: volume.key, quarantineAfter: config.upload.quarantineAfter)
                 if let (planner, runner) = uploads {
                     var claims: [UploadClaim] = []
-                    for case .staged(let staged) in batch {
-                        do {
-                            var claim = try planner.claim(for: staged.file, fingerprint: staged.fingerprint)
-                            claim.cardChecksums = staged.partChecksums
-                            claims.append(claim)
-                        } catch {
-                            try await notUploadable(staged.file, error, volume: volume, summary: &summary, sink: sink)
+                    for outcome in batch {
+                        switch outcome {
+                        case .staged(let staged):
+                            let streamed = await streamer?.handOff(staged)
+                            do {
+                                var claim = try planner.claim(for: staged.file, fingerprint: staged.fingerprint)
+                                claim.cardChecksums = staged.partChecksums
+                                claim.streamed = streamed
+                                claims.append(claim)
+                            } catch {
+                                try await notUploadable(staged.file, error, volume: volume, summary: &summary, sink: sink)
+                            }
+                        case .failed(let file, _):
+                            await streamer?.drop(file.path)
                         }
                     }
-                    try await submit(claims, volume: volume, runner: runner)
+                    try await submit(claims, volume: volume, runner: runner, streamer: streamer)
                 }
             } catch {
                 stager.cancel()
                 outcomes.discard()
                 _ = await copying.value
+                await streamer?.finish()
                 throw .journal(error)
             }
             for outcome in batch {
@@ -551,6 +567,7 @@ public struct Ingestor: Sendable {
                 }
             }
         }
+        await streamer?.finish()
         try await copying.value.get()
     }
 

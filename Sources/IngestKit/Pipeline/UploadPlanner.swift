@@ -46,10 +46,36 @@ public struct UploadPlanner: Sendable {
 
     /// The upload of one staged file.
     public func claim(for file: ScannedFile, fingerprint: Fingerprint) throws(UploadPlanError) -> UploadClaim {
+        let (key, headers, plan) = try object(for: file, fingerprint: fingerprint)
+        return UploadClaim(
+            path: file.path, fingerprint: fingerprint, size: file.size, target: target, key: key, headers: headers,
+            partSize: plan.partSize, checksum: settings.checksum)
+    }
+
+    /// The object a file being read becomes, when its parts can be sent before its
+    /// fingerprint is known: a multipart upload with CRC32C checksums, at a key that does not
+    /// hold the fingerprint, with tag room left for the fingerprint's. Its labels lack the
+    /// fingerprint, which goes in a tag once the object is complete. nil: the file is
+    /// uploaded once staged, the ordinary way.
+    public func streamedObject(for file: ScannedFile) -> StreamedObject? {
+        guard settings.checksum == .crc32c, !template.usesFingerprint,
+            let (key, headers, plan) = try? object(for: file, fingerprint: nil), let partSize = plan.partSize,
+            plan.partCount > 1
+        else { return nil }
+        let tagging = headers.first { $0.name == ObjectLabels.taggingHeader }?.value ?? ""
+        guard tagging.split(separator: "&").count < ObjectTagging.maximumTags else { return nil }
+        return StreamedObject(target: target, key: key, headers: headers, partSize: partSize, partCount: plan.partCount)
+    }
+
+    private func object(for file: ScannedFile, fingerprint: Fingerprint?) throws(UploadPlanError)
+        -> (key: String, headers: [SigV4Header], plan: PartPlan)
+    {
         let key: String
         do {
             key = try template.key(
-                for: KeyContext(device: device, volume: volume, file: file, fingerprint: fingerprint, runDate: runDate))
+                for: KeyContext(
+                    device: device, volume: volume, file: file, fingerprint: fingerprint ?? Self.unknownFingerprint,
+                    runDate: runDate))
         } catch { throw .key(error) }
         let labels: ObjectLabels
         do { labels = try policy.objectLabels(base: cardLabels, path: file.path, fingerprint: fingerprint) } catch {
@@ -62,10 +88,12 @@ public struct UploadPlanner: Sendable {
         } catch { throw .plan(error) }
         var headers = labels.headers.map { SigV4Header($0.name, $0.value) }
         headers.append(SigV4Header("Content-Type", ContentType.of(name: Array(file.path.name))))
-        return UploadClaim(
-            path: file.path, fingerprint: fingerprint, size: file.size, target: target, key: key, headers: headers,
-            partSize: plan.partSize, checksum: settings.checksum)
+        return (key, headers, plan)
     }
+
+    /// What a key is made with before the fingerprint is known: only for templates without
+    /// `{xxh128}` (``KeyTemplate/usesFingerprint``), which never read it.
+    private static let unknownFingerprint = Fingerprint(high: 0, low: 0)
 
     static func hostName() -> String {
         var buffer = [CChar](repeating: 0, count: 256)

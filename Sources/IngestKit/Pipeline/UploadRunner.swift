@@ -138,15 +138,23 @@ public final class UploadRunner: Sendable {
                     if earlier { sink.emit(.upload(.queued(record))) }
                     // Without the card's CRC32Cs (a file staged by an earlier run, planned only
                     // now), the staged copy is checked against its fingerprint first, as on a
-                    // resume, and the checksums come from that read.
+                    // resume, and the checksums come from that read. With them, a copy this run
+                    // staged is not read again, even when its parts went out as it was copied
+                    // (planned in phase `uploading`): the server checks every part against them.
                     let checksums = record.partChecksums
                     let uncheckedCopy = record.checksum == .crc32c && checksums == nil
-                    jobs.append(
-                        Job(id: record.id, resumed: earlier || record.phase != .created || uncheckedCopy, checksums: checksums))
+                    let resumed = earlier || uncheckedCopy || (record.phase != .created && checksums == nil)
+                    jobs.append(Job(id: record.id, resumed: resumed, checksums: checksums))
                 }
                 queue.withLock { $0.read(jobs, through: page.last?.position, full: page.count == limit) }
             }
         }
+    }
+
+    /// Sends the parts of the large files `planner`'s card is staging as they are copied
+    /// (``PartStreamer``); it stops with this run.
+    func partStreamer(planner: UploadPlanner) -> PartStreamer {
+        PartStreamer(planner: planner, service: service, stop: stopping)
     }
 
     /// Asks the uploads to stop for now (a shutdown): none starts any more, and each running

@@ -68,11 +68,15 @@ public struct ObjectHead: Sendable, Equatable {
     /// `x-amz-server-side-encryption-customer-algorithm`: set for objects encrypted with a
     /// key the client provides (SSE-C).
     public var customerKeyAlgorithm: String?
+    /// `x-amz-tagging-count`: how many tags the object has; nil when the server does not say.
+    public var tagCount: Int?
 
     public init(
         size: Int64, etag: String?, metadata: [String: String] = [:], checksumCRC32C: String? = nil,
-        checksumType: String? = nil, serverSideEncryption: String? = nil, customerKeyAlgorithm: String? = nil
+        checksumType: String? = nil, serverSideEncryption: String? = nil, customerKeyAlgorithm: String? = nil,
+        tagCount: Int? = nil
     ) {
+        self.tagCount = tagCount
         self.size = size
         self.etag = etag
         self.metadata = metadata
@@ -367,7 +371,8 @@ public final class S3Client: Sendable {
             checksumCRC32C: response[header: "x-amz-checksum-crc32c"],
             checksumType: response[header: "x-amz-checksum-type"],
             serverSideEncryption: response[header: "x-amz-server-side-encryption"],
-            customerKeyAlgorithm: response[header: "x-amz-server-side-encryption-customer-algorithm"])
+            customerKeyAlgorithm: response[header: "x-amz-server-side-encryption-customer-algorithm"],
+            tagCount: response[header: "x-amz-tagging-count"].flatMap { Int($0) })
     }
 
     /// The most pages a listing follows: a server (or something posing as one) that answers

@@ -6,7 +6,7 @@ import Foundation
 
 /// The few shapes of XML an S3 server answers with, read without a schema: the root's name,
 /// the text of each field directly under it, and the fields of each repeated record
-/// (`<Part>`, `<Upload>`). Names lose any namespace prefix, CDATA counts as text, values are
+/// (`<Part>`, `<Upload>`, at any depth: `<Tag>` lies in `<TagSet>`). Names lose any namespace prefix, CDATA counts as text, values are
 /// trimmed, and external entities are never resolved.
 struct S3XMLDocument {
     /// The root element's name.
@@ -46,6 +46,8 @@ struct S3XMLDocument {
         var depth = 0
         var text = ""
         var record: [String: String]?
+        /// The depth of the record being read.
+        var recordDepth = 0
 
         init(recordNames: Set<String>, onlyRoot: String?) {
             self.recordNames = recordNames
@@ -67,8 +69,9 @@ struct S3XMLDocument {
             if depth == 1 {
                 document.root = name
                 if let onlyRoot, name != onlyRoot { parser.abortParsing() }
-            } else if depth == 2, recordNames.contains(name) {
+            } else if record == nil, recordNames.contains(name) {
                 record = [:]
+                recordDepth = depth
             }
         }
 
@@ -83,14 +86,12 @@ struct S3XMLDocument {
             }
             let name = Self.localName(name)
             let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            if depth == 2 {
-                if let finished = record, recordNames.contains(name) {
-                    document.records[name, default: []].append(finished)
-                    record = nil
-                } else if !value.isEmpty, document.fields[name] == nil {
-                    document.fields[name] = value
-                }
-            } else if depth == 3, record != nil {
+            if let finished = record, depth == recordDepth {
+                document.records[name, default: []].append(finished)
+                record = nil
+            } else if depth == 2, !value.isEmpty, document.fields[name] == nil {
+                document.fields[name] = value
+            } else if depth == recordDepth + 1, record != nil {
                 record?[name] = value
             }
         }

@@ -182,6 +182,8 @@ public struct StageSettings: Sendable, Equatable {
 public final class Stager: Sendable {
     public let area: StagingArea
     public let settings: StageSettings
+    /// Takes the large files whose parts are uploaded while they are copied; nil: none.
+    public let streams: (any CopyStreams)?
     /// Bytes read from the card so far, for progress displays (any thread may read it).
     public let bytesRead = Atomic<Int64>(0)
     /// Files opened for reading on the card so far.
@@ -190,9 +192,10 @@ public final class Stager: Sendable {
     /// Set by ``cancel()``: the reader stops before its next file.
     let isCancelled = Atomic<Bool>(false)
 
-    public init(area: StagingArea, settings: StageSettings = StageSettings()) {
+    public init(area: StagingArea, settings: StageSettings = StageSettings(), streams: (any CopyStreams)? = nil) {
         self.area = area
         self.settings = settings
+        self.streams = streams
     }
 
     /// Stops a running ``run(root:files:volumeName:report:)`` at its next chunk: the file
@@ -235,7 +238,8 @@ private final class Pipeline: @unchecked Sendable {
     }
 
     enum Message {
-        case begin(ScannedFile)
+        /// A file begins; its copy is read as it grows when the streams took it.
+        case begin(ScannedFile, GrowingCopy?)
         case chunk(Chunk)
         case end(ScannedFile, Fingerprint, PartChecksums?)
         case abort(ScannedFile, StageFailure)
@@ -369,11 +373,13 @@ private final class Pipeline: @unchecked Sendable {
             let isWarm = source.isInPageCache(firstBytes: min(file.size, Int64(stager.settings.chunkSize)))
             var isDirect = !isWarm && stager.settings.directReads && source.preferDirectIO()
             if !isDirect { _ = posix_fadvise(source.raw, 0, 0, POSIX_FADV_SEQUENTIAL) }
-            queue.put(.begin(file))
             hasher.reset()
             var checksummer = stager.settings.partChecksums.flatMap {
                 PartChecksummer(fileSize: file.size, preferredPartSize: $0.partSize, singlePutThreshold: $0.singlePutThreshold)
             }
+            let growing = growingCopy(of: file, cutAt: checksummer?.partSize)
+            queue.put(.begin(file, growing))
+            var checksummed = 0
             var total: Int64 = 0
             var dropped: Int64 = 0
             while true {
@@ -390,6 +396,10 @@ private final class Pipeline: @unchecked Sendable {
                 }
                 hasher.update(chunk.bytes)
                 checksummer?.update(chunk.bytes)
+                if let growing, let finished = checksummer?.finished, finished.count > checksummed {
+                    for crc in finished[checksummed...] { growing.checksummed(crc) }
+                    checksummed = finished.count
+                }
                 total += Int64(chunk.count)
                 if !isDirect, !isWarm, total - dropped >= Self.sourceDropStride {
                     // Read and hashed: the card's pages need not crowd the page cache.
@@ -406,12 +416,27 @@ private final class Pipeline: @unchecked Sendable {
             guard total == file.size, Int64(after.st_size) == file.size, after.mtimeNanoseconds == file.mtime else {
                 return .failed(StageFailure(kind: .changedWhileCopying))
             }
-            return .copied(file, hasher.finalize(), checksummer?.finish())
+            let checksums = checksummer?.finish()
+            if let growing, let all = checksums?.crc32c, all.count > checksummed {
+                for crc in all[checksummed...] { growing.checksummed(crc) }
+            }
+            return .copied(file, hasher.finalize(), checksums)
         } catch {
             // A bad sector of this file, or the card gone: ext4 reports a vanished device as
             // EIO or ENOMEM, others as ENXIO or ENODEV. `read(_:)` asks the card which.
             return .failed(StageFailure(kind: .ioError(error)))
         }
+    }
+
+    /// The copy of `file` the streams read as it grows, when they take it: a file cut into
+    /// parts at `partSize`, the cut its parts' CRC32Cs are computed at.
+    private func growingCopy(of file: ScannedFile, cutAt partSize: Int64?) -> GrowingCopy? {
+        guard let streams = stager.streams, let partSize, file.size > 0, streams.partSize(toStream: file) == partSize else {
+            return nil
+        }
+        let copy = GrowingCopy(file: file, partSize: partSize)
+        streams.stream(copy)
+        return copy
     }
 
     // MARK: Writer: partial file, write, then publish in batches; runs on its own thread.
@@ -426,6 +451,8 @@ private final class Pipeline: @unchecked Sendable {
         var writebackStarted: Int64 = 0
         /// …and finished, with the pages dropped, up to here.
         var dropped: Int64 = 0
+        /// Read by an upload as it is written.
+        var growing: GrowingCopy?
     }
 
     /// A copy written in full, waiting for its batch to be made durable and published.
@@ -473,9 +500,10 @@ private final class Pipeline: @unchecked Sendable {
                 publishBatch()
             }
             switch queue.take() {
-            case .begin(let file):
+            case .begin(let file, let growing):
                 failedCurrent = false
-                do throws(IngestError) { partial = try open(for: file) } catch {
+                do throws(IngestError) { partial = try open(for: file, growing: growing) } catch {
+                    growing?.ended(.failed)
                     stop(error)
                     failedCurrent = true
                 }
@@ -494,6 +522,7 @@ private final class Pipeline: @unchecked Sendable {
             case .end(let file, let fingerprint, let checksums):
                 guard !failedCurrent, let current = partial else { continue }
                 partial = nil
+                current.growing?.ended(.complete(fingerprint))
                 batch.append(Written(partial: current, file: file, fingerprint: fingerprint, checksums: checksums))
                 batchBytes += current.written
             case .abort(let file, let failure):
@@ -510,11 +539,14 @@ private final class Pipeline: @unchecked Sendable {
     }
 
     private func discard(_ partial: inout Partial?) {
-        if let current = partial { unlink(current.path) }
+        if let current = partial {
+            unlink(current.path)
+            current.growing?.ended(.failed)
+        }
         partial = nil
     }
 
-    private func open(for file: ScannedFile) throws(IngestError) -> Partial {
+    private func open(for file: ScannedFile, growing: GrowingCopy?) throws(IngestError) -> Partial {
         let area = stager.area
         let reserve = stager.settings.reserve
         let available: Int64
@@ -525,7 +557,7 @@ private final class Pipeline: @unchecked Sendable {
             throw .stagingFull(
                 stagingPath: area.root, needed: file.size, available: max(0, available - reserve), reserve: reserve)
         }
-        let partial: Partial
+        var partial: Partial
         do {
             let (fd, path) = try area.createPartial()
             // Direct writes (see DirectIO.swift) where the staging file system takes them.
@@ -538,6 +570,16 @@ private final class Pipeline: @unchecked Sendable {
         if file.size > 0, ingest_fallocate(partial.file.raw, 0, file.size) != 0, SystemError.last("fallocate").isOutOfSpace {
             unlink(partial.path)
             throw .stagingFull(stagingPath: area.root, needed: file.size, available: 0, reserve: reserve)
+        }
+        if let growing {
+            // A name of the stream's own: the partial's goes at publication, or with a failure.
+            let streamPath = String(partial.path.dropLast(".partial".count)) + "-stream.partial"
+            if link(partial.path, streamPath) == 0 {
+                growing.attach(path: streamPath)
+                partial.growing = growing
+            } else {
+                growing.ended(.failed)
+            }
         }
         return partial
     }
@@ -553,6 +595,7 @@ private final class Pipeline: @unchecked Sendable {
             throw stagingError(error)
         }
         partial.written += Int64(chunk.count)
+        partial.growing?.wrote(upTo: partial.written)
         if !wasDirect { streamWriteback(&partial) }
     }
 

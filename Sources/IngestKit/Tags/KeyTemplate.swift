@@ -49,6 +49,10 @@ public struct KeyTemplate: Sendable, Equatable, CustomStringConvertible {
     public let template: String
     private let pieces: [Piece]
 
+    /// The key holds the content's fingerprint (`{xxh128}`), so it is known only once the
+    /// whole file has been read.
+    public var usesFingerprint: Bool { pieces.contains(.field(.xxh128)) }
+
     private enum Piece: Sendable, Equatable {
         case literal(String)
         case field(KeyField)

@@ -124,11 +124,13 @@ public struct LabelPolicy: Sendable, Equatable {
     /// The headers of one file: `base` (from ``cardLabels(card:sceneFile:)``) with the
     /// reserved labels added. For a scanned file and a `base` made by this policy it fails
     /// only when the file's metadata exceeds S3's 2 KB; the card's other files go on.
-    public func objectLabels(base: LabelSet, path: CardPath, fingerprint: Fingerprint) throws(LabelError)
+    /// `fingerprint` nil: the labels of an object created before its content's fingerprint
+    /// is known, which then goes in a tag of its own (see `UploadRecord.fingerprintGoesInTag`).
+    public func objectLabels(base: LabelSet, path: CardPath, fingerprint: Fingerprint?) throws(LabelError)
         -> ObjectLabels
     {
         var labels = base
-        try labels.add("xxh128", bytes: Array(fingerprint.hex.utf8), from: .reserved)
+        if let fingerprint { try labels.add("xxh128", bytes: Array(fingerprint.hex.utf8), from: .reserved) }
         try labels.add("original-name", bytes: Array(path.name), from: .reserved)
         try labels.add("original-path", bytes: path.bytes, from: .reserved)
         return try ObjectLabels(labels: labels, tagKeys: objectTagKeys, path: path)

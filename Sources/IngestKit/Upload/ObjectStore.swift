@@ -33,16 +33,34 @@ protocol ObjectStore: Sendable {
     /// Aborts `known` and every other unfinished multipart upload at exactly `key`.
     @discardableResult
     func abortUploads(key: String, known: String?) async throws(S3ClientError) -> Int
+    /// GetObjectTagging; nil when there is no object at `key`.
+    func getObjectTagging(key: String) async throws(S3ClientError) -> [String: String]?
+    /// PutObjectTagging: the object's whole tag set becomes `tags`.
+    func putObjectTagging(key: String, tags: [String: String]) async throws(S3ClientError)
 }
 
 extension ObjectStore {
     func headObject(key: String) async throws(S3ClientError) -> ObjectHead? {
         try await headObject(key: key, checksumMode: false)
     }
+
+    /// The fingerprint ingest recorded with the object `head` describes: in its metadata,
+    /// or, for an object whose parts were sent while its file was still being read (the
+    /// fingerprint known only at the end), in its `xxh128` tag. nil: neither.
+    func recordedFingerprint(of head: ObjectHead, key: String) async throws(S3ClientError) -> String? {
+        if let value = head.metadata[ObjectLabelKeys.fingerprint] { return value }
+        guard head.tagCount != 0 else { return nil }
+        return try await getObjectTagging(key: key)?[ObjectLabelKeys.fingerprint]
+    }
 }
 
 extension S3Client: ObjectStore {
     var bodiesCrossPlainHTTP: Bool { endpoint.isPlainHTTPOverNetwork }
+
+    /// ``ObjectStore/recordedFingerprint(of:key:)``, for `ingest ls`.
+    public func fingerprint(of head: ObjectHead, key: String) async throws(S3ClientError) -> String? {
+        try await recordedFingerprint(of: head, key: key)
+    }
 }
 
 /// The journal writes one upload makes, each committed before the uploader goes on, so the

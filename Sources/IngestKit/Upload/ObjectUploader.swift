@@ -136,10 +136,12 @@ struct ObjectUploader: Sendable {
             return .failure(UploadError(error, what: "HeadObject \(record.key)", target: record.target))
         }
         guard let head else { return .success(.free) }
-        if head.size == record.size, head.metadata[ObjectLabelKeys.fingerprint] == record.fingerprint {
-            return .success(.ours)
+        guard head.size == record.size else { return .success(.taken(head)) }
+        let found: String?
+        do { found = try await client.recordedFingerprint(of: head, key: record.key) } catch {
+            return .failure(UploadError(error, what: "GetObjectTagging \(record.key)", target: record.target))
         }
-        return .success(.taken(head))
+        return .success(found == record.fingerprint ? .ours : .taken(head))
     }
 
     /// What a look at the key decides before a write: nil when the key is free to write.

@@ -255,15 +255,35 @@ struct UploadRun {
                 return .more(machine.objectNotFound())
             }
             var mismatch: String?
-            if let whole, case let .mismatch(want, found) = whole.check(head) {
+            let check = whole?.check(head)
+            if case let .mismatch(want, found) = check {
                 mismatch = "the server's digest is \(found), the parts sent make \(want)"
             }
+            var found = head.metadata[ObjectLabelKeys.fingerprint]
+            if found == nil, record.fingerprintGoesInTag {
+                found = try await taggedFingerprint(of: head, provenOurs: mismatch == nil && (check == .matches || machine.isConfirmingCompletion))
+            }
             return .more(machine.objectAlreadyExists(
-                size: head.size, fingerprint: head.metadata[ObjectLabelKeys.fingerprint].flatMap(Fingerprint.init(hex:)),
-                digestMismatch: mismatch))
+                size: head.size, fingerprint: found.flatMap(Fingerprint.init(hex:)), digestMismatch: mismatch))
         } catch {
             return .more(machine.requestFailed(given(up: error, "HeadObject \(record.key)")))
         }
+    }
+
+    /// The fingerprint of an object whose parts were sent while its file was read (see
+    /// ``UploadRecord/fingerprintGoesInTag``): its `xxh128` tag. An object of our size
+    /// without one is given it when it is proven ours: the server's digest of it is the
+    /// one our parts make (their CRC32Cs come from the same read of the card as the
+    /// fingerprint), or our `Complete` has just written it where the key was free
+    /// (``UploadStateMachine/isConfirmingCompletion``). This is also what a run killed between the
+    /// `Complete` and the tagging finds on resume.
+    private func taggedFingerprint(of head: ObjectHead, provenOurs: Bool) async throws(S3ClientError) -> String? {
+        if let tagged = try await client.recordedFingerprint(of: head, key: record.key) { return tagged }
+        guard provenOurs, head.size == plan.fileSize else { return nil }
+        var tags = record.objectTags
+        tags[ObjectLabelKeys.fingerprint] = record.fingerprint
+        try await client.putObjectTagging(key: record.key, tags: tags)
+        return record.fingerprint
     }
 
     private func finish(_ outcome: UploadStateMachine.Outcome) async -> Step {

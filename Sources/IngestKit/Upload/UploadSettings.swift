@@ -28,6 +28,10 @@ public struct UploadSettings: Sendable, Equatable {
     /// Sign every body with its SHA-256 even over TLS (it always is over plain HTTP to
     /// another host): costs one more read and hash of each part.
     public var signPayloads = false
+    /// Send a large file's parts while it is staged (`[upload] stream_parts`): its upload
+    /// ends about when its last byte is read. Its fingerprint then goes in the object's
+    /// `xxh128` tag, set once the object is complete, rather than in its metadata.
+    public var streamParts = true
 
     public var cut: UploadCut { UploadCut(partSize: partSize, singlePutThreshold: singlePutThreshold) }
 
