@@ -48,6 +48,14 @@ final class ProgressTests {
 
     var state: [String] { ["--state-dir", work.path + "/state"] }
 
+    /// The environment of a run whose clip goes up once staged, from the journal
+    /// (`stream_parts = false`): what a kill mid-parts leaves for `resume` or `rescan`.
+    func journalledUploads() throws -> [String: String] {
+        let text = try String(contentsOfFile: config, encoding: .utf8)
+            .replacingOccurrences(of: "parts_in_flight = 1", with: "parts_in_flight = 1\nstream_parts = false")
+        return environment.merging(["INGEST_CONFIG": try work.write("journalled.toml", Array(text.utf8))]) { $1 }
+    }
+
     /// The frames of a terminal's progress line, each as drawn (carriage return, erase line).
     static func frames(_ output: String) -> [String] {
         output.components(separatedBy: "\r\u{1B}[K").map { $0.split(separator: "\n").first.map(String.init) ?? "" }
@@ -122,6 +130,7 @@ final class ProgressTests {
 
     @Test(.timeLimit(.minutes(3)))
     func resumeDrawsItsUploadStartingFromThePartsTheServerHasAlready() throws {
+        let environment = try journalledUploads()
         let killed = try IngestRun.ingest(
             [card, "--json"] + state, environment: environment.merging(["INGEST_TEST_STOP_AT": "after-parts:2"]) { $1 },
             timeout: 150)
@@ -139,6 +148,7 @@ final class ProgressTests {
 
     @Test(.timeLimit(.minutes(3)))
     func rescansResumeStepTellsItsProgressFromThePartsTheServerHasAlready() throws {
+        let environment = try journalledUploads()
         let killed = try IngestRun.ingest(
             [card, "--json"] + state, environment: environment.merging(["INGEST_TEST_STOP_AT": "after-parts:2"]) { $1 },
             timeout: 150)

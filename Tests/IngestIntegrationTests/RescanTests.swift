@@ -25,13 +25,15 @@ final class RescanTests {
         server.stop()
     }
 
-    /// Small parts (a few MiB make a multipart upload), the destination through the proxy,
-    /// and the `[rescan]` section given.
+    /// Small parts (a few MiB make a multipart upload), sent once staged (the rescan's resume
+    /// step follows journalled uploads), the destination through the proxy, and the
+    /// `[rescan]` section given.
     func config(roots: [String], metricsFile: String? = nil, in dir: TemporaryDirectory) throws -> String {
         let text = """
             [upload]
             part_size = "5MiB"
             single_put_threshold = "5MiB"
+            stream_parts = false
             parts_in_flight = 4
             [s3]
             endpoint = "\(proxy.endpoint)"
@@ -372,6 +374,7 @@ final class RescanTests {
             [upload]
             part_size = "5MiB"
             single_put_threshold = "5MiB"
+            stream_parts = false
             [s3]
             endpoint = "\(proxy.endpoint)"
             bucket = "\(bucket)"

@@ -18,13 +18,16 @@ final class UploadTests {
 
     deinit { server.stop() }
 
-    /// A configuration with small parts, so that a few MiB make a multipart upload.
-    func config(_ extra: String = "", in dir: TemporaryDirectory) throws -> String {
+    /// A configuration with small parts, so that a few MiB make a multipart upload. Without
+    /// `streamParts`, a file's parts are sent only once it is staged, from the journal: what
+    /// the tests of a journalled multipart upload's kills and resumes follow.
+    func config(_ extra: String = "", streamParts: Bool = true, in dir: TemporaryDirectory) throws -> String {
         let text = """
             [upload]
             part_size = "5MiB"
             single_put_threshold = "5MiB"
             parts_in_flight = 4
+            stream_parts = \(streamParts)
             [s3]
             stall_timeout = "5s"
             connect_timeout = "2s"
@@ -58,6 +61,12 @@ final class UploadTests {
     }
 
     func json(_ arguments: [String]) throws -> [String: Any] { try server.json(arguments) }
+
+    /// The object's tags, as `aws s3api get-object-tagging` reads them.
+    func tags(_ key: String) throws -> [String: String] {
+        (try json(["s3api", "get-object-tagging", "--bucket", bucket, "--key", key])["TagSet"] as? [[String: String]] ?? [])
+            .reduce(into: [String: String]()) { $0[$1["Key"]!] = $1["Value"] }
+    }
 
     func openMultipartUploads() throws -> [[String: Any]] { try server.openMultipartUploads(bucket: bucket) }
 
@@ -183,12 +192,14 @@ final class UploadTests {
             #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(source)), "\(key)")
             let head = try json(["s3api", "head-object", "--bucket", bucket, "--key", key])
             let metadata = head["Metadata"] as? [String: String] ?? [:]
-            #expect(metadata["xxh128"] == (try xxh128sum(source)))
+            let tags = try self.tags(key)
+            // The 23 MiB file's parts went out as it was copied: its fingerprint is in its tag.
+            let streamed = relative.hasSuffix(".MP4")
+            #expect((streamed ? tags : metadata)["xxh128"] == (try xxh128sum(source)), "\(key)")
+            #expect((streamed ? metadata : tags)["xxh128"] == nil, "\(key)")
             #expect(metadata["scene"] == "flood-survey")
             #expect(metadata["operator"] == "li")
             #expect(metadata["device"] == "station-7")
-            let tags = (try json(["s3api", "get-object-tagging", "--bucket", bucket, "--key", key])["TagSet"]
-                as? [[String: String]] ?? []).reduce(into: [String: String]()) { $0[$1["Key"]!] = $1["Value"] }
             #expect(tags["scene"] == "flood-survey")
             #expect(tags["device"] == "station-7")
         }
@@ -215,7 +226,7 @@ final class UploadTests {
             try card.write("DCIM/large.MP4", randomBytes((12 << 20) + 3)),
         ]
         let state = TemporaryDirectory()
-        let config = try config(in: dir)
+        let config = try config(streamParts: false, in: dir)
 
         let damaged = try ingest(
             [card.path] + destination(), state: state, config: config, environment: ["INGEST_TEST_DAMAGE_STAGED": "1"])
@@ -248,7 +259,7 @@ final class UploadTests {
         let photo = try card.write("DCIM/A_PHOTO.JPG", randomBytes(1 << 20))
         let source = try card.write("DCIM/long-flight.MP4", randomBytes(120 << 20))
         let state = TemporaryDirectory()
-        let config = try config(in: dir)
+        let config = try config(streamParts: false, in: dir)
         let partCount = 24
         let stagedCopy = { (file: String) throws -> String in
             let hex = try xxh128sum(file)
@@ -304,6 +315,73 @@ final class UploadTests {
         let key = try #require(again.events("uploaded").first?.string("key"))
         #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(source)))
         #expect(try pendingUploads(state, config: config).isEmpty)
+        // Its parts went out as it was copied, so the kill also came before its fingerprint's
+        // tag: the resume proved the object ours by its checksum, then tagged it.
+        #expect(try tags(key)["xxh128"] == (try xxh128sum(source)))
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func aLargeFilesPartsGoOutAsItIsCopiedAndItsFingerprintTagIsReadByAwsAndIngestLs() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let source = try card.write("DCIM/CLIP_0001.MP4", randomBytes((21 << 20) + 3))
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+
+        let run = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(run.status == 0, "\(run.stderr)")
+        let parts = run.events("part_uploaded")
+        #expect(parts.count == 5 && parts.allSatisfy { $0["streamed"] as? Bool == true })
+        #expect(run.events("upload_initiating").isEmpty, "the stream created the upload")
+        let key = try #require(run.events("uploaded").first?.string("key"))
+        #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(source)))
+        #expect(try tags(key) == ["xxh128": try xxh128sum(source), "device": "station-7"])
+        #expect(try openMultipartUploads().isEmpty)
+
+        let listed = try ingest(["ls"] + destination(), state: state, config: config)
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.events("object").first?.string("xxh128") == (try xxh128sum(source)))
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func aStreamOfContentTheBucketHoldsIsAbortedAndOneObjectStays() throws {
+        let dir = TemporaryDirectory()
+        let first = TemporaryDirectory()
+        let second = TemporaryDirectory()
+        let bytes = randomBytes(16 << 20)
+        _ = try first.write("DCIM/CLIP_0001.MP4", bytes)
+        _ = try second.write("VIDEO/copy.MP4", bytes)
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+        #expect(try ingest([first.path] + destination(), state: state, config: config).status == 0)
+
+        let again = try ingest([second.path] + destination(), state: state, config: config)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.events("stream_aborted").count == 1)
+        #expect(again.events("uploaded").first?["already_there"] as? Bool == true)
+        let listed = try json(["s3api", "list-objects-v2", "--bucket", bucket])["Contents"] as? [[String: Any]] ?? []
+        #expect(listed.count == 1, "one content, one object")
+        #expect(try openMultipartUploads().isEmpty, "the stream's upload is aborted")
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func aKillWhileAFilesPartsStreamLosesNothingAndLeavesNoUploadOpen() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let source = try card.write("DCIM/CLIP_0001.MP4", randomBytes(40 << 20))
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+        let killed = try ingest(
+            [card.path] + destination(), state: state, config: config, environment: ["INGEST_TEST_STOP_AT": "after-parts:2"])
+        #expect(killed.status == SIGKILL)
+        #expect(try openMultipartUploads().count == 1, "the stream's upload, which no journal knows")
+
+        let again = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(again.status == 0, "\(again.stderr)")
+        let key = try #require(again.events("uploaded").first?.string("key"))
+        #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(source)))
+        #expect(try tags(key)["xxh128"] == (try xxh128sum(source)))
+        #expect(try openMultipartUploads().isEmpty, "the upload at the same key aborted the one the kill left")
     }
 
     @Test(.timeLimit(.minutes(5)))
@@ -312,7 +390,7 @@ final class UploadTests {
         let card = TemporaryDirectory()
         _ = try card.write("big.MP4", randomBytes(40 << 20))
         let state = TemporaryDirectory()
-        let config = try config(in: dir)
+        let config = try config(streamParts: false, in: dir)
         _ = try ingest(
             [card.path] + destination(), state: state, config: config, environment: ["INGEST_TEST_STOP_AT": "after-parts:2"])
         let id = try #require(try pendingUploads(state, config: config).first?.string("upload_id"))

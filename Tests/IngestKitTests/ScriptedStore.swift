@@ -5,7 +5,7 @@ import Synchronization
 
 /// A bucket in memory that keeps the S3 contract the uploader relies on, and fails on cue.
 ///
-/// What it keeps: objects with their bytes and `x-amz-meta-*` metadata; `If-None-Match: *`
+/// What it keeps: objects with their bytes, `x-amz-meta-*` metadata and tags; `If-None-Match: *`
 /// refused with 412 when the key holds an object (or ignored, as some servers do, when made
 /// with `honoursConditionalWrites: false`); multipart uploads with their parts by
 /// number (a part sent again replaces the earlier one), listed by `ListParts`, completed
@@ -36,6 +36,9 @@ final class ScriptedStore: ObjectStore {
         var metadata: [String: String]
         var etag: String
         var tags: [String: String] = [:]
+        /// A multipart object's composite CRC32C, when its parts were completed with theirs
+        /// (reported to a HEAD in checksum mode, as S3 and SeaweedFS do).
+        var checksumCRC32C: String? = nil
     }
 
     struct Upload: Sendable {
@@ -81,8 +84,8 @@ final class ScriptedStore: ObjectStore {
     var openUploads: [String: Upload] { state.withLock { $0.uploads } }
 
     /// Puts an object there as another writer would.
-    func place(_ key: String, bytes: [UInt8], metadata: [String: String] = [:]) {
-        state.withLock { $0.objects[key] = Object(bytes: bytes, metadata: metadata, etag: Self.etag(of: bytes)) }
+    func place(_ key: String, bytes: [UInt8], metadata: [String: String] = [:], tags: [String: String] = [:]) {
+        state.withLock { $0.objects[key] = Object(bytes: bytes, metadata: metadata, etag: Self.etag(of: bytes), tags: tags) }
     }
 
     /// Deletes an object, as a lifecycle rule or a person would.
@@ -108,7 +111,9 @@ final class ScriptedStore: ObjectStore {
     func headObject(key: String, checksumMode: Bool) async throws(S3ClientError) -> ObjectHead? {
         try perform(.head) { state throws(S3ClientError) in
             state.objects[key].map {
-                ObjectHead(size: Int64($0.bytes.count), etag: $0.etag, metadata: $0.metadata, tagCount: $0.tags.count)
+                ObjectHead(
+                    size: Int64($0.bytes.count), etag: $0.etag, metadata: $0.metadata,
+                    checksumCRC32C: checksumMode ? $0.checksumCRC32C : nil, tagCount: $0.tags.count)
             }
         }
     }
@@ -176,7 +181,14 @@ final class ScriptedStore: ObjectStore {
                 md5s += PartDigest.compute(.md5, bytes: held).bytes
             }
             let etag = "\"\(lowercaseHex(PartDigest.compute(.md5, bytes: md5s).bytes))-\(parts.count)\""
-            state.objects[key] = Object(bytes: bytes, metadata: upload.metadata, etag: etag)
+            var composite: String?
+            let digests = parts.sorted(by: { $0.number < $1.number }).compactMap(\.digest)
+            if digests.count == parts.count, digests.allSatisfy({ $0.algorithm == .crc32c }),
+                case .crc32c(let value) = WholeObjectDigest.expected(parts: digests)
+            {
+                composite = value
+            }
+            state.objects[key] = Object(bytes: bytes, metadata: upload.metadata, etag: etag, checksumCRC32C: composite)
             state.uploads[uploadID] = nil
             return etag
         }

@@ -500,7 +500,9 @@ public struct Ingestor: Sendable {
         let stager = Stager(area: area, settings: settings, streams: streamer)
         stop.attach(stager)
         sink.emit(.stagingStarted(stager))
-        defer { sink.emit(.stagingEnded) }
+        // Copying ends with the last outcome, before the claims still waiting for streams.
+        var stagingEnded = false
+        defer { if !stagingEnded { sink.emit(.stagingEnded) } }
 
         let outcomes = Batches<StageOutcome>()
         let volume = plan.volume
@@ -523,6 +525,12 @@ public struct Ingestor: Sendable {
                 return .failure(error)
             }
         }
+        // Claims of streamed files, each waiting for its stream's last part, while the run
+        // goes on; at most `PartStreamer.maxStreams` wait at once, as at most that many stream.
+        var streamedClaims: [Task<Result<Void, JournalError>, Never>] = []
+        func settle(_ claim: Task<Result<Void, JournalError>, Never>) async throws(JournalError) {
+            if case .failure(let error) = await claim.value { throw error }
+        }
         while let batch = await outcomes.next() {
             do {
                 try await journal.record(batch, volumeKey: volume.key, quarantineAfter: config.upload.quarantineAfter)
@@ -531,15 +539,28 @@ public struct Ingestor: Sendable {
                     for outcome in batch {
                         switch outcome {
                         case .staged(let staged):
-                            let streamed = await streamer?.handOff(staged)
-                            do {
-                                var claim = try planner.claim(for: staged.file, fingerprint: staged.fingerprint)
-                                claim.cardChecksums = staged.partChecksums
-                                claim.streamed = streamed
-                                claims.append(claim)
-                            } catch {
+                            var claim: UploadClaim
+                            do { claim = try planner.claim(for: staged.file, fingerprint: staged.fingerprint) } catch {
+                                await streamer?.drop(staged.file.path)
                                 try await notUploadable(staged.file, error, volume: volume, summary: &summary, sink: sink)
+                                continue
                             }
+                            claim.cardChecksums = staged.partChecksums
+                            guard let streamer, streamer.isStreaming(staged.file.path) else {
+                                claims.append(claim)
+                                continue
+                            }
+                            if streamedClaims.count >= PartStreamer.maxStreams { try await settle(streamedClaims.removeFirst()) }
+                            streamedClaims.append(Task { [claim] in
+                                var claim = claim
+                                claim.streamed = await streamer.handOff(staged)
+                                do throws(JournalError) {
+                                    try await submit([claim], volume: volume, runner: runner, streamer: streamer)
+                                    return .success(())
+                                } catch {
+                                    return .failure(error)
+                                }
+                            })
                         case .failed(let file, _):
                             await streamer?.drop(file.path)
                         }
@@ -550,6 +571,7 @@ public struct Ingestor: Sendable {
                 stager.cancel()
                 outcomes.discard()
                 _ = await copying.value
+                for claim in streamedClaims { _ = await claim.value }
                 await streamer?.finish()
                 throw .journal(error)
             }
@@ -567,7 +589,14 @@ public struct Ingestor: Sendable {
                 }
             }
         }
+        sink.emit(.stagingEnded)
+        stagingEnded = true
+        var claimFailed: JournalError?
+        for claim in streamedClaims {
+            do throws(JournalError) { try await settle(claim) } catch { claimFailed = claimFailed ?? error }
+        }
         await streamer?.finish()
+        if let claimFailed { throw .journal(claimFailed) }
         try await copying.value.get()
     }
 

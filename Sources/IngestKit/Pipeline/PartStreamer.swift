@@ -61,12 +61,14 @@ public final class PartStreamer: CopyStreams {
     private let planner: UploadPlanner
     private let service: UploadService
     private let stop: StopFlag
+    private let sink: any EventSink
     private let streams = Mutex<[Stream]>([])
 
-    init(planner: UploadPlanner, service: UploadService, stop: StopFlag) {
+    init(planner: UploadPlanner, service: UploadService, stop: StopFlag, sink: any EventSink) {
         self.planner = planner
         self.service = service
         self.stop = stop
+        self.sink = sink
     }
 
     private var settings: UploadSettings { service.settings }
@@ -89,15 +91,25 @@ public final class PartStreamer: CopyStreams {
 
     // MARK: the pipeline's side
 
+    /// Whether the file at `path` is being streamed (its claim then waits for
+    /// ``handOff(_:)``).
+    func isStreaming(_ path: CardPath) -> Bool {
+        streams.withLock { streams in streams.contains { $0.path == path } }
+    }
+
     /// The parts sent of `staged`'s file, for its claim, once all are acknowledged; nil when
     /// it was not streamed or the stream failed. Its upload is aborted if the claim does not
-    /// adopt it (``abandon(_:)``).
+    /// adopt it (``abandon(_:)``). The stream counts against ``maxStreams`` until then.
     func handOff(_ staged: StagedFile) async -> StreamedParts? {
-        guard let stream = take(staged.file.path) else { return nil }
-        switch await stream.task.value {
+        guard let task = streams.withLock({ streams in streams.first { $0.path == staged.file.path }?.task }) else {
+            return nil
+        }
+        let outcome = await task.value
+        guard take(staged.file.path) != nil else { return nil }  // the run ended meanwhile
+        switch outcome {
         case let .sent(object, client, parts, fingerprint):
             guard fingerprint == staged.fingerprint, object.partSize == staged.partChecksums?.partSize else {
-                await abort(object, parts.uploadID, client: client, because: "the staged file is not what was streamed")
+                await abort(object, parts.uploadID, of: staged.file.path, client: client, because: "the staged file is not what was streamed")
                 return nil
             }
             return parts
@@ -110,7 +122,7 @@ public final class PartStreamer: CopyStreams {
     func drop(_ path: CardPath) async {
         guard let stream = take(path) else { return }
         if case let .sent(object, client, parts, _) = await stream.task.value {
-            await abort(object, parts.uploadID, client: client, because: "the file was not staged")
+            await abort(object, parts.uploadID, of: path, client: client, because: "the file was not staged")
         }
     }
 
@@ -118,6 +130,7 @@ public final class PartStreamer: CopyStreams {
     /// planned already): its upload is aborted.
     func abandon(_ claim: UploadClaim) async {
         guard let parts = claim.streamed else { return }
+        sink.emit(.upload(.streamAborted(key: claim.key, path: claim.path)))
         switch await service.destinations.client(for: claim.target) {
         case .success(let ready):
             do { try await ready.client.abortMultipartUpload(key: claim.key, uploadID: parts.uploadID) } catch {
@@ -138,7 +151,7 @@ public final class PartStreamer: CopyStreams {
         for stream in left {
             stream.task.cancel()
             if case let .sent(object, client, parts, _) = await stream.task.value {
-                await abort(object, parts.uploadID, client: client, because: "the run ended before the file was staged")
+                await abort(object, parts.uploadID, of: stream.path, client: client, because: "the run ended before the file was staged")
             }
         }
     }
@@ -170,10 +183,11 @@ public final class PartStreamer: CopyStreams {
             logger.info("could not start streaming a file's parts", metadata: ["key": "\(object.key)", "error": "\(error)"])
             return .notStreamed
         }
+        sink.emit(.upload(.streamStarted(key: object.key, path: copy.file.path, size: copy.file.size)))
         guard let parts = await sendParts(of: copy, object: object, uploadID: uploadID, client: client),
             case .complete(let fingerprint) = await copy.end()
         else {
-            await abort(object, uploadID, client: client, because: "the copy or a part failed")
+            await abort(object, uploadID, of: copy.file.path, client: client, because: "the copy or a part failed")
             return .notStreamed
         }
         return .sent(
@@ -198,7 +212,7 @@ public final class PartStreamer: CopyStreams {
                         break
                     }
                     let number = next
-                    group.addTask { await self.send(part, number: number, of: object, uploadID: uploadID, client: client) }
+                    group.addTask { await self.send(part, number: number, of: copy, object: object, uploadID: uploadID, client: client) }
                     next += 1
                 }
                 if failed { break }
@@ -214,7 +228,7 @@ public final class PartStreamer: CopyStreams {
     }
 
     private func send(
-        _ part: GrowingCopy.Part, number: Int, of object: StreamedObject, uploadID: String, client: S3Client
+        _ part: GrowingCopy.Part, number: Int, of copy: GrowingCopy, object: StreamedObject, uploadID: String, client: S3Client
     ) async -> UploadStateMachine.AcknowledgedPart? {
         let digest = PartDigest(crc32c: part.crc32c)
         let payloadHash: PayloadHash
@@ -234,6 +248,9 @@ public final class PartStreamer: CopyStreams {
                     key: object.key, uploadID: uploadID, partNumber: number,
                     body: .file(path: part.path, offset: part.offset, length: part.length), payloadHash: payloadHash,
                     headers: digest.headers)
+                service.hooks.partJournalled()
+                sink.emit(.upload(.partStreamed(
+                    key: object.key, path: copy.file.path, number: number, partCount: object.partCount, bytes: part.length)))
                 return UploadStateMachine.AcknowledgedPart(number: number, etag: etag, size: part.length, digest: digest.journalText)
             } catch {
                 logger.info(
@@ -244,8 +261,11 @@ public final class PartStreamer: CopyStreams {
         }
     }
 
-    private func abort(_ object: StreamedObject, _ uploadID: String, client: S3Client, because reason: String) async {
+    private func abort(
+        _ object: StreamedObject, _ uploadID: String, of path: CardPath, client: S3Client, because reason: String
+    ) async {
         logger.debug("aborting a streamed upload", metadata: ["key": "\(object.key)", "reason": "\(reason)"])
+        sink.emit(.upload(.streamAborted(key: object.key, path: path)))
         do { try await client.abortMultipartUpload(key: object.key, uploadID: uploadID) } catch {
             logger.notice(
                 "could not abort a streamed upload: the orphan sweep will",

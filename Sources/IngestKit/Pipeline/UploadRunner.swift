@@ -154,7 +154,7 @@ public final class UploadRunner: Sendable {
     /// Sends the parts of the large files `planner`'s card is staging as they are copied
     /// (``PartStreamer``); it stops with this run.
     func partStreamer(planner: UploadPlanner) -> PartStreamer {
-        PartStreamer(planner: planner, service: service, stop: stopping)
+        PartStreamer(planner: planner, service: service, stop: stopping, sink: sink)
     }
 
     /// Asks the uploads to stop for now (a shutdown): none starts any more, and each running

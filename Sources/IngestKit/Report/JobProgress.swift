@@ -46,6 +46,10 @@ public final class JobProgress: Sendable {
         var bytesSent: Int64 = 0
         /// What each running upload counted so far, by its id.
         var credited: [String: Int64] = [:]
+        /// Files whose parts go out as they are copied, by key: their size, counted as to
+        /// upload, and what their parts counted, until their upload is queued (and takes
+        /// both over) or their stream is aborted (and gives both back).
+        var streamed: [String: (size: Int64, credited: Int64)] = [:]
 
         var copyRate = RateWindow()
         var sendRate = RateWindow()
@@ -122,6 +126,7 @@ public final class JobProgress: Sendable {
                 state.objectsDropped = state.objectsToUpload - state.objectsUploaded
                 state.bytesDropped = state.bytesToUpload - state.bytesUploaded
                 state.credited.removeAll()
+                state.streamed.removeAll()
             case .volume, .skipped, .notice:
                 break
             }
@@ -131,12 +136,33 @@ public final class JobProgress: Sendable {
     private func record(_ event: UploadEvent, in state: inout State) {
         switch event {
         case .queued(let record):
+            if let streamed = state.streamed.removeValue(forKey: record.key) {
+                state.bytesToUpload += record.size - streamed.size
+                state.credited[record.id, default: 0] += streamed.credited
+            } else {
+                state.objectsToUpload += 1
+                state.bytesToUpload += record.size
+            }
+        case let .streamStarted(key, _, size):
             state.objectsToUpload += 1
-            state.bytesToUpload += record.size
+            state.bytesToUpload += size
+            state.streamed[key] = (size, 0)
         case let .resuming(record, acknowledgedBytes):
             _ = state.credit(acknowledgedBytes, to: record)
         case let .partUploaded(record, _, _, bytes):
             state.bytesSent += state.credit(bytes, to: record)
+        case let .partStreamed(key, _, _, _, bytes):
+            state.bytesSent += bytes
+            if let streamed = state.streamed[key] {
+                state.bytesUploaded += bytes
+                state.streamed[key] = (streamed.size, streamed.credited + bytes)
+            }
+        case .streamAborted(let key, _):
+            if let streamed = state.streamed.removeValue(forKey: key) {
+                state.objectsToUpload -= 1
+                state.bytesToUpload -= streamed.size
+                state.bytesUploaded -= streamed.credited
+            }
         case let .completed(record, alreadyThere):
             // A single PutObject's body is sent whole; a multipart upload's parts were counted.
             state.end(record, uploaded: true, sent: !alreadyThere && record.partSize == nil)

@@ -125,7 +125,7 @@ public final class ConsoleReporter: EventSink, Sendable {
         case let .conditionalWritesNotHonoured(target, reason):
             print("  warning: \(target.displayName) does not honour If-None-Match (\(reason)); every write is "
                 + "checked with HEAD first, but two writers to one key can still race there")
-        case .queued, .completed, .partUploaded, .preparing, .initiating, .reconciling, .completing:
+        case .queued, .completed, .partUploaded, .streamStarted, .partStreamed, .streamAborted, .preparing, .initiating, .reconciling, .completing:
             break
         }
     }

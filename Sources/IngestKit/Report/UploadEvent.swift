@@ -15,6 +15,16 @@ public enum UploadEvent: Sendable {
     case reconciling(UploadRecord)
     /// A part is acknowledged and journalled.
     case partUploaded(UploadRecord, number: Int, partCount: Int, bytes: Int64)
+    /// The parts of a file still being staged go out as it is copied (`[upload]
+    /// stream_parts`): its upload was created; it counts as to upload from here.
+    case streamStarted(key: String, path: CardPath, size: Int64)
+    /// A part of a file still being staged is acknowledged (`[upload] stream_parts`): no
+    /// upload is journalled for it yet, so it names the key and the file. It counts as
+    /// sent; the object counts as uploaded once completed and verified.
+    case partStreamed(key: String, path: CardPath, number: Int, partCount: Int, bytes: Int64)
+    /// The streamed parts of the file at `path` were given up (its upload aborted): the file
+    /// is uploaded once staged, or its content is in the bucket already.
+    case streamAborted(key: String, path: CardPath)
     /// Temporary credentials were renewed mid-upload.
     case refreshingCredentials
     /// `CompleteMultipartUpload` is being sent.
@@ -70,6 +80,15 @@ extension UploadEvent {
             json["parts"] = .int(partCount)
             json["part_size"] = .int(bytes)
             return json
+        case let .partStreamed(key, path, number, partCount, bytes):
+            return [
+                "event": "part_uploaded", "key": .string(key), "path": .string(path.display), "part": .int(number),
+                "parts": .int(partCount), "part_size": .int(bytes), "streamed": .bool(true),
+            ]
+        case let .streamStarted(key, path, size):
+            return ["event": "stream_started", "key": .string(key), "path": .string(path.display), "size": .int(size)]
+        case let .streamAborted(key, path):
+            return ["event": "stream_aborted", "key": .string(key), "path": .string(path.display)]
         case .refreshingCredentials:
             return ["event": "credentials_refreshing"]
         case .completing(let record):

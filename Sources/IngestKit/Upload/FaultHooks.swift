@@ -17,7 +17,8 @@ import Synchronization
 /// - `INGEST_TEST_STOP_AT=after-complete`: SIGKILL once the server has completed an object
 ///   and before the journal knows;
 /// - `INGEST_TEST_STOP_AT=after-parts:N`: SIGKILL once N parts of this process are
-///   acknowledged and journalled;
+///   acknowledged and journalled (or, for a file whose parts go out as it is copied,
+///   acknowledged: nothing is journalled of those before the file is staged);
 /// - `INGEST_TEST_DAMAGE_STAGED=1`: flip the last byte of each staged copy before upload.
 final class FaultHooks: Sendable {
     #if INGEST_FAULT_HOOKS
