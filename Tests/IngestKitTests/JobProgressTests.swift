@@ -45,6 +45,38 @@ import Testing
         #expect(upload.objectsUploaded == 1)
     }
 
+    @Test func aStreamedFileCountsFromItsStartItsPartsAsTheyLandAndItsObjectOnceWhenItCompletes() {
+        let progress = JobProgress(uploads: true)
+        let clip = Self.upload("clip", size: 40 * Self.mib, partSize: 16 * Self.mib)
+        progress.record(.upload(.streamStarted(key: clip.key, path: CardPath("DCIM/CLIP.MP4"), size: clip.size)))
+        progress.record(
+            .upload(.partStreamed(key: clip.key, path: CardPath("DCIM/CLIP.MP4"), number: 1, partCount: 3, bytes: 16 * Self.mib)))
+        var upload = try! #require(progress.snapshot().upload)
+        #expect(upload.bytesToUpload == 40 * Self.mib && upload.objectsToUpload == 1)
+        #expect(upload.bytesUploaded == 16 * Self.mib)
+
+        progress.record(.upload(.queued(clip)))
+        upload = try! #require(progress.snapshot().upload)
+        #expect(upload.bytesToUpload == 40 * Self.mib && upload.objectsToUpload == 1, "queued once staged: not twice")
+        progress.record(.upload(.completed(clip, alreadyThere: false)))
+        upload = try! #require(progress.snapshot().upload)
+        #expect(upload.bytesUploaded == 40 * Self.mib && upload.objectsUploaded == 1)
+    }
+
+    @Test func anAbortedStreamGivesBackWhatItCountedAndTheContentsUploadCountsOnItsOwn() {
+        let progress = JobProgress(uploads: true)
+        let path = CardPath("VIDEO/copy.MP4")
+        progress.record(.upload(.streamStarted(key: "k/copy", path: path, size: 40 * Self.mib)))
+        progress.record(.upload(.partStreamed(key: "k/copy", path: path, number: 1, partCount: 3, bytes: 16 * Self.mib)))
+        progress.record(.upload(.streamAborted(key: "k/copy", path: path)))
+        let existing = Self.upload("original", size: 40 * Self.mib, partSize: 16 * Self.mib)
+        progress.record(.upload(.queued(existing)))
+        progress.record(.upload(.completed(existing, alreadyThere: true)))
+        let upload = try! #require(progress.snapshot().upload)
+        #expect(upload.bytesToUpload == 40 * Self.mib && upload.objectsToUpload == 1)
+        #expect(upload.bytesUploaded == 40 * Self.mib && upload.objectsUploaded == 1)
+    }
+
     @Test func aResumedUploadCountsThePartsTheServerHasUpFrontButTheRateOnlyWhatIsSentNow() {
         let start = ContinuousClock.now
         let progress = JobProgress(uploads: true, now: start)
