@@ -617,18 +617,23 @@ private final class Pipeline: @unchecked Sendable {
 
     /// Makes a batch of written copies durable and gives each its content address: sync
     /// the data, link each copy to its name, sync the names. Only then is a copy staged.
+    /// A batch of one large copy (read alone: the reader was on it for a while) syncs only
+    /// its own data and name.
     private func publish(_ batch: [Written]) throws(IngestError) -> [StageOutcome] {
         let area = stager.area
         var isNew: [Bool] = []
+        let lone = batch.count == 1 && batch[0].partial.written >= Self.writebackStride ? batch.first : nil
         do {
-            try area.sync()
+            if let lone { try area.sync(copy: lone.partial.file, path: lone.partial.path) } else { try area.sync() }
             for written in batch {
                 // On disk now: its pages need not stay in memory (and verify must read the disk).
                 written.partial.file.dropFromCache()
                 try written.partial.file.close()
                 isNew.append(try area.link(partial: written.partial.path, as: written.fingerprint))
             }
-            if isNew.contains(true) { try area.sync() }
+            if isNew.contains(true) {
+                if let lone { try area.syncName(of: lone.fingerprint) } else { try area.sync() }
+            }
         } catch {
             throw stagingError(error)
         }

@@ -104,6 +104,23 @@ public struct StagingArea: Sendable {
         throw .last("link", path: final)
     }
 
+    /// Makes one copy's data durable (`fdatasync`), where ``sync()`` would flush the whole
+    /// file system: a lone large copy then waits for its own blocks only, not for what other
+    /// programs (a second card's copies, an S3 server on the same disk) left to write.
+    func sync(copy: FileDescriptor, path: String) throws(SystemError) {
+        try retryingEINTR("fdatasync", path: path) { fdatasync(copy.raw) }
+    }
+
+    /// Makes the name of `fingerprint`'s copy durable: its fan-out directory, and the root
+    /// that holds that directory, each `fsync`ed.
+    func syncName(of fingerprint: Fingerprint) throws(SystemError) {
+        let final = path(for: fingerprint)
+        for directory in [String(final.prefix(upTo: final.lastIndex(of: "/")!)), root] {
+            let fd = try FileDescriptor(path: directory, flags: O_RDONLY | O_DIRECTORY)
+            try retryingEINTR("fsync", path: directory) { fsync(fd.raw) }
+        }
+    }
+
     /// Flushes everything written to the staging file system (`syncfs`): one call makes a
     /// whole batch of copies, or of new names, durable.
     func sync() throws(SystemError) {
