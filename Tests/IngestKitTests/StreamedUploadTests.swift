@@ -200,6 +200,16 @@ import Testing
         #expect(streamed.store.objects.count == 1)
     }
 
+    @Test func aCompleteWhoseAnswerWasLostAndWhoseRetryMetA412FindsTheUntaggedObjectOursByItsDigest() async throws {
+        let streamed = try await Streamed(size: 12 << 20)
+        // The first Complete landed, its answer was lost; the retry was refused as the key is taken.
+        streamed.store.script(.complete, .after(ScriptedStore.preconditionFailed()))
+
+        #expect(try await streamed.run() == .uploaded(alreadyThere: true))
+        #expect(streamed.store.objects.count == 1, "no copy at an alternative key")
+        #expect(streamed.store.objects[StreamedUploadTests.key]?.tags[ObjectLabelKeys.fingerprint] == streamed.fingerprint.hex)
+    }
+
     @Test func anotherWritersObjectOfOurSizeAtTheKeyIsNeverTaggedAndOursGoesToItsAlternativeKey() async throws {
         let streamed = try await Streamed(size: 12 << 20)
         let theirs = randomBytes(12 << 20)

@@ -130,18 +130,36 @@ struct ObjectUploader: Sendable {
     }
 
     /// `HEAD` the key: free, ours, or taken by other bytes.
-    func lookAtKey() async -> Result<KeyState, UploadError> {
+    ///
+    /// `parts`: the digest the parts this upload completed add up to, when it sent a
+    /// `Complete` whose answer may have been lost. An object whose fingerprint goes in its
+    /// tag (``UploadRecord/fingerprintGoesInTag``) and has none yet is then ours if the
+    /// server's digest of it is that one: it is tagged, and counts as ours.
+    func lookAtKey(completedFrom parts: WholeObjectDigest? = nil) async -> Result<KeyState, UploadError> {
         let head: ObjectHead?
-        do { head = try await client.headObject(key: record.key) } catch {
+        do { head = try await client.headObject(key: record.key, checksumMode: parts?.needsChecksumMode ?? false) } catch {
             return .failure(UploadError(error, what: "HeadObject \(record.key)", target: record.target))
         }
         guard let head else { return .success(.free) }
         guard head.size == record.size else { return .success(.taken(head)) }
-        let found: String?
-        do { found = try await client.recordedFingerprint(of: head, key: record.key) } catch {
-            return .failure(UploadError(error, what: "GetObjectTagging \(record.key)", target: record.target))
+        do {
+            let found = try await client.recordedFingerprint(of: head, key: record.key)
+            if found == record.fingerprint { return .success(.ours) }
+            if found == nil, record.fingerprintGoesInTag, parts?.check(head) == .matches {
+                try await tagFingerprint()
+                return .success(.ours)
+            }
+        } catch {
+            return .failure(UploadError(error, what: "the tags of \(record.key)", target: record.target))
         }
-        return .success(found == record.fingerprint ? .ours : .taken(head))
+        return .success(.taken(head))
+    }
+
+    /// Adds the `xxh128` tag to the object's tags (``UploadRecord/fingerprintGoesInTag``).
+    func tagFingerprint() async throws(S3ClientError) {
+        var tags = record.objectTags
+        tags[ObjectLabelKeys.fingerprint] = record.fingerprint
+        try await client.putObjectTagging(key: record.key, tags: tags)
     }
 
     /// What a look at the key decides before a write: nil when the key is free to write.
@@ -154,10 +172,11 @@ struct ObjectUploader: Sendable {
         }
     }
 
-    /// A conditional write was refused (`412`): look at what holds the key.
-    func afterPreconditionFailed(uploadID: String? = nil) async -> Attempt {
+    /// A conditional write was refused (`412`): look at what holds the key. `parts`: what
+    /// the refused `Complete`'s parts add up to (an earlier attempt may have completed it).
+    func afterPreconditionFailed(uploadID: String? = nil, parts: WholeObjectDigest? = nil) async -> Attempt {
         if let uploadID { try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID) }
-        return Self.decided(by: await lookAtKey())
+        return Self.decided(by: await lookAtKey(completedFrom: parts))
             ?? .done(.failed(UploadError(
                 exitStatus: .partial, scope: .object,
                 message: "\(record.key) in \(record.target.displayName) refused the write as taken (412), then had no "

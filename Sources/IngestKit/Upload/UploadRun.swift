@@ -225,7 +225,7 @@ struct UploadRun {
             uploader.hooks.completed()
             return .more(machine.completed(etag: etag))
         } catch let error where error.isPreconditionFailed {
-            return .end(await uploader.afterPreconditionFailed(uploadID: uploadID))
+            return .end(await uploader.afterPreconditionFailed(uploadID: uploadID, parts: wholeDigest))
         } catch .uploadGone {
             return .more(machine.completeFailed(.restartUpload))
         } catch {
@@ -245,11 +245,7 @@ struct UploadRun {
     /// Looks for the object: its size, fingerprint and the server's digest of it against the
     /// digests of the parts acknowledged.
     private mutating func verify() async -> Step {
-        let digests = machine.acknowledgedParts.compactMap { part in part.digest.flatMap { try? PartDigest(journalText: $0) } }
-        let whole: WholeObjectDigest? =
-            if digests.count != plan.partCount || Set(digests.map(\.algorithm)).count != 1 { nil }
-            else if plan.isSinglePut { .expected(singlePut: digests[0]) }
-            else { .expected(parts: digests) }
+        let whole = wholeDigest
         do throws(S3ClientError) {
             guard let head = try await client.headObject(key: record.key, checksumMode: whole?.needsChecksumMode ?? false) else {
                 return .more(machine.objectNotFound())
@@ -270,6 +266,14 @@ struct UploadRun {
         }
     }
 
+    /// What the server's digest of the object must be, from the digests of the parts
+    /// acknowledged; nil when they are not all known or not of one algorithm.
+    private var wholeDigest: WholeObjectDigest? {
+        let digests = machine.acknowledgedParts.compactMap { part in part.digest.flatMap { try? PartDigest(journalText: $0) } }
+        if digests.count != plan.partCount || Set(digests.map(\.algorithm)).count != 1 { return nil }
+        return plan.isSinglePut ? .expected(singlePut: digests[0]) : .expected(parts: digests)
+    }
+
     /// The fingerprint of an object whose parts were sent while its file was read (see
     /// ``UploadRecord/fingerprintGoesInTag``): its `xxh128` tag. An object of our size
     /// without one is given it when it is proven ours: the server's digest of it is the
@@ -280,9 +284,7 @@ struct UploadRun {
     private func taggedFingerprint(of head: ObjectHead, provenOurs: Bool) async throws(S3ClientError) -> String? {
         if let tagged = try await client.recordedFingerprint(of: head, key: record.key) { return tagged }
         guard provenOurs, head.size == plan.fileSize else { return nil }
-        var tags = record.objectTags
-        tags[ObjectLabelKeys.fingerprint] = record.fingerprint
-        try await client.putObjectTagging(key: record.key, tags: tags)
+        try await uploader.tagFingerprint()
         return record.fingerprint
     }
 
