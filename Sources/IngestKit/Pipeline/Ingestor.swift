@@ -525,12 +525,7 @@ public struct Ingestor: Sendable {
                 return .failure(error)
             }
         }
-        // Claims of streamed files, each waiting for its stream's last part, while the run
-        // goes on; at most `PartStreamer.maxStreams` wait at once, as at most that many stream.
-        var streamedClaims: [Task<Result<Void, JournalError>, Never>] = []
-        func settle(_ claim: Task<Result<Void, JournalError>, Never>) async throws(JournalError) {
-            if case .failure(let error) = await claim.value { throw error }
-        }
+        var streamedClaims = StreamedClaims()
         while let batch = await outcomes.next() {
             do {
                 try await journal.record(batch, volumeKey: volume.key, quarantineAfter: config.upload.quarantineAfter)
@@ -550,17 +545,11 @@ public struct Ingestor: Sendable {
                                 claims.append(claim)
                                 continue
                             }
-                            if streamedClaims.count >= PartStreamer.maxStreams { try await settle(streamedClaims.removeFirst()) }
-                            streamedClaims.append(Task { [claim] in
+                            try await streamedClaims.add { [claim] () async throws(JournalError) in
                                 var claim = claim
                                 claim.streamed = await streamer.handOff(staged)
-                                do throws(JournalError) {
-                                    try await submit([claim], volume: volume, runner: runner, streamer: streamer)
-                                    return .success(())
-                                } catch {
-                                    return .failure(error)
-                                }
-                            })
+                                try await submit([claim], volume: volume, runner: runner, streamer: streamer)
+                            }
                         case .failed(let file, _):
                             await streamer?.drop(file.path)
                         }
@@ -571,7 +560,7 @@ public struct Ingestor: Sendable {
                 stager.cancel()
                 outcomes.discard()
                 _ = await copying.value
-                for claim in streamedClaims { _ = await claim.value }
+                try? await streamedClaims.settle()
                 await streamer?.finish()
                 throw .journal(error)
             }
@@ -591,13 +580,41 @@ public struct Ingestor: Sendable {
         }
         sink.emit(.stagingEnded)
         stagingEnded = true
-        var claimFailed: JournalError?
-        for claim in streamedClaims {
-            do throws(JournalError) { try await settle(claim) } catch { claimFailed = claimFailed ?? error }
+        do throws(JournalError) { try await streamedClaims.settle() } catch {
+            await streamer?.finish()
+            throw .journal(error)
         }
         await streamer?.finish()
-        if let claimFailed { throw .journal(claimFailed) }
         try await copying.value.get()
     }
 
+}
+
+/// The claims of streamed files (``PartStreamer``), each waiting in a task of its own for its
+/// stream's last part, so the run goes on meanwhile. At most ``PartStreamer/maxStreams`` wait
+/// at once, as at most that many files stream: adding one more first waits for the oldest.
+struct StreamedClaims {
+    private var waiting: [Task<Result<Void, JournalError>, Never>] = []
+
+    mutating func add(_ claim: @escaping @Sendable () async throws(JournalError) -> Void) async throws(JournalError) {
+        if waiting.count >= PartStreamer.maxStreams { try await waiting.removeFirst().value.get() }
+        waiting.append(Task {
+            do throws(JournalError) {
+                try await claim()
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        })
+    }
+
+    /// Waits for every claim; throws the first failure once all have ended.
+    mutating func settle() async throws(JournalError) {
+        var failure: JournalError?
+        for claim in waiting {
+            if case .failure(let error) = await claim.value { failure = failure ?? error }
+        }
+        waiting.removeAll()
+        if let failure { throw failure }
+    }
 }
