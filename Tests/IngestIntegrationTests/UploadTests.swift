@@ -380,7 +380,10 @@ final class UploadTests {
         #expect(again.status == 0, "\(again.stderr)")
         let key = try #require(again.events("uploaded").first?.string("key"))
         #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(source)))
-        #expect(try tags(key)["xxh128"] == (try xxh128sum(source)))
+        // Copied again and streamed again, or, when the kill came after its copy was journalled,
+        // sent from that copy the ordinary way: its fingerprint in the metadata then.
+        let metadata = try json(["s3api", "head-object", "--bucket", bucket, "--key", key])["Metadata"] as? [String: String]
+        #expect([try tags(key)["xxh128"], metadata?["xxh128"]].contains(try xxh128sum(source)))
         #expect(try openMultipartUploads().isEmpty, "the upload at the same key aborted the one the kill left")
     }
 

@@ -140,15 +140,16 @@ struct ObjectUploader: Sendable {
         do { head = try await client.headObject(key: record.key, checksumMode: parts?.needsChecksumMode ?? false) } catch {
             return .failure(UploadError(error, what: "HeadObject \(record.key)", target: record.target))
         }
-        guard let head else { return .success(.free) }
-        guard head.size == record.size else { return .success(.taken(head)) }
+        guard var head else { return .success(.free) }
         do {
             let found = try await client.recordedFingerprint(of: head, key: record.key)
-            if found == record.fingerprint { return .success(.ours) }
-            if found == nil, record.fingerprintGoesInTag, parts?.check(head) == .matches {
+            if head.size == record.size, found == record.fingerprint { return .success(.ours) }
+            if head.size == record.size, found == nil, record.fingerprintGoesInTag, parts?.check(head) == .matches {
                 try await tagFingerprint()
                 return .success(.ours)
             }
+            // What holds the key, with its fingerprint wherever ingest recorded it (for `key_taken`).
+            head.metadata[ObjectLabelKeys.fingerprint] = found
         } catch {
             return .failure(UploadError(error, what: "the tags of \(record.key)", target: record.target))
         }
