@@ -109,7 +109,7 @@ public final class PartStreamer: CopyStreams {
         switch outcome {
         case let .sent(object, client, parts, fingerprint):
             guard fingerprint == staged.fingerprint, object.partSize == staged.partChecksums?.partSize else {
-                await abort(object, parts.uploadID, of: staged.file.path, client: client, because: "the staged file is not what was streamed")
+                await abort(object.key, parts.uploadID, of: staged.file.path, client: client, because: "the staged file is not what was streamed")
                 return nil
             }
             return parts
@@ -122,7 +122,7 @@ public final class PartStreamer: CopyStreams {
     func drop(_ path: CardPath) async {
         guard let stream = take(path) else { return }
         if case let .sent(object, client, parts, _) = await stream.task.value {
-            await abort(object, parts.uploadID, of: path, client: client, because: "the file was not staged")
+            await abort(object.key, parts.uploadID, of: path, client: client, because: "the file was not staged")
         }
     }
 
@@ -130,16 +130,14 @@ public final class PartStreamer: CopyStreams {
     /// planned already): its upload is aborted.
     func abandon(_ claim: UploadClaim) async {
         guard let parts = claim.streamed else { return }
-        sink.emit(.upload(.streamAborted(key: claim.key, path: claim.path)))
-        switch await service.destinations.client(for: claim.target) {
-        case .success(let ready):
-            do { try await ready.client.abortMultipartUpload(key: claim.key, uploadID: parts.uploadID) } catch {
-                logger.notice(
-                    "could not abort a streamed upload the journal did not adopt: the orphan sweep will",
-                    metadata: ["key": "\(claim.key)", "error": "\(error)"])
-            }
-        case .failure: break
+        guard case .success(let ready) = await service.destinations.client(for: claim.target) else {
+            // The destination stopped: the orphan sweep aborts the upload.
+            sink.emit(.upload(.streamAborted(key: claim.key, path: claim.path)))
+            return
         }
+        await abort(
+            claim.key, parts.uploadID, of: claim.path, client: ready.client,
+            because: "the journal did not adopt it: the content is uploaded or planned already")
     }
 
     /// The run is over: streams whose file never came to its claim are aborted.
@@ -151,7 +149,7 @@ public final class PartStreamer: CopyStreams {
         for stream in left {
             stream.task.cancel()
             if case let .sent(object, client, parts, _) = await stream.task.value {
-                await abort(object, parts.uploadID, of: stream.path, client: client, because: "the run ended before the file was staged")
+                await abort(object.key, parts.uploadID, of: stream.path, client: client, because: "the run ended before the file was staged")
             }
         }
     }
@@ -187,7 +185,7 @@ public final class PartStreamer: CopyStreams {
         guard let parts = await sendParts(of: copy, object: object, uploadID: uploadID, client: client),
             case .complete(let fingerprint) = await copy.end()
         else {
-            await abort(object, uploadID, of: copy.file.path, client: client, because: "the copy or a part failed")
+            await abort(object.key, uploadID, of: copy.file.path, client: client, because: "the copy or a part failed")
             return .notStreamed
         }
         return .sent(
@@ -231,16 +229,10 @@ public final class PartStreamer: CopyStreams {
         _ part: GrowingCopy.Part, number: Int, of copy: GrowingCopy, object: StreamedObject, uploadID: String, client: S3Client
     ) async -> UploadStateMachine.AcknowledgedPart? {
         let digest = PartDigest(crc32c: part.crc32c)
-        let payloadHash: PayloadHash
-        if settings.signPayloads || client.bodiesCrossPlainHTTP {
-            let path = part.path
-            guard case .success(let hash) = await BlockingWorkers.shared.run({ () -> Result<PayloadHash, SystemError> in
-                Result { () throws(SystemError) in try PayloadHash.ofFile(path: path, offset: part.offset, length: part.length) }
-            }) else { return nil }
-            payloadHash = hash
-        } else {
-            payloadHash = .unsigned
-        }
+        guard
+            case .success(let payloadHash) = await ObjectUploader.bodyHash(
+                path: part.path, range: (part.offset, part.length), signed: settings.signPayloads || client.bodiesCrossPlainHTTP)
+        else { return nil }
         return await service.limiter.withPermit(part.length) { () async -> UploadStateMachine.AcknowledgedPart? in
             guard !stop.isRaised else { return nil }
             do {
@@ -261,15 +253,13 @@ public final class PartStreamer: CopyStreams {
         }
     }
 
-    private func abort(
-        _ object: StreamedObject, _ uploadID: String, of path: CardPath, client: S3Client, because reason: String
-    ) async {
-        logger.debug("aborting a streamed upload", metadata: ["key": "\(object.key)", "reason": "\(reason)"])
-        sink.emit(.upload(.streamAborted(key: object.key, path: path)))
-        do { try await client.abortMultipartUpload(key: object.key, uploadID: uploadID) } catch {
+    /// Gives up the streamed upload `uploadID` at `key`, of the file at `path`.
+    private func abort(_ key: String, _ uploadID: String, of path: CardPath, client: S3Client, because reason: String) async {
+        logger.debug("aborting a streamed upload", metadata: ["key": "\(key)", "reason": "\(reason)"])
+        sink.emit(.upload(.streamAborted(key: key, path: path)))
+        do { try await client.abortMultipartUpload(key: key, uploadID: uploadID) } catch {
             logger.notice(
-                "could not abort a streamed upload: the orphan sweep will",
-                metadata: ["key": "\(object.key)", "error": "\(error)"])
+                "could not abort a streamed upload: the orphan sweep will", metadata: ["key": "\(key)", "error": "\(error)"])
         }
     }
 }

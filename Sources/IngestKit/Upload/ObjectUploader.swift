@@ -325,8 +325,15 @@ struct ObjectUploader: Sendable {
     /// `UNSIGNED-PAYLOAD` where TLS (or the loopback) protects the body; its SHA-256 over
     /// plain HTTP to another host, or with `[upload] sign_payloads` (``PayloadHash``).
     func bodyHash(of range: (offset: Int64, length: Int64)) async -> Result<PayloadHash, SystemError> {
-        guard settings.signPayloads || client.bodiesCrossPlainHTTP else { return .success(.unsigned) }
-        let path = stagedPath
+        await Self.bodyHash(path: stagedPath, range: range, signed: settings.signPayloads || client.bodiesCrossPlainHTTP)
+    }
+
+    /// ``bodyHash(of:)`` of a range of the file at `path`: its SHA-256 when `signed`, read on a
+    /// blocking worker, else `UNSIGNED-PAYLOAD`.
+    static func bodyHash(
+        path: String, range: (offset: Int64, length: Int64), signed: Bool
+    ) async -> Result<PayloadHash, SystemError> {
+        guard signed else { return .success(.unsigned) }
         return await BlockingWorkers.shared.run { () -> Result<PayloadHash, SystemError> in
             Result { () throws(SystemError) in try PayloadHash.ofFile(path: path, offset: range.offset, length: range.length) }
         }
