@@ -72,6 +72,9 @@ import Testing
         let count = try file.read(into: back.storage, at: 0, isDirect: &isDirect, path: path)
         #expect(count == content.count)
         #expect(Array(back.storage[..<count]) == content)
+        // The read came back short at the unaligned end of the file and stopped there: not
+        // asked again at an unaligned offset, which would have turned direct I/O off.
+        #expect(isDirect == direct)
     }
 
     @Test func alignedWritesGoDirectAndAFilesTailThroughTheCache() throws {

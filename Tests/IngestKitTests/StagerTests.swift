@@ -189,7 +189,7 @@ final class OutcomeLog: Sendable {
         #expect(thrown?.description.contains("Nothing was lost") == true)
         let area = try StagingArea(root: state.path + "/staging")
         #expect(try partials(area).isEmpty)
-        let published = try FileManager.default.contentsOfDirectory(atPath: area.root).filter { $0 != ".partial" }
+        let published = try FileManager.default.contentsOfDirectory(atPath: area.root).filter { $0 != ".partial" && $0 != ".spare" }
         #expect(published.isEmpty)
     }
 
@@ -314,5 +314,20 @@ final class OutcomeLog: Sendable {
         try stager.run(root: "/proc/self", files: Self.unreadableAtOffsetZero(10), volumeName: "bad card") { log.add($0) }
         #expect(log.failed.count == 10, "every file is tried: the card is still there")
         #expect(log.failed.allSatisfy { $0.1.kind == .ioError(SystemError(call: "pread", errno: EIO, path: "mem")) })
+    }
+
+    /// The reader asks for the rest of a file and a byte, in whole blocks, so a small file's
+    /// read comes back short, and ends, in one call; never more than a chunk, never a sum
+    /// with a size the card gave.
+    @Test func aReadAsksForTheRestOfTheFileAndAByteInWholeBlocksAndNoMoreThanAChunk() {
+        let chunk = 1 << 20
+        #expect(Stager.readLength(left: 20_000, chunk: chunk) == 20_480)
+        #expect(Stager.readLength(left: 4096, chunk: chunk) == 8192)
+        #expect(Stager.readLength(left: 0, chunk: chunk) == 4096)
+        #expect(Stager.readLength(left: -1, chunk: chunk) == 4096)
+        #expect(Stager.readLength(left: Int64(chunk) - 1, chunk: chunk) == chunk)
+        #expect(Stager.readLength(left: Int64(chunk), chunk: chunk) == chunk)
+        #expect(Stager.readLength(left: .max, chunk: chunk) == chunk)
+        #expect(Stager.readLength(left: 4999, chunk: 5096) == 5096)
     }
 }

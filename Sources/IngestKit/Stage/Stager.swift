@@ -227,6 +227,19 @@ public final class Stager: Sendable {
 }
 
 /// One run's reader and writer, and the state they share.
+extension Stager {
+    /// What to ask of a file with `left` bytes still to read: a chunk, or fewer whole
+    /// direct-I/O blocks that hold the rest and at least one byte more, so the read comes back
+    /// short. (`left` is the card's to say, negative for a file grown since its `fstat`: no
+    /// sum with it.)
+    static func readLength(left: Int64, chunk: Int) -> Int {
+        let block = AlignedBuffer.alignment
+        guard left >= 0 else { return block }
+        guard left < Int64(chunk) else { return chunk }
+        return min(chunk, (Int(left) / block + 1) * block)
+    }
+}
+
 private final class Pipeline: @unchecked Sendable {
     /// A buffer that travels reader → writer → back to the pool.
     final class Chunk: @unchecked Sendable {
@@ -384,8 +397,14 @@ private final class Pipeline: @unchecked Sendable {
             var dropped: Int64 = 0
             while true {
                 let chunk = pool.take()
+                // No more than the rest of the file and a byte: a small file's direct read
+                // then asks the disk for its own blocks, not a whole chunk's, and comes back
+                // short, which ends it in one read.
+                let wanted = Stager.readLength(left: file.size - total, chunk: chunk.storage.count)
                 do throws(SystemError) {
-                    chunk.count = try source.read(into: chunk.storage, at: total, isDirect: &isDirect, path: display)
+                    chunk.count = try source.read(
+                        into: UnsafeMutableRawBufferPointer(rebasing: chunk.storage[..<wanted]), at: total, isDirect: &isDirect,
+                        path: display)
                 } catch {
                     pool.put(chunk)  // the pool is the memory bound: a chunk lost here is never found again
                     throw error
@@ -407,7 +426,7 @@ private final class Pipeline: @unchecked Sendable {
                     dropped = total
                 }
                 stager.bytesRead.add(Int64(chunk.count), ordering: .relaxed)
-                let full = chunk.count == chunk.storage.count
+                let full = chunk.count == wanted
                 queue.put(.chunk(chunk))
                 if !full || readerShouldStop { break }
             }

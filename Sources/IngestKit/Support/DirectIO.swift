@@ -72,7 +72,10 @@ extension FileDescriptor {
     /// Reads at `offset` until `buffer` is full or the file ends; returns the bytes read.
     /// While `isDirect`, the buffer, offset and size must be aligned (``AlignedBuffer``); a
     /// read the file system refuses as direct turns direct I/O off for good (`isDirect`
-    /// false) and goes on through the page cache.
+    /// false) and goes on through the page cache. A direct read that comes back short at an
+    /// unaligned place has met the file's end (a regular file's reads are short only there):
+    /// it is not asked again there, which the file system would refuse as direct, costing a
+    /// small file a second read and the switch to the page cache.
     func read(
         into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, isDirect: inout Bool, path: String?
     ) throws(SystemError) -> Int {
@@ -81,6 +84,7 @@ extension FileDescriptor {
             let count = Glibc.pread(raw, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset) + off_t(filled))
             if count > 0 {
                 filled += count
+                if isDirect, (Int(offset) + filled) % AlignedBuffer.alignment != 0 { break }
                 continue
             }
             if count == 0 { break }
