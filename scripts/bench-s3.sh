@@ -34,7 +34,11 @@
 #                                  first), each with a cold cache, into a fresh bucket checked and deleted
 #                                  after; fills secs, cpu, srv (space-separated, a run each), rss (the
 #                                  highest, KiB), late (why a contender's figures are a lower bound) and
-#                                  landed (the objects a contender cut off at TIMEOUT had landed)
+#                                  landed (the objects a contender cut off at TIMEOUT had landed).
+#                                  ingest's state directory is fresh each run, and a spent one is moved
+#                                  aside, not deleted, until the bench ends: deleting thousands of files
+#                                  makes the next ones created on that file system slower for minutes
+#                                  (ext4 without a journal), which would charge the next run for this one
 #   bench_traps FUNCTION           FUNCTION on exit, which calls bench_cleanup (SeaweedFS, card, $work)
 #   median "N N …", calc EXPR
 
@@ -183,7 +187,7 @@ bench_rounds() {
     for ((i = 0; i < ${#names[@]}; i++)); do
       name=${names[(i + r - 1) % ${#names[@]}]}
       bucket=bench-$tag-r$r-$name log=$dir/$name.log state=$dir/state run_landed=""
-      rm -rf "$state" && mkdir -p "$state"
+      mkdir -p "$state"
       if bench_uploads "$name"; then bench_bucket "$bucket"; fi
       bench_cold "$settle"
       export card bucket log state
@@ -200,7 +204,7 @@ bench_rounds() {
       if bench_uploads "$name"; then
         weed_s3 s3 rb --force "s3://$bucket" >/dev/null || echo "bench: WARNING: could not delete bucket $bucket" >&2
       fi
-      rm -rf "$state"
+      mkdir -p "$dir/spent" && mv "$state" "$(mktemp -u -p "$dir/spent" state.XXXXXX)"
     done
   done
 }

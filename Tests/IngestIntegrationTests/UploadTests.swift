@@ -204,8 +204,15 @@ final class UploadTests {
             #expect(tags["device"] == "station-7")
         }
         let stagedLeft = try FileManager.default.subpathsOfDirectory(atPath: state.path + "/staging")
-            .filter { !$0.hasPrefix(".partial") && $0.count > 3 }
+            .filter { !$0.hasPrefix(".partial") && !$0.hasPrefix(".spare") && $0.count > 3 }
         #expect(stagedLeft.isEmpty, "verified objects free their staged copies: \(stagedLeft)")
+        // Their inodes stay as spare files, empty, for the next card's copies.
+        let spares = try FileManager.default.contentsOfDirectory(atPath: state.path + "/staging/.spare")
+        #expect(!spares.isEmpty)
+        for spare in spares {
+            let size = try FileManager.default.attributesOfItem(atPath: state.path + "/staging/.spare/" + spare)[.size] as? Int
+            #expect(size == 0, "spare \(spare) holds \(size ?? -1) bytes")
+        }
 
         let second = try ingest([card.path] + destination(), state: state, config: config)
         #expect(second.status == 0)

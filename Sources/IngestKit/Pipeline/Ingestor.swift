@@ -482,7 +482,7 @@ public struct Ingestor: Sendable {
         uploads: (planner: UploadPlanner, runner: UploadRunner)?, sink: some EventSink, stop: IngestStop
     ) async throws(IngestError) {
         guard plan.totals.toStage > 0, stop.reason == nil else { return }
-        let area = try StagingArea(root: state.stagingPath)
+        let area = if let uploads { uploads.runner.staging } else { try StagingArea(root: state.stagingPath) }
         let abandoned = area.removeAbandonedPartials()
         if abandoned > 0 { logger.info("removed partial copies left by an interrupted run", metadata: ["count": "\(abandoned)"]) }
         var settings = config.staging

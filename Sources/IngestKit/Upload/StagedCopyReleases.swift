@@ -26,12 +26,12 @@ final class StagedCopyReleases: Sendable {
     /// Copies deleted so far.
     var count: Int { deleted.load(ordering: .relaxed) }
 
-    /// Deletes the staged copy of `fingerprint` (already gone counts as deleted) and
-    /// journals it with the next batch.
+    /// Deletes the staged copy of `fingerprint` (already gone counts as deleted; its inode
+    /// may be kept as a spare, ``StagingArea/retire(_:)``) and journals it with the next batch.
     func release(_ fingerprint: Fingerprint) async {
-        let path = area.path(for: fingerprint)
-        // Unlinking a large copy frees its extents there and then: not on the concurrency pool.
-        let gone = await BlockingWorkers.shared.run { unlink(path) == 0 || errno == ENOENT }
+        let area = area
+        // Freeing a large copy's extents takes a while: not on the concurrency pool.
+        let gone = await BlockingWorkers.shared.run { area.retire(fingerprint) }
         guard gone else { return }
         deleted.add(1, ordering: .relaxed)
         let batch = unrecorded.withLock { list -> [Fingerprint] in

@@ -1,0 +1,97 @@
+import Glibc
+import Synchronization
+
+/// The empty files of a staging area's `.spare/` (``StagingArea/retire(_:)``), handed out
+/// for new copies to be written into (``StagingArea/createPartial()``).
+///
+/// The directory is the pool: a spare is taken by renaming it away, so processes sharing the
+/// staging area never take the same one, and what one run leaves the next one uses. This
+/// process holds a few names at a time, read from the directory as they run out; memory does
+/// not grow with the files of a card.
+final class SpareFiles: Sendable {
+    /// Names read from the directory at once.
+    static let batch = 64
+
+    let directory: String
+    /// Spare files kept at most.
+    let limit: Int
+    private let state = Mutex(State())
+
+    private struct State: ~Copyable {
+        /// Names known to be in the directory, not yet handed out.
+        var names: [String] = []
+        /// The directory being read for more, from where the last batch stopped.
+        var reader: OpaquePointer?
+        /// Spares kept since the reader last started over, beyond `names`: it may have passed them.
+        var keptBehind = 0
+        /// Files in the directory, as this process knows: counted once, then kept up to date.
+        var count: Int?
+
+        deinit { if let reader { closedir(reader) } }
+    }
+
+    init(directory: String, limit: Int) {
+        self.directory = directory
+        self.limit = limit
+    }
+
+    /// A spare's path, or nil when there is none.
+    func take() -> String? {
+        state.withLock { state -> String? in
+            if state.names.isEmpty { read(into: &state) }
+            guard let name = state.names.popLast() else { return nil }
+            state.count = state.count.map { max(0, $0 - 1) }
+            return name
+        }
+    }
+
+    /// A new name in the directory for a copy to become a spare, or nil when `limit` are kept.
+    func newName() -> String? {
+        state.withLock { state -> String? in
+            let count = state.count ?? countFiles()
+            state.count = count
+            guard count < limit else { return nil }
+            state.count = count + 1   // reserved: a spare is on its way
+            return "\(directory)/\(UInt64.random(in: 0...UInt64.max))"
+        }
+    }
+
+    /// Takes note of a spare put in place under a name from ``newName()``.
+    func keep(_ path: String) {
+        state.withLock { state in
+            if state.names.count < Self.batch { state.names.append(path) } else { state.keptBehind += 1 }
+        }
+    }
+
+    /// Reads up to ``batch`` names on from where the last read stopped; at the end of the
+    /// directory, starts over once if spares were kept since it last did.
+    private func read(into state: inout State) {
+        if state.reader == nil { state.reader = opendir(directory) }
+        guard let reader = state.reader else { return }
+        var startedOver = false
+        while state.names.count < Self.batch {
+            guard let entry = readdir(reader) else {
+                guard !startedOver, state.keptBehind > 0 else { return }
+                rewinddir(reader)
+                state.keptBehind = 0
+                startedOver = true
+                continue
+            }
+            guard entry.pointee.d_type == DT_REG || entry.pointee.d_type == DT_UNKNOWN else { continue }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard !name.hasPrefix(".") else { continue }
+            state.names.append("\(directory)/\(name)")
+        }
+    }
+
+    /// The files in the directory now (once per process: then counted as they come and go).
+    private func countFiles() -> Int {
+        guard let reader = opendir(directory) else { return 0 }
+        defer { closedir(reader) }
+        var count = 0
+        while let entry = readdir(reader) {
+            if entry.pointee.d_name.0 != UInt8(ascii: ".") { count += 1 }
+        }
+        return count
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import Glibc
+import Testing
+
+@testable import IngestKit
+
+/// A copy let go after its upload leaves its name at once, and its inode is written again by
+/// a later copy, of this run or the next: a card of small files allocates no inode a file.
+@Suite struct StagingAreaSpareTests {
+    /// Stages `content` in `area` the way the stager does: a partial file, linked to its
+    /// fingerprint, the partial's name removed. Returns the fingerprint and the copy's inode.
+    func stage(_ content: [UInt8], in area: StagingArea) throws -> (Fingerprint, ino_t) {
+        let (fd, partial) = try area.createPartial()
+        try content.withUnsafeBytes { try fd.write($0, at: 0, path: partial) }
+        try fd.close()
+        let fingerprint = Fingerprint.of(content)
+        #expect(try area.link(partial: partial, as: fingerprint))
+        unlink(partial)
+        #expect(try contents(area.path(for: fingerprint)) == content)
+        return (fingerprint, try status(area.path(for: fingerprint)).st_ino)
+    }
+
+    func status(_ path: String) throws -> stat {
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw SystemError.last("stat", path: path) }
+        return info
+    }
+
+    func contents(_ path: String) throws -> [UInt8] { try [UInt8](Data(contentsOf: URL(fileURLWithPath: path))) }
+
+    func names(_ directory: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+    }
+
+    @Test func aRetiredCopyLeavesItsNameAtOnceEmptyAndTheNextCopyIsWrittenIntoItsInode() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging")
+        let (first, inode) = try stage(randomBytes(20_000), in: area)
+
+        #expect(area.retire(first))
+        #expect(!area.contains(first))
+        let spare = try #require(try names(area.spares.directory).first)
+        #expect(try status(area.spares.directory + "/" + spare).st_size == 0)
+        #expect(try status(area.spares.directory + "/" + spare).st_ino == inode)
+
+        let (_, reused) = try stage(randomBytes(12_345), in: area)
+        #expect(reused == inode)
+        #expect(try names(area.spares.directory).isEmpty)
+        #expect(try names(area.partialDirectory).isEmpty)
+    }
+
+    /// More spares than one read of the directory gives, left by one process and used by the
+    /// next (a new `StagingArea` value): every one is written again, then new files are made.
+    @Test func aLaterRunWritesItsCopiesIntoEverySpareAnEarlierRunLeft() throws {
+        let state = TemporaryDirectory()
+        let earlier = try StagingArea(root: state.path + "/staging")
+        let count = 2 * SpareFiles.batch + 5
+        let copies = try (0..<count).map { _ in try stage(randomBytes(100), in: earlier) }
+        for (copy, _) in copies { #expect(earlier.retire(copy)) }
+        #expect(try names(earlier.spares.directory).count == count)
+
+        let later = try StagingArea(root: state.path + "/staging")
+        let restaged = try (0..<count).map { _ in try stage(randomBytes(300), in: later).1 }
+        #expect(Set(restaged) == Set(copies.map(\.1)))
+        #expect(try names(later.spares.directory).isEmpty)
+        let (_, new) = try stage(randomBytes(300), in: later)
+        #expect(!Set(restaged).contains(new))
+    }
+
+    @Test func atMostTheLimitOfSparesIsKeptAndTheRestAreDeleted() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging", spareLimit: 5)
+        let copies = try (0..<8).map { _ in try stage(randomBytes(100), in: area).0 }
+        for copy in copies { #expect(area.retire(copy)) }
+        #expect(copies.allSatisfy { !area.contains($0) })
+        #expect(try names(area.spares.directory).count == 5)
+        // A later process counts what is there before keeping more.
+        let later = try StagingArea(root: state.path + "/staging", spareLimit: 5)
+        #expect(later.spares.newName() == nil)
+        _ = later.spares.take()
+        #expect(later.spares.newName() != nil)
+    }
+
+    @Test func aCopyAlreadyGoneCountsAsRetiredAndLeavesNoSpare() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging")
+        #expect(area.retire(Fingerprint.of(randomBytes(10))))
+        #expect(try names(area.spares.directory).isEmpty)
+    }
+
+    @Test func aSpareRemovedBehindTheAreasBackIsPassedOverForANewFile() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging")
+        #expect(area.retire(try stage(randomBytes(100), in: area).0))
+        for name in try names(area.spares.directory) { unlink(area.spares.directory + "/" + name) }
+        _ = try stage(randomBytes(5000), in: area)
+    }
+}
