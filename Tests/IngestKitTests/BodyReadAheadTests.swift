@@ -114,6 +114,23 @@ import Testing
 
     /// Rewinds at random points, with blocks ready, being read or not asked for: what comes
     /// after each is the file from the point rewound to.
+    /// A body one block holds takes one block from the pool, a larger one two: so twice as
+    /// many small bodies fit the memory that bounds the transfers (``TransferLimiter``).
+    @Test func aBodyThatFitsOneBlockHoldsOneAndALargerOneTwo() throws {
+        let fixture = try Fixture(size: 50_000, threads: 1)
+        let readAhead = fixture.readAhead
+        let small = try readAhead.open(path: fixture.path, offset: 0, length: 8192)
+        #expect(readAhead.blocks.madeCount == 1)
+        #expect(try Self.read(small, step: 1000, wakes: fixture.wakes) == Array(fixture.content[..<8192]))
+        small.close()
+        let large = try readAhead.open(path: fixture.path, offset: 0, length: 8193)
+        #expect(readAhead.blocks.madeCount == 2)
+        #expect(try Self.read(large, step: 1000, wakes: fixture.wakes) == Array(fixture.content[..<8193]))
+        large.close()
+        readAhead.stop()
+        #expect(readAhead.blocks.idleCount == readAhead.blocks.madeCount)
+    }
+
     @Test func rewindingSendsTheSameBytesAgainWhateverIsInFlight() throws {
         let fixture = try Fixture(size: 300_000, threads: 2)
         let (content, readAhead, wakes) = (fixture.content, fixture.readAhead, fixture.wakes)

@@ -5,7 +5,8 @@ import Synchronization
 /// byte or takes its answer. (Measured with the reads on that thread: 2,000 direct reads of
 /// 1 MiB held it for over 3 s of a 12 s upload, and the two cores ran 88–92 % busy.)
 ///
-/// Each body has two blocks: libcurl sends from one while a reader thread fills the other.
+/// Each body has two blocks: libcurl sends from one while a reader thread fills the other;
+/// a body one block holds (a small file) has one.
 /// A body whose next block is not read yet says so (``FileBody/Chunk/notReady``); the
 /// transport pauses that transfer, and `wake` tells it when a block has arrived.
 final class BodyReadAhead: Sendable {
@@ -113,7 +114,9 @@ final class FileBody: @unchecked Sendable {
     fileprivate init(range: FileRange, readAhead: BodyReadAhead) {
         self.range = range
         self.readAhead = readAhead
-        shared = Mutex(Shared(idle: [readAhead.blocks.take(), readAhead.blocks.take()]))
+        // A body one block holds needs no second one to read into while it is sent.
+        let blocks = range.length <= Int64(readAhead.blocks.bufferSize) ? 1 : 2
+        shared = Mutex(Shared(idle: (0..<blocks).map { _ in readAhead.blocks.take() }))
     }
 
     fileprivate func startFilling() {

@@ -39,7 +39,8 @@ public final class UploadService: Sendable {
         destinations = Destinations(
             credentials: credentials, transport: transport, sink: events, logger: logger,
             probeKey: KeyTemplate.probeKey(prefix: keyPrefix))
-        limiter = TransferLimiter(maxRequests: settings.partsInFlight, maxBytes: settings.bytesInFlight)
+        limiter = TransferLimiter(
+            maxRequests: settings.partsInFlight, maxBytes: settings.bytesInFlight, smallBody: Int64(BodyReadAhead.defaultBlockSize))
     }
 
     /// A new run of uploads reporting to `sink`, with its own file slots, totals and stop

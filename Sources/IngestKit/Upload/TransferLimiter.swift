@@ -5,20 +5,29 @@
 /// several files, each with a full window, from multiplying connections, open file ranges,
 /// and the bytes a failed connection would have to send again. Waiters are served first
 /// come, first served, so a large part is never starved by a stream of small ones.
+///
+/// A request slot can hold two small bodies (up to `smallBody` bytes each): a small file's
+/// upload spends most of its time waiting for the server's answer, not sending, and its body
+/// needs one read-ahead block where a larger one holds two (``BodyReadAhead``), so the
+/// memory bound stays the same.
 public actor TransferLimiter {
     public nonisolated let maxRequests: Int
     public nonisolated let maxBytes: Int64
-    private var requests = 0
+    public nonisolated let smallBody: Int64
+    /// Half slots taken: 2 a body, 1 a small one.
+    private var halves = 0
     private var bytes: Int64 = 0
     private var waiters: [(weight: Int64, continuation: CheckedContinuation<Void, Never>)] = []
 
     /// - Parameters:
-    ///   - maxRequests: bodies on the wire at once (at least 1).
+    ///   - maxRequests: bodies on the wire at once (at least 1); twice as many small ones.
     ///   - maxBytes: their total size; one body larger than this is still let through alone,
     ///     so a part size above the budget slows uploads down but never blocks them.
-    public init(maxRequests: Int, maxBytes: Int64) {
+    ///   - smallBody: the size up to which a body is small (0: none is).
+    public init(maxRequests: Int, maxBytes: Int64, smallBody: Int64 = 0) {
         self.maxRequests = max(1, maxRequests)
         self.maxBytes = max(1, maxBytes)
+        self.smallBody = smallBody
     }
 
     /// Waits for room for one body of `weight` bytes.
@@ -32,7 +41,7 @@ public actor TransferLimiter {
 
     /// Gives back what ``acquire(_:)`` took, and wakes whoever fits now, in order.
     public func release(_ weight: Int64) {
-        requests -= 1
+        halves -= halfSlots(weight)
         bytes -= weight
         while let first = waiters.first, fits(first.weight) {
             waiters.removeFirst()
@@ -56,12 +65,14 @@ public actor TransferLimiter {
         }
     }
 
+    private func halfSlots(_ weight: Int64) -> Int { weight > 0 && weight <= smallBody ? 1 : 2 }
+
     private func fits(_ weight: Int64) -> Bool {
-        requests < maxRequests && (bytes == 0 || bytes + weight <= maxBytes)
+        halves + halfSlots(weight) <= 2 * maxRequests && (bytes == 0 || bytes + weight <= maxBytes)
     }
 
     private func take(_ weight: Int64) {
-        requests += 1
+        halves += halfSlots(weight)
         bytes += weight
     }
 }
