@@ -81,6 +81,25 @@ import Testing
         #expect(later.spares.newName() != nil)
     }
 
+    /// A spare that is a link, symbolic or hard, is never written through: the file it
+    /// points at keeps its bytes. A hard link looks like a file and goes; what is no file at
+    /// all is passed over and left where it is.
+    @Test func aSpareThatIsALinkToAnotherFileIsDroppedAndThatFileKeepsItsBytes() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging")
+        let outside = randomBytes(3000)
+        let target = try state.write("elsewhere/precious", outside)
+        #expect(symlink(target, area.spares.directory + "/1") == 0)
+        #expect(link(target, area.spares.directory + "/2") == 0)
+        #expect(mkfifo(area.spares.directory + "/3", 0o600) == 0)
+
+        let (_, inode) = try stage(randomBytes(700), in: area)
+        #expect(try contents(target) == outside)
+        #expect(inode != (try status(target)).st_ino)
+        #expect(try names(area.spares.directory) == ["1", "3"])
+        #expect(try names(area.partialDirectory).isEmpty)
+    }
+
     @Test func aCopyAlreadyGoneCountsAsRetiredAndLeavesNoSpare() throws {
         let state = TemporaryDirectory()
         let area = try StagingArea(root: state.path + "/staging")

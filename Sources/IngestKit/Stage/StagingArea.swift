@@ -108,12 +108,22 @@ public struct StagingArea: Sendable {
         while let spare = spares.take() {
             // Taken by another process meanwhile, or removed by a person: the next one.
             guard rename(spare, name) == 0 else { continue }
-            // Emptied when it was kept; emptied again, in case a crash came in between.
-            if let fd = try? FileDescriptor(path: name, flags: O_WRONLY | O_TRUNC) { return (fd, name) }
+            if let fd = Self.openSpare(name) { return (fd, name) }
             unlink(name)
         }
         let fd = try FileDescriptor(path: name, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o640)
         return (fd, name)
+    }
+
+    /// A spare renamed to `path`, open for writing and empty; nil when it is anything but a
+    /// file of its own (a link put there: written through, it would change another file).
+    private static func openSpare(_ path: String) -> FileDescriptor? {
+        guard let fd = try? FileDescriptor(path: path, flags: O_WRONLY | O_NOFOLLOW | O_NONBLOCK),
+            let status = try? fd.stat(), status.isRegularFile, status.st_nlink == 1,
+            // Emptied when it was kept; again, in case a crash came in between.
+            ftruncate(fd.raw, 0) == 0
+        else { return nil }
+        return fd
     }
 
     /// Lets the staged copy of `fingerprint` go: off its name at once (renamed: no content
