@@ -50,15 +50,14 @@ final class SpareFiles: Sendable {
         state.withLock { state -> String? in
             let count = state.count ?? countFiles()
             state.count = count
-            guard count < limit else { return nil }
-            state.count = count + 1   // reserved: a spare is on its way
-            return "\(directory)/\(UInt64.random(in: 0...UInt64.max))"
+            return count < limit ? "\(directory)/\(UInt64.random(in: 0...UInt64.max))" : nil
         }
     }
 
     /// Takes note of a spare put in place under a name from ``newName()``.
     func keep(_ path: String) {
         state.withLock { state in
+            state.count = (state.count ?? 0) + 1
             if state.names.count < Self.batch { state.names.append(path) } else { state.keptBehind += 1 }
         }
     }

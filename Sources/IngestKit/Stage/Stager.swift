@@ -226,7 +226,6 @@ public final class Stager: Sendable {
     }
 }
 
-/// One run's reader and writer, and the state they share.
 extension Stager {
     /// What to ask of a file with `left` bytes still to read: a chunk, or fewer whole
     /// direct-I/O blocks that hold the rest and at least one byte more, so the read comes back
@@ -240,6 +239,7 @@ extension Stager {
     }
 }
 
+/// One run's reader and writer, and the state they share.
 private final class Pipeline: @unchecked Sendable {
     /// A buffer that travels reader → writer → back to the pool.
     final class Chunk: @unchecked Sendable {

@@ -186,4 +186,3 @@ public struct StagingArea: Sendable {
         return removed
     }
 }
-
