@@ -76,21 +76,26 @@ final class SpareFiles: Sendable {
                 startedOver = true
                 continue
             }
-            guard entry.pointee.d_type == DT_REG || entry.pointee.d_type == DT_UNKNOWN else { continue }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard !name.hasPrefix(".") else { continue }
-            state.names.append("\(directory)/\(name)")
+            if let name = Self.spareName(entry) { state.names.append("\(directory)/\(name)") }
         }
     }
 
-    /// The files in the directory now (once per process: then counted as they come and go).
+    /// The spares in the directory now (once per process: then counted as they come and go).
     private func countFiles() -> Int {
         guard let reader = opendir(directory) else { return 0 }
         defer { closedir(reader) }
         var count = 0
         while let entry = readdir(reader) {
-            if entry.pointee.d_name.0 != UInt8(ascii: ".") { count += 1 }
+            if Self.spareName(entry) != nil { count += 1 }
         }
         return count
+    }
+
+    /// The name of a directory entry that can be a spare: a file, or an entry whose type the
+    /// file system does not tell, and not a hidden one (`.`, `..`).
+    private static func spareName(_ entry: UnsafeMutablePointer<dirent>) -> String? {
+        guard entry.pointee.d_type == DT_REG || entry.pointee.d_type == DT_UNKNOWN else { return nil }
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        return name.hasPrefix(".") ? nil : name
     }
 }
