@@ -172,6 +172,45 @@ import Testing
         }
     }
 
+    /// Uploads that end at once are completed in shared transactions (``GroupCommit``):
+    /// each caller still gets its own upload completed, its own files uploaded, and its own
+    /// staged copy offered, and a copy another upload still waits for is offered to none.
+    @Test func uploadsCompletedAtOnceEachCompleteTheirOwnFilesAndReleaseTheirOwnCopy() async throws {
+        let (_, journal) = try await openJournal()
+        var records: [UploadRecord] = []
+        for n in 1...48 {
+            let staged = try await stage(journal, "DCIM/\(n).jpg", digest: UInt64(n))
+            guard case .planned(let record) = try await journal.claim([claim(staged)], volumeKey: volume.key).first else {
+                Issue.record("no upload for \(n)")
+                return
+            }
+            records.append(record)
+        }
+        // A second bucket's upload of content 1: its copy is not to go while that one waits.
+        let elsewhere = S3Destination(endpoint: target.endpoint, bucket: "archive", region: "us-east-1", addressing: .path)
+        let again = try await stage(journal, "copy/1.jpg", digest: 1)
+        guard case .planned = try await journal.claim([claim(again, target: elsewhere)], volumeKey: volume.key)[0] else {
+            Issue.record("expected an upload to the other bucket")
+            return
+        }
+        let released = try await withThrowingTaskGroup(of: (String, Fingerprint?).self) { group in
+            for record in records {
+                group.addTask { (record.id, try await journal.completeUpload(id: record.id, etag: nil, releasingStagedCopy: true)) }
+            }
+            var released: [String: Fingerprint?] = [:]
+            for try await (id, fingerprint) in group { released[id] = fingerprint }
+            return released
+        }
+        for record in records {
+            let expected = record.fingerprint == again.fingerprint.hex ? nil : record.contentFingerprint
+            #expect(released[record.id] == expected, "upload \(record.id)")
+            #expect(try await journal.upload(id: record.id)?.0.phase == .completed)
+        }
+        let files = try await journal.files(ofVolume: volume.key)
+        #expect(files.filter { $0.key.display.hasPrefix("DCIM/") }.values.allSatisfy { $0.state == .uploaded })
+        #expect(files[CardPath("copy/1.jpg")]?.state == .staged)
+    }
+
     @Test func aStagedCopyThatNoLongerMatchesSendsItsFilesBackToPending() async throws {
         let (_, journal) = try await openJournal()
         let a = try await stage(journal, "a.jpg", digest: 9)

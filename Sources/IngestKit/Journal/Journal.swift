@@ -96,6 +96,8 @@ public struct StagedObjectRecord: Codable, Sendable, Equatable, FetchableRecord,
 public final class Journal: Sendable {
     public let path: String
     let database: DatabaseQueue
+    /// Uploads' completions, written a batch at a time (``completeUpload(id:etag:releasingStagedCopy:at:)``).
+    let completions = GroupCommit<Completion, Fingerprint?>()
 
     /// Opens the journal at `path`, creating and migrating it as needed.
     public init(path: String, busyTimeout: TimeInterval = 30) throws(JournalError) {

@@ -372,28 +372,45 @@ extension Journal {
     /// copy may go now (no other file or upload still waits for it): one journal write per
     /// small file, where a separate look cost a read and a write more. The caller deletes
     /// the copy, then records it with ``noteStagedCopiesRemoved(_:at:)``.
+    ///
+    /// Completions that come while another is being written are written together, in one
+    /// transaction (``GroupCommit``); each returns once its own is committed.
     @discardableResult
     public func completeUpload(
         id: String, etag: String?, releasingStagedCopy: Bool = false, at date: Date = Date()
     ) async throws(JournalError) -> Fingerprint? {
-        try await writing { db in
-            try db.cachedStatement(sql: """
-                UPDATE upload SET phase = 'completed', etag = COALESCE(?, etag), lastError = NULL, uploadID = NULL,
-                failures = 0, quarantined = 0, updatedAt = ?, completedAt = ? WHERE id = ?
-                """).execute(arguments: [etag, JournalDate(date), JournalDate(date), id])
-            try db.cachedStatement(sql: "DELETE FROM uploadPart WHERE upload = ?").execute(arguments: [id])
-            try db.cachedStatement(sql: """
-                UPDATE file SET state = 'uploaded', lastError = NULL, failures = 0, quarantined = 0, updatedAt = ?
-                WHERE uploadID = ?
-                """).execute(arguments: [JournalDate(date), id])
-            guard releasingStagedCopy,
-                let hex = try String.fetchOne(
-                    db.cachedStatement(sql: "SELECT fingerprint FROM upload WHERE id = ?"), arguments: [id])
-            else { return nil }
-            return try String.fetchOne(
-                db.cachedStatement(sql: Self.removableCopies(only: true)), arguments: [JournalDate(date), hex]
-            ).flatMap(Fingerprint.init(hex:))
+        try await completions.submit(Completion(id: id, etag: etag, releasingStagedCopy: releasingStagedCopy, date: date)) {
+            batch throws(JournalError) in
+            try await self.writing { db in try batch.map { try Self.complete($0, in: db) } }
         }
+    }
+
+    /// One upload's completion, as ``completeUpload(id:etag:releasingStagedCopy:at:)`` writes it.
+    struct Completion: Sendable {
+        var id: String
+        var etag: String?
+        var releasingStagedCopy: Bool
+        var date: Date
+    }
+
+    private static func complete(_ completion: Completion, in db: Database) throws -> Fingerprint? {
+        let (id, date) = (completion.id, JournalDate(completion.date))
+        try db.cachedStatement(sql: """
+            UPDATE upload SET phase = 'completed', etag = COALESCE(?, etag), lastError = NULL, uploadID = NULL,
+            failures = 0, quarantined = 0, updatedAt = ?, completedAt = ? WHERE id = ?
+            """).execute(arguments: [completion.etag, date, date, id])
+        try db.cachedStatement(sql: "DELETE FROM uploadPart WHERE upload = ?").execute(arguments: [id])
+        try db.cachedStatement(sql: """
+            UPDATE file SET state = 'uploaded', lastError = NULL, failures = 0, quarantined = 0, updatedAt = ?
+            WHERE uploadID = ?
+            """).execute(arguments: [date, id])
+        guard completion.releasingStagedCopy,
+            let hex = try String.fetchOne(
+                db.cachedStatement(sql: "SELECT fingerprint FROM upload WHERE id = ?"), arguments: [id])
+        else { return nil }
+        return try String.fetchOne(
+            db.cachedStatement(sql: Self.removableCopies(only: true)), arguments: [date, hex]
+        ).flatMap(Fingerprint.init(hex:))
     }
 
     /// Starts an upload again from nothing, to `key`: its object is not where the journal
