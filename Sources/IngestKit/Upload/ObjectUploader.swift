@@ -362,7 +362,7 @@ struct ObjectUploader: Sendable {
                 return .failed(.journal(error))
             }
             sink.emit(.upload(.completed(record, alreadyThere: alreadyThere)))
-            if let releasable { await releases?.release(releasable) }
+            if let releasable { await releases?.release(releasable, size: record.size) }
         case .failed(let error):
             let quarantined = try? await journal.noteFailure(
                 error.message, ofUpload: record.id, quarantineAfter: settings.quarantineAfter)

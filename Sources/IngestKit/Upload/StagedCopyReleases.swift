@@ -26,12 +26,18 @@ final class StagedCopyReleases: Sendable {
     /// Copies deleted so far.
     var count: Int { deleted.load(ordering: .relaxed) }
 
-    /// Deletes the staged copy of `fingerprint` (already gone counts as deleted; its inode
-    /// may be kept as a spare, ``StagingArea/retire(_:)``) and journals it with the next batch.
-    func release(_ fingerprint: Fingerprint) async {
+    /// A copy up to this size is let go on the calling task: renaming and truncating it
+    /// takes less than the hand-over to a blocking worker and back (two thread wake-ups).
+    static let smallCopy: Int64 = 1 << 20
+
+    /// Deletes the staged copy of `fingerprint`, of `size` bytes (already gone counts as
+    /// deleted; its inode may be kept as a spare, ``StagingArea/retire(_:)``) and journals it
+    /// with the next batch.
+    func release(_ fingerprint: Fingerprint, size: Int64) async {
         let area = area
         // Freeing a large copy's extents takes a while: not on the concurrency pool.
-        let gone = await BlockingWorkers.shared.run { area.retire(fingerprint) }
+        let gone = size <= Self.smallCopy
+            ? area.retire(fingerprint) : await BlockingWorkers.shared.run { area.retire(fingerprint) }
         guard gone else { return }
         deleted.add(1, ordering: .relaxed)
         let batch = unrecorded.withLock { list -> [Fingerprint] in
