@@ -119,6 +119,12 @@ import Testing
     @Test func aBodyThatFitsOneBlockHoldsOneAndALargerOneTwo() throws {
         let fixture = try Fixture(size: 50_000, threads: 1)
         let readAhead = fixture.readAhead
+        // Smaller than a block: a buffer of its own pages, the pool's blocks left alone.
+        let tiny = try readAhead.open(path: fixture.path, offset: 100, length: 3000)
+        #expect(try Self.read(tiny, step: 1000, wakes: fixture.wakes) == Array(fixture.content[100..<3100]))
+        tiny.close()
+        #expect(readAhead.blocks.madeCount == 0)
+        #expect(readAhead.blocks.idleCount == 0, "its buffer is let go, not pooled")
         let small = try readAhead.open(path: fixture.path, offset: 0, length: 8192)
         #expect(readAhead.blocks.madeCount == 1)
         #expect(try Self.read(small, step: 1000, wakes: fixture.wakes) == Array(fixture.content[..<8192]))

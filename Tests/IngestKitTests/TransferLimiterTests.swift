@@ -22,38 +22,48 @@ import Testing
         #expect(await peak.maxBytes <= 100)
     }
 
-    @Test func twoSmallBodiesShareARequestSlotAndALargeOneTakesAWholeOne() async {
+    @Test func aSmallBodyTakesAnEighthOfASlotForEachQuarterOfTheSmallSizeItHolds() {
         let limiter = TransferLimiter(maxRequests: 3, maxBytes: 1 << 20, smallBody: 100)
-        let peak = PeakCounter()
-        await withTaskGroup(of: Void.self) { group in
-            for _ in 0..<40 {
-                group.addTask {
-                    await limiter.withPermit(100) { () async -> Void in
-                        await peak.enter(100)
-                        try? await Task.sleep(for: .milliseconds(2))
-                        await peak.leave(100)
-                    }
-                }
-            }
-        }
-        #expect(await peak.maxRequests == 6)
+        #expect(limiter.eighths(1) == 1)
+        #expect(limiter.eighths(25) == 1)
+        #expect(limiter.eighths(26) == 2)
+        #expect(limiter.eighths(100) == 4, "a body of the small size takes half a slot")
+        #expect(limiter.eighths(101) == 8, "a larger one a whole slot")
+        #expect(limiter.eighths(0) == 8, "an empty body is no small body")
+        #expect(TransferLimiter(maxRequests: 3, maxBytes: 1 << 20).eighths(1) == 8, "without a small size, every body is large")
+    }
 
-        let large = PeakCounter()
+    @Test func eightTinyBodiesShareARequestSlotAndALargeOneTakesAWholeOne() async {
+        let limiter = TransferLimiter(maxRequests: 3, maxBytes: 1 << 20, smallBody: 100)
+        let tiny = PeakCounter()
         await withTaskGroup(of: Void.self) { group in
-            for index in 0..<40 {
+            for _ in 0..<60 {
                 group.addTask {
-                    let weight: Int64 = index % 2 == 0 ? 100 : 101
-                    await limiter.withPermit(weight) { () async -> Void in
-                        await large.enter(weight)
+                    await limiter.withPermit(20) { () async -> Void in
+                        await tiny.enter(20)
                         try? await Task.sleep(for: .milliseconds(2))
-                        await large.leave(weight)
+                        await tiny.leave(20)
                     }
                 }
             }
         }
-        // Half slots: 2 for a large body, 1 for a small one, never more than 6 taken.
-        #expect(await large.maxHalfSlots(smallBody: 100) <= 6)
-        #expect(await large.maxRequests >= 3)
+        #expect(await tiny.maxRequests == 24)
+
+        let mixed = PeakCounter()
+        await withTaskGroup(of: Void.self) { group in
+            for index in 0..<60 {
+                group.addTask {
+                    let weight: Int64 = [20, 60, 100, 101][index % 4]
+                    await limiter.withPermit(weight) { () async -> Void in
+                        await mixed.enter(weight)
+                        try? await Task.sleep(for: .milliseconds(2))
+                        await mixed.leave(weight)
+                    }
+                }
+            }
+        }
+        #expect(await mixed.maxEighths(of: limiter) <= 24)
+        #expect(await mixed.maxRequests >= 3)
     }
 
     @Test func aBodyLargerThanTheByteBudgetStillGoesAlone() async {
@@ -70,7 +80,7 @@ private actor PeakCounter {
     var maxBytes: Int64 = 0
 
     var weights: [Int64] = []
-    var halfSlotPeaks: [[Int64]] = []
+    var peaks: [[Int64]] = []
 
     func enter(_ weight: Int64) {
         requests += 1
@@ -78,7 +88,7 @@ private actor PeakCounter {
         maxRequests = max(maxRequests, requests)
         maxBytes = max(maxBytes, bytes)
         weights.append(weight)
-        halfSlotPeaks.append(weights)
+        peaks.append(weights)
     }
 
     func leave(_ weight: Int64) {
@@ -87,8 +97,8 @@ private actor PeakCounter {
         weights.remove(at: weights.firstIndex(of: weight)!)
     }
 
-    /// The most half slots the bodies on the wire together ever took.
-    func maxHalfSlots(smallBody: Int64) -> Int {
-        halfSlotPeaks.map { $0.reduce(0) { $0 + ($1 <= smallBody ? 1 : 2) } }.max() ?? 0
+    /// The most eighths of a slot the bodies on the wire together ever took.
+    func maxEighths(of limiter: TransferLimiter) -> Int {
+        peaks.map { $0.reduce(0) { $0 + limiter.eighths($1) } }.max() ?? 0
     }
 }

@@ -114,9 +114,13 @@ final class FileBody: @unchecked Sendable {
     fileprivate init(range: FileRange, readAhead: BodyReadAhead) {
         self.range = range
         self.readAhead = readAhead
-        // A body one block holds needs no second one to read into while it is sent.
-        let blocks = range.length <= Int64(readAhead.blocks.bufferSize) ? 1 : 2
-        shared = Mutex(Shared(idle: (0..<blocks).map { _ in readAhead.blocks.take() }))
+        // A body one block holds needs no second one to read into while it is sent, nor a
+        // whole block: a 20 kB file's upload holds 20 KiB, so many go at once in little memory.
+        let pages = range.pageSpan
+        let pool = readAhead.blocks
+        let idle = pages < Int64(pool.bufferSize) ? [AlignedBuffer(size: Int(pages))]
+            : (0..<(pages == Int64(pool.bufferSize) ? 1 : 2)).map { _ in pool.take() }
+        shared = Mutex(Shared(idle: idle))
     }
 
     fileprivate func startFilling() {

@@ -15,8 +15,10 @@ public struct TransportSettings: Sendable, Equatable {
     public var verifyTLS = true
     /// A CA bundle to trust instead of the system's.
     public var caBundle: String?
-    /// Connections kept open for reuse, and transfers at once.
-    public var maxConnections = 16
+    /// Connections kept open for reuse, and transfers at once: as many as `[upload]
+    /// files_in_flight` allows at most, so that no request holding a permit of the uploads'
+    /// limiters waits inside libcurl for a connection.
+    public var maxConnections = 64
     /// Answers larger than this are cut off as an error (S3 answers are small XML).
     public var maxResponseBytes = 16 << 20
     /// A cap on the bytes per second of all request bodies together (``SendRateLimiter``);
@@ -312,8 +314,9 @@ private final class Transfer: @unchecked Sendable {
             try options.set(CURLOPT_READFUNCTION, transferRead)
             // libcurl's default of 64 KiB costs a read callback, a send and a pass of the loop
             // per 64 KiB; with 256 KiB the benchmark upload took 15 % less CPU, for 1 MiB of
-            // peak RSS.
-            try options.set(CURLOPT_UPLOAD_BUFFERSIZE, 256 << 10)
+            // peak RSS. A smaller body gets a buffer of its own size (16 KiB at least, libcurl's
+            // least): 64 small files at once then hold 64 small buffers, not 16 MiB.
+            try options.set(CURLOPT_UPLOAD_BUFFERSIZE, Int(min(256 << 10, max(16 << 10, request.body.length))))
             try options.set(CURLOPT_READDATA, context)
             // When a reused keep-alive connection turns out dead before any answer, libcurl
             // sends the request again on a fresh connection, and must rewind the body

@@ -47,7 +47,11 @@ final class AlignedBufferPool: Sendable {
         made.add(1, ordering: .relaxed)
         return AlignedBuffer(size: bufferSize)
     }
-    func giveBack(_ buffer: AlignedBuffer) { idle.withLock { $0.append(buffer) } }
+    /// Takes `buffer` back; one of another size (a small body's own) is let go.
+    func giveBack(_ buffer: AlignedBuffer) {
+        guard buffer.storage.count == bufferSize else { return }
+        idle.withLock { $0.append(buffer) }
+    }
 }
 
 extension FileDescriptor {

@@ -29,6 +29,14 @@ final class FileRange: @unchecked Sendable {
         if !isDirect { _ = posix_fadvise(file.raw, off_t(offset), off_t(length), POSIX_FADV_SEQUENTIAL) }
     }
 
+    /// The bytes of the whole aligned pages the range lies in (one page at least): what one
+    /// buffer needs to read it all at once.
+    var pageSpan: Int64 {
+        let alignment = Int64(AlignedBuffer.alignment)
+        let first = start / alignment * alignment
+        return max(alignment, (start + length + alignment - 1) / alignment * alignment - first)
+    }
+
     /// Reads the aligned block that holds the range's byte `offset` (counted from the
     /// range's start) into `buffer`, no further than the range needs, and returns the
     /// range's bytes from `offset` on that the block holds: at least one, none only at the

@@ -6,21 +6,26 @@
 /// and the bytes a failed connection would have to send again. Waiters are served first
 /// come, first served, so a large part is never starved by a stream of small ones.
 ///
-/// A request slot can hold two small bodies (up to `smallBody` bytes each): a small file's
-/// upload spends most of its time waiting for the server's answer, not sending, and its body
-/// needs one read-ahead block where a larger one holds two (``BodyReadAhead``), so the
-/// memory bound stays the same.
+/// A request slot can hold up to eight small bodies (up to `smallBody` bytes each), each
+/// taking an eighth of a slot for every quarter of `smallBody` it holds: a small file's upload
+/// spends most of its time waiting for the server's answer, not sending, and its body holds
+/// a buffer of its own size, where a larger one holds two read-ahead blocks
+/// (``BodyReadAhead``). So a slot stands for the same memory whatever fills it (two blocks),
+/// and a card of 20 kB files has eight times as many on the wire as of large parts. The
+/// server gains from it too: SeaweedFS spent a third less CPU per `PutObject` with 64 at
+/// once than with 16.
 public actor TransferLimiter {
     public nonisolated let maxRequests: Int
     public nonisolated let maxBytes: Int64
     public nonisolated let smallBody: Int64
-    /// Half slots taken: 2 a body, 1 a small one.
-    private var halves = 0
+    /// Eighths of a slot taken (``eighths(_:)``).
+    private var taken = 0
     private var bytes: Int64 = 0
     private var waiters: [(weight: Int64, continuation: CheckedContinuation<Void, Never>)] = []
 
     /// - Parameters:
-    ///   - maxRequests: bodies on the wire at once (at least 1); twice as many small ones.
+    ///   - maxRequests: bodies on the wire at once (at least 1); up to eight times as many
+    ///     small ones.
     ///   - maxBytes: their total size; one body larger than this is still let through alone,
     ///     so a part size above the budget slows uploads down but never blocks them.
     ///   - smallBody: the size up to which a body is small (0: none is).
@@ -41,7 +46,7 @@ public actor TransferLimiter {
 
     /// Gives back what ``acquire(_:)`` took, and wakes whoever fits now, in order.
     public func release(_ weight: Int64) {
-        halves -= halfSlots(weight)
+        taken -= eighths(weight)
         bytes -= weight
         while let first = waiters.first, fits(first.weight) {
             waiters.removeFirst()
@@ -65,14 +70,20 @@ public actor TransferLimiter {
         }
     }
 
-    private func halfSlots(_ weight: Int64) -> Int { weight > 0 && weight <= smallBody ? 1 : 2 }
+    /// The eighths of a slot a body of `weight` bytes takes: 8 a large one; a small one, one
+    /// for each quarter of `smallBody` it holds, begun.
+    nonisolated func eighths(_ weight: Int64) -> Int {
+        guard weight > 0, weight <= smallBody else { return 8 }
+        let quarter = max(1, smallBody / 4)
+        return Int((weight + quarter - 1) / quarter)
+    }
 
     private func fits(_ weight: Int64) -> Bool {
-        halves + halfSlots(weight) <= 2 * maxRequests && (bytes == 0 || bytes + weight <= maxBytes)
+        taken + eighths(weight) <= 8 * maxRequests && (bytes == 0 || bytes + weight <= maxBytes)
     }
 
     private func take(_ weight: Int64) {
-        halves += halfSlots(weight)
+        taken += eighths(weight)
         bytes += weight
     }
 }

@@ -5,13 +5,15 @@ public struct UploadSettings: Sendable, Equatable {
     /// New multipart uploads after `NoSuchUpload`, per logical upload.
     public var maxRestarts = 3
     /// Files uploading at once. A small file is one request with journal writes around it,
-    /// and its upload spends most of its time waiting for the server: 5,000 files of 20 kB
-    /// to SeaweedFS on 127.0.0.1 took 5.9–6.0 s with 8 at once, 5.2–5.5 s with 16 (and 16
-    /// bodies), no less with 24 or 32.
-    public var filesInFlight = 16
-    /// Bodies (parts and single PUTs) on the wire at once, over all files; twice as many
-    /// small ones (``TransferLimiter``). 16 large ones made the benchmark's 200 × 4 MiB and
-    /// 1 GiB no faster, and its peak RSS 6.7 MiB larger, than 8.
+    /// and its upload spends most of its time waiting for the server, whose own cost per
+    /// request falls as more come at once: 5,000 files of 20 kB to SeaweedFS on 127.0.0.1
+    /// took 6.4–6.7 s with 16 at once (16 bodies), 5.7 s with 64 (32 bodies), 5.1–5.6 s with
+    /// 64 (64 bodies), the server's CPU time 5.8, 4.9 and 4.5–4.8 s. Each holds a connection
+    /// (``TransportSettings/maxConnections``).
+    public var filesInFlight = 64
+    /// Bodies (parts and single PUTs) on the wire at once, over all files; up to eight times
+    /// as many small ones (``TransferLimiter``). 16 large ones made the benchmark's
+    /// 200 × 4 MiB and 1 GiB no faster, and its peak RSS 6.7 MiB larger, than 8.
     public var partsInFlight = 8
     /// Their total size.
     public var bytesInFlight: Int64 = 256 << 20
