@@ -57,7 +57,7 @@ import Testing
     }
 
     func readsEveryRangeByteForByte(in directory: TemporaryDirectory) throws {
-        let fixture = try Fixture(size: 50_000, threads: 2, in: directory)
+        let fixture = try Fixture(size: 200_000, threads: 2, in: directory)
         let (content, readAhead, wakes) = (fixture.content, fixture.readAhead, fixture.wakes)
         for (offset, length) in DirectIOTests.ranges {
             for step in [1000, 8192, 65_536] {

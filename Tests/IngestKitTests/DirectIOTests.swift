@@ -8,22 +8,27 @@ import Testing
 /// Direct I/O where the file system takes it (the test directory, on disk), the page cache
 /// where it refuses it (ramfs): the same bytes either way.
 @Suite struct DirectIOTests {
-    /// Every kind of range, read block by block in place, through 8 KiB blocks.
+    /// Every kind of range, read block by block in place, through 8 KiB blocks; direct where
+    /// `direct` and the range is larger than a small copy (``smallCopyLimit``), through the
+    /// cache otherwise.
     func readsEveryRangeByteForByte(in directory: TemporaryDirectory, direct: Bool) throws {
-        let content = randomBytes(50_000)
+        let content = randomBytes(200_000)
         let path = try directory.write("staged", content)
         for (offset, length) in Self.ranges {
             let reader = try FileRangeReader(path: path, offset: Int64(offset), length: Int64(length), buffer: AlignedBuffer(size: 8192))
-            #expect(reader.range.isDirect == direct)
+            #expect(reader.range.isDirect == (direct && Int64(length) > smallCopyLimit), "\(offset)+\(length)")
             var bytes: [UInt8] = []
             while case let block = try reader.next(), !block.isEmpty { bytes += block }
             #expect(bytes == Array(content[offset..<offset + length]), "\(offset)+\(length)")
         }
     }
 
-    /// Aligned and not, within one 8 KiB block and across several, the whole 50,000-byte
-    /// file, one byte, nothing.
-    static let ranges = [(0, 50_000), (5000, 20_000), (8192, 8192), (4095, 4098), (49_999, 1), (12_345, 0)]
+    /// Aligned and not, within one 8 KiB block and across several, the whole 200,000-byte
+    /// file, one byte, nothing; larger than a small copy (read direct) and not.
+    static let ranges = [
+        (0, 200_000), (5000, 120_000), (8192, 81_920), (4095, 70_001),
+        (5000, 20_000), (8192, 8192), (4095, 4098), (199_999, 1), (12_345, 0),
+    ]
 
     @Test func aRangeReadsByteForByteWhereverItStartsAndEnds() throws {
         try readsEveryRangeByteForByte(in: TemporaryDirectory(), direct: true)

@@ -579,14 +579,16 @@ private final class Pipeline: @unchecked Sendable {
         var partial: Partial
         do {
             let (fd, path) = try area.createPartial()
-            // Direct writes (see DirectIO.swift) where the staging file system takes them.
-            partial = Partial(file: fd, path: path, isDirect: fd.preferDirectIO())
+            // Direct writes (see DirectIO.swift) where the staging file system takes them, but
+            // for a small copy: one buffered write, read back from memory by its upload.
+            partial = Partial(file: fd, path: path, isDirect: file.size > smallCopyLimit && fd.preferDirectIO())
         } catch {
             throw stagingError(error)
         }
         // Reserve the blocks now: running out of space shows at once, not mid-file. File
-        // systems without fallocate (EOPNOTSUPP) are written the ordinary way.
-        if file.size > 0, ingest_fallocate(partial.file.raw, 0, file.size) != 0, SystemError.last("fallocate").isOutOfSpace {
+        // systems without fallocate (EOPNOTSUPP) are written the ordinary way; a small copy
+        // is written in one go, whose failure shows as soon.
+        if file.size > smallCopyLimit, ingest_fallocate(partial.file.raw, 0, file.size) != 0, SystemError.last("fallocate").isOutOfSpace {
             unlink(partial.path)
             throw .stagingFull(stagingPath: area.root, needed: file.size, available: 0, reserve: reserve)
         }
@@ -645,8 +647,9 @@ private final class Pipeline: @unchecked Sendable {
         do {
             if let lone { try area.sync(copy: lone.partial.file, path: lone.partial.path) } else { try area.sync() }
             for written in batch {
-                // On disk now: its pages need not stay in memory (and verify must read the disk).
-                written.partial.file.dropFromCache()
+                // On disk now: its pages need not stay in memory (verify drops them itself), but
+                // for a small copy's, which its upload reads shortly.
+                if written.partial.written > smallCopyLimit { written.partial.file.dropFromCache() }
                 try written.partial.file.close()
                 isNew.append(try area.link(partial: written.partial.path, as: written.fingerprint))
             }

@@ -16,6 +16,14 @@ import Synchronization
 // a folder another program has just written, say. Reading it direct would fetch from the
 // disk what memory already holds, and dropping it would take another program's cache away.
 
+/// The size up to which a staged copy, or a range of one, goes through the page cache even
+/// where direct I/O is to be had. Direct I/O saves the cost of page-cache pages, which is
+/// per byte; a small file pays per call instead: the `fcntl` that turns it on, a direct write
+/// of its aligned part, an `fcntl` to turn it off, a buffered write of its unaligned tail,
+/// and, to send it, a direct read from the disk of what was just written. Through the cache
+/// a small copy is one write, and its upload, close behind, reads it from memory.
+let smallCopyLimit: Int64 = 64 << 10
+
 /// Memory aligned for direct I/O (`O_DIRECT`): 4096 bytes satisfies every local file system.
 final class AlignedBuffer: @unchecked Sendable {
     static let alignment = 4096

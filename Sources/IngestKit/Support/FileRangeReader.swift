@@ -25,7 +25,8 @@ final class FileRange: @unchecked Sendable {
         self.path = path
         start = offset
         self.length = length
-        isDirect = file.preferDirectIO()
+        // A small range is read through the cache, which is where a small copy is.
+        isDirect = length > smallCopyLimit && file.preferDirectIO()
         if !isDirect { _ = posix_fadvise(file.raw, off_t(offset), off_t(length), POSIX_FADV_SEQUENTIAL) }
     }
 
