@@ -143,10 +143,15 @@ public struct StagingArea: Sendable {
     /// The partial must be on disk first, and the new name is durable only after ``sync()``.
     func link(partial: String, as fingerprint: Fingerprint) throws(SystemError) -> Bool {
         let final = path(for: fingerprint)
-        let fanOut = String(final.prefix(upTo: final.lastIndex(of: "/")!))
-        if mkdir(fanOut, 0o750) != 0, errno != EEXIST { throw .last("mkdir", path: fanOut) }
-        if Glibc.link(partial, final) == 0 { return true }
-        if errno == EEXIST { return false }
+        // The fan-out directory is made when a link finds it missing: once per directory,
+        // not a failed `mkdir` per copy.
+        for attempt in 0..<2 {
+            if Glibc.link(partial, final) == 0 { return true }
+            if errno == EEXIST { return false }
+            guard errno == ENOENT, attempt == 0 else { break }
+            let fanOut = String(final.prefix(upTo: final.lastIndex(of: "/")!))
+            if mkdir(fanOut, 0o750) != 0, errno != EEXIST { throw .last("mkdir", path: fanOut) }
+        }
         throw .last("link", path: final)
     }
 
