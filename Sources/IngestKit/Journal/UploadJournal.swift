@@ -65,13 +65,12 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
     public var contentFingerprint: Fingerprint? { Fingerprint(hex: fingerprint) }
 
     public var requestHeaders: [SigV4Header] {
-        let pairs = (try? JSONDecoder().decode([[String]].self, from: Data(headers.utf8))) ?? []
+        let pairs = StringArraysJSON.decode(headers) ?? []
         return pairs.compactMap { $0.count == 2 ? SigV4Header($0[0], $0[1]) : nil }
     }
 
     static func encode(headers: [SigV4Header]) -> String {
-        let data = (try? JSONEncoder().encode(headers.map { [$0.name, $0.value] })) ?? Data("[]".utf8)
-        return String(decoding: data, as: UTF8.self)
+        StringArraysJSON.encode(headers.map { [$0.name, $0.value] })
     }
 
     /// The logical id of the upload of `fingerprint` to `target`.
