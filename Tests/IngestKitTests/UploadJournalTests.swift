@@ -172,6 +172,38 @@ import Testing
         }
     }
 
+    /// ``UploadRecord`` is written and read column by column, by hand: every stored property
+    /// is a column of the table, each written once, and a record with every field set comes
+    /// back from the journal equal.
+    @Test func anUploadRecordWithEveryFieldSetComesBackFromTheJournalAsItWent() async throws {
+        let (_, journal) = try await openJournal()
+        let staged = try await stage(journal, "DCIM/full.jpg", digest: 11)
+        guard case .planned(var record) = try await journal.claim([claim(staged)], volumeKey: volume.key)[0] else {
+            Issue.record("expected an upload planned")
+            return
+        }
+        record.phase = .initiated
+        record.uploadID = "server-upload-1"
+        record.restartCount = 2
+        record.sourcePath = Data([0x44, 0xFF, 0x2F, 0x00, 0x61])
+        record.etag = "\"etag-3\""
+        record.lastError = "a message"
+        record.createdAt = Date(timeIntervalSince1970: 1_700_000_000.123)
+        record.updatedAt = Date(timeIntervalSince1970: 1_700_000_100.456)
+        record.completedAt = Date(timeIntervalSince1970: 1_700_000_200.789)
+        record.failures = 3
+        record.quarantined = true
+        record.cardChecksums = Data([1, 2, 3, 4, 5, 6, 7, 8])
+        let stored = record
+        try await journal.database.write { db in try stored.update(db) }
+        #expect(try await journal.upload(id: record.id)?.0 == record)
+
+        let properties = Set(Mirror(reflecting: record).children.compactMap(\.label))
+        #expect(Set(try record.databaseDictionary.keys) == properties)
+        let columns = try await journal.database.read { db in try db.columns(in: "upload").map(\.name) }
+        #expect(Set(columns) == properties)
+    }
+
     /// Uploads that end at once are completed in shared transactions (``GroupCommit``):
     /// each caller still gets its own upload completed, its own files uploaded, and its own
     /// staged copy offered, and a copy another upload still waits for is offered to none.
