@@ -322,6 +322,29 @@ struct ObjectUploader: Sendable {
         }
     }
 
+    /// The body of `range` of the staged copy. A small one (``smallCopyLimit``) is read into
+    /// memory here, on the calling task: one `pread` of a copy the page cache holds (it was
+    /// staged through it), where streaming it cost a hand-over to a read-ahead thread and a
+    /// wake-up of the transport's. It holds no more than its own buffer would have, and the
+    /// files uploading at once bound how many there are. A larger one streams from the disk
+    /// as it is sent.
+    func body(of range: (offset: Int64, length: Int64)) -> Result<HTTPBody, SystemError> {
+        guard range.length <= smallCopyLimit else {
+            return .success(.file(path: stagedPath, offset: range.offset, length: range.length))
+        }
+        return Result { () throws(SystemError) -> HTTPBody in
+            let file = try FileDescriptor(path: stagedPath, flags: O_RDONLY)
+            var bytes = [UInt8](repeating: 0, count: Int(range.length))
+            var isDirect = false
+            let count = try bytes.withUnsafeMutableBytes { buffer in
+                Result { () throws(SystemError) in try file.read(into: buffer, at: range.offset, isDirect: &isDirect, path: stagedPath) }
+            }.get()
+            // Shorter than planned: the copy was cut since it was staged.
+            guard count == bytes.count else { throw SystemError(call: "pread", errno: EIO, path: stagedPath) }
+            return .bytes(bytes)
+        }
+    }
+
     /// `UNSIGNED-PAYLOAD` where TLS (or the loopback) protects the body; its SHA-256 over
     /// plain HTTP to another host, or with `[upload] sign_payloads` (``PayloadHash``).
     func bodyHash(of range: (offset: Int64, length: Int64)) async -> Result<PayloadHash, SystemError> {

@@ -160,12 +160,17 @@ struct UploadRun {
         case .success(let hash): payloadHash = hash
         case .failure(let error): return .end(.done(await uploader.handle(.unreadable(error))))
         }
-        let (client, record, path) = (client, record, uploader.stagedPath)
+        let body: HTTPBody
+        switch uploader.body(of: range) {
+        case .success(let value): body = value
+        case .failure(let error): return .end(.done(await uploader.handle(.unreadable(error))))
+        }
+        let (client, record) = (client, record)
         do throws(S3ClientError) {
             let written = try await uploader.limiter.withPermit(max(range.length, 1)) {
                 () async throws(S3ClientError) -> ObjectWritten in
                 try await client.putObject(
-                    key: record.key, body: .file(path: path, offset: range.offset, length: range.length),
+                    key: record.key, body: body,
                     payloadHash: payloadHash, headers: record.requestHeaders + digest.headers + [.ifNoneMatchAny])
             }
             uploader.hooks.completed()
