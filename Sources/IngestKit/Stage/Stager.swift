@@ -490,6 +490,11 @@ private final class Pipeline: @unchecked Sendable {
     /// ready, or when it reaches its size in files (see `write(report:)`) or `batchBytes`.
     private static let batchFiles = 64
     private static let batchBytes: Int64 = 256 << 20
+    /// How long a batch waits for more copies once the reader has none ready. Without it, a
+    /// card of small files read at card speed left the writer ahead of the reader at almost
+    /// every file, and published batches of two or three: a `syncfs` per 3 copies, 6 % of
+    /// the CPU time of 5,000 files of 20 kB. A copy's upload starts this much later at most.
+    private static let batchGathering: Duration = .milliseconds(10)
 
     private func write(report: @Sendable (StageOutcome) -> Void) {
         var partial: Partial?
@@ -500,6 +505,8 @@ private final class Pipeline: @unchecked Sendable {
         // first files at once, not after 64 copies (it sat idle for that long when direct
         // reads let the reader keep the queue full), and a long card still costs few syncs.
         var batchLimit = 1
+        // When the batch's first copy was written: it waits no longer than `batchGathering`.
+        var batchStart = ContinuousClock.now
 
         func publishBatch() {
             guard !batch.isEmpty else { return }
@@ -515,7 +522,9 @@ private final class Pipeline: @unchecked Sendable {
         }
 
         loop: while true {
-            if !batch.isEmpty, queue.isEmpty || batch.count >= batchLimit || batchBytes >= Self.batchBytes {
+            if !batch.isEmpty, batch.count >= batchLimit || batchBytes >= Self.batchBytes
+                || !queue.waitForItem(until: batchStart + Self.batchGathering)
+            {
                 publishBatch()
             }
             switch queue.take() {
@@ -542,6 +551,7 @@ private final class Pipeline: @unchecked Sendable {
                 guard !failedCurrent, let current = partial else { continue }
                 partial = nil
                 current.growing?.ended(.complete(fingerprint))
+                if batch.isEmpty { batchStart = .now }
                 batch.append(Written(partial: current, file: file, fingerprint: fingerprint, checksums: checksums))
                 batchBytes += current.written
             case .abort(let file, let failure):

@@ -30,6 +30,17 @@ final class BlockingQueue<Element>: @unchecked Sendable {
         return items.count == head
     }
 
+    /// Waits until something can be taken or `deadline` passes; true when something can.
+    func waitForItem(until deadline: ContinuousClock.Instant) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: (deadline - .now).inSeconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while items.count == head {
+            if !condition.wait(until: deadline) { return items.count > head }
+        }
+        return true
+    }
+
     func take() -> Element {
         condition.lock()
         defer { condition.unlock() }
