@@ -28,6 +28,19 @@ import Testing
             partSize: 8 << 20)
     }
 
+    /// `count` files, `DCIM/1.jpg`…, each staged with a content of its own and planned.
+    func plannedUploads(_ journal: Journal, count: Int) async throws -> [UploadRecord] {
+        var records: [UploadRecord] = []
+        for n in 1...count {
+            let staged = try await stage(journal, "DCIM/\(n).jpg", digest: UInt64(n))
+            guard case .planned(let record) = try await journal.claim([claim(staged)], volumeKey: volume.key).first else {
+                throw JournalError(path: "test", operation: .write, reason: "no upload planned for \(n)")
+            }
+            records.append(record)
+        }
+        return records
+    }
+
     func openJournal() async throws -> (TemporaryDirectory, Journal) {
         let dir = TemporaryDirectory()
         let journal = try Journal(path: dir.path + "/journal.sqlite")
@@ -143,15 +156,7 @@ import Testing
     /// query plans of the statements the journal really ran.
     @Test func theJournalWritesAtAnUploadsEndScanNoTable() async throws {
         let (_, journal) = try await openJournal()
-        var records: [UploadRecord] = []
-        for n in 1...40 {
-            let staged = try await stage(journal, "DCIM/\(n).jpg", digest: UInt64(n))
-            guard case .planned(let record) = try await journal.claim([claim(staged)], volumeKey: volume.key).first else {
-                Issue.record("no upload for \(n)")
-                return
-            }
-            records.append(record)
-        }
+        let records = try await plannedUploads(journal, count: 40)
         try await journal.completeUpload(id: records[0].id, etag: nil)
         let statements = Mutex<[String]>([])
         try await journal.database.write { db in
@@ -209,15 +214,7 @@ import Testing
     /// staged copy offered, and a copy another upload still waits for is offered to none.
     @Test func uploadsCompletedAtOnceEachCompleteTheirOwnFilesAndReleaseTheirOwnCopy() async throws {
         let (_, journal) = try await openJournal()
-        var records: [UploadRecord] = []
-        for n in 1...48 {
-            let staged = try await stage(journal, "DCIM/\(n).jpg", digest: UInt64(n))
-            guard case .planned(let record) = try await journal.claim([claim(staged)], volumeKey: volume.key).first else {
-                Issue.record("no upload for \(n)")
-                return
-            }
-            records.append(record)
-        }
+        let records = try await plannedUploads(journal, count: 48)
         // A second bucket's upload of content 1: its copy is not to go while that one waits.
         let elsewhere = S3Destination(endpoint: target.endpoint, bucket: "archive", region: "us-east-1", addressing: .path)
         let again = try await stage(journal, "copy/1.jpg", digest: 1)
