@@ -29,7 +29,9 @@ import Testing
 
         /// A file of `size` random bytes, staged and claimed: multipart with `partSize`,
         /// a single PutObject without.
-        init(size: Int, partSize: Int64?, store: ScriptedStore = ScriptedStore()) async throws {
+        init(
+            size: Int, partSize: Int64?, checksum: PartDigestAlgorithm = .crc32c, store: ScriptedStore = ScriptedStore()
+        ) async throws {
             self.partSize = partSize
             self.store = store
             journal = try Journal(path: directory.path + "/journal.sqlite")
@@ -48,7 +50,8 @@ import Testing
                 volumeKey: volume.key)
             let claim = UploadClaim(
                 path: file.path, fingerprint: fingerprint, size: file.size, target: Self.target, key: ObjectUploaderTests.key,
-                headers: [SigV4Header("x-amz-meta-" + ObjectLabelKeys.fingerprint, fingerprint.hex)], partSize: partSize)
+                headers: [SigV4Header("x-amz-meta-" + ObjectLabelKeys.fingerprint, fingerprint.hex)], partSize: partSize,
+                checksum: checksum)
             guard case .planned(let record) = try await journal.claim([claim], volumeKey: volume.key).first else {
                 throw CocoaError(.featureUnsupported)
             }
@@ -66,10 +69,11 @@ import Testing
 
         /// One run of the uploader from what the journal says, as a process would do it, told
         /// what the probe of conditional writes would find on the store.
-        func run(resumed: Bool = false, confirming: Bool = false) async throws -> UploadResult {
+        func run(resumed: Bool = false, confirming: Bool = false, signPayloads: Bool = false) async throws -> UploadResult {
             let (record, parts) = try await journalled()
             var settings = UploadSettings()
             settings.partSize = partSize ?? ObjectUploaderTests.partSize
+            settings.signPayloads = signPayloads
             let uploader = ObjectUploader(
                 record: record, client: store, journal: journal, stagedPath: stagedPath,
                 limiter: TransferLimiter(maxRequests: 4, maxBytes: 1 << 30), settings: settings, sink: DiscardingSink(),
@@ -102,6 +106,17 @@ import Testing
         #expect(bench.store.calls(.put) == 1)
         #expect(try await bench.journalled().0.phase == .completed)
         #expect(try await bench.fileState() == .uploaded)
+    }
+
+    /// A body of 64 KiB or less is read into memory once; its MD5 and signed SHA-256 come
+    /// from those bytes, and the store checks both against what it received, as S3 does.
+    @Test func aSmallBodyReadIntoMemoryGoesWithTheDigestAndSignedHashOfItsBytes() async throws {
+        for (size, resumed) in [(20_000, false), (20_000, true), (Int(smallCopyLimit), false), (0, false)] {
+            let bench = try await Bench(size: size, partSize: nil, checksum: .md5)
+            #expect(try await bench.run(resumed: resumed, signPayloads: true) == .uploaded(alreadyThere: false), "\(size) bytes")
+            #expect(bench.landed(), "\(size) bytes")
+            #expect(bench.store.calls(.put) == 1, "\(size) bytes")
+        }
     }
 
     @Test func aPutObjectWhoseAnswerCarriesTheDigestOfTheBytesSentIsTheOnlyRequest() async throws {

@@ -124,6 +124,7 @@ final class ScriptedStore: ObjectStore {
         let bytes = try Self.read(body)
         let (echoes, honours) = (echoesChecksums, honoursConditionalWrites)
         return try perform(.put) { state throws(S3ClientError) in
+            try Self.checkDigests(of: bytes, payloadHash: payloadHash, headers: headers)
             if honours, headers.contains(.ifNoneMatchAny), state.objects[key] != nil { throw Self.preconditionFailed() }
             let object = Object(bytes: bytes, metadata: Self.metadata(headers), etag: Self.etag(of: bytes))
             state.objects[key] = object
@@ -236,6 +237,18 @@ final class ScriptedStore: ObjectStore {
             let result = try act(&state)
             if case .after(let error) = fault { throw error }
             return result
+        }
+    }
+
+    /// As S3 checks a body: a signed payload against its SHA-256 (`XAmzContentSHA256Mismatch`),
+    /// and a `Content-MD5` against its MD5 (`BadDigest`).
+    private static func checkDigests(of bytes: [UInt8], payloadHash: PayloadHash, headers: [SigV4Header]) throws(S3ClientError) {
+        if payloadHash != .unsigned, payloadHash != PayloadHash(sha256Of: bytes) {
+            throw .server(S3Error(status: 400, code: .xAmzContentSHA256Mismatch, message: "The provided 'x-amz-content-sha256' header does not match what was computed."), attempts: 1)
+        }
+        let md5 = PartDigest.compute(.md5, bytes: bytes).headers
+        if let sent = headers.first(where: { $0.name.lowercased() == "content-md5" }), [sent] != md5 {
+            throw .server(S3Error(status: 400, code: .badDigest, message: "The Content-MD5 you specified did not match what we received."), attempts: 1)
         }
     }
 

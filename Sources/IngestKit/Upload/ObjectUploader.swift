@@ -308,14 +308,18 @@ struct ObjectUploader: Sendable {
     // MARK: sending
 
     /// The digests parts go out with: the card's CRC32Cs when the stager (or the check
-    /// before a resume) computed them for this cut, otherwise read from the staged copy.
+    /// before a resume) computed them for this cut, otherwise computed from the staged copy:
+    /// from `bytes` when the body is in memory already, else read from the disk.
     struct PartSender: Sendable {
         let uploader: ObjectUploader
         let checksums: PartChecksums?
 
         /// The digest of part `number` at `range`, and whether it comes from the card's bytes.
-        func digest(ofPart number: Int, range: (offset: Int64, length: Int64)) async -> Result<(PartDigest, Bool), SystemError> {
+        func digest(
+            ofPart number: Int, range: (offset: Int64, length: Int64), bytes: [UInt8]? = nil
+        ) async -> Result<(PartDigest, Bool), SystemError> {
             if let known = checksums?.digest(ofPart: number, partSize: uploader.record.partSize) { return .success((known, true)) }
+            if let bytes { return .success((PartDigest.compute(uploader.record.checksum, bytes: bytes), false)) }
             return await ObjectUploader.digest(
                 uploader.record.checksum, path: uploader.stagedPath, offset: range.offset, length: range.length
             ).map { ($0, false) }
@@ -346,9 +350,12 @@ struct ObjectUploader: Sendable {
     }
 
     /// `UNSIGNED-PAYLOAD` where TLS (or the loopback) protects the body; its SHA-256 over
-    /// plain HTTP to another host, or with `[upload] sign_payloads` (``PayloadHash``).
-    func bodyHash(of range: (offset: Int64, length: Int64)) async -> Result<PayloadHash, SystemError> {
-        await Self.bodyHash(path: stagedPath, range: range, signed: settings.signPayloads || client.bodiesCrossPlainHTTP)
+    /// plain HTTP to another host, or with `[upload] sign_payloads` (``PayloadHash``): from
+    /// `bytes` when the body is in memory already, else read from the staged copy.
+    func bodyHash(of range: (offset: Int64, length: Int64), bytes: [UInt8]? = nil) async -> Result<PayloadHash, SystemError> {
+        let signed = settings.signPayloads || client.bodiesCrossPlainHTTP
+        if let bytes { return .success(signed ? PayloadHash(sha256Of: bytes) : .unsigned) }
+        return await Self.bodyHash(path: stagedPath, range: range, signed: signed)
     }
 
     /// ``bodyHash(of:)`` of a range of the file at `path`: its SHA-256 when `signed`, read on a

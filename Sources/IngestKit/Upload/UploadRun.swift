@@ -150,19 +150,21 @@ struct UploadRun {
         if uploader.stop.isRaised { return .end(.done(.interrupted)) }
         uploader.sink.emit(.upload(.initiating(record)))
         let range = plan.range(ofPart: 1)
+        // A small body is read first, into memory: its digest and hash come from those bytes.
+        let body: HTTPBody
+        switch uploader.body(of: range) {
+        case .success(let value): body = value
+        case .failure(let error): return .end(.done(await uploader.handle(.unreadable(error))))
+        }
+        let bytes: [UInt8]? = if case .bytes(let bytes) = body { bytes } else { nil }
         let (digest, fromCard): (PartDigest, Bool)
-        switch await sender.digest(ofPart: 1, range: range) {
+        switch await sender.digest(ofPart: 1, range: range, bytes: bytes) {
         case .success(let value): (digest, fromCard) = value
         case .failure(let error): return .end(.done(await uploader.handle(.unreadable(error))))
         }
         let payloadHash: PayloadHash
-        switch await uploader.bodyHash(of: range) {
+        switch await uploader.bodyHash(of: range, bytes: bytes) {
         case .success(let hash): payloadHash = hash
-        case .failure(let error): return .end(.done(await uploader.handle(.unreadable(error))))
-        }
-        let body: HTTPBody
-        switch uploader.body(of: range) {
-        case .success(let value): body = value
         case .failure(let error): return .end(.done(await uploader.handle(.unreadable(error))))
         }
         let (client, record) = (client, record)
