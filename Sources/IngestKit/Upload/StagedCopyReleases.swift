@@ -28,7 +28,7 @@ final class StagedCopyReleases: Sendable {
 
     /// A copy up to this size is let go on the calling task: renaming and truncating it
     /// takes less than the hand-over to a blocking worker and back (two thread wake-ups).
-    static let smallCopy: Int64 = 1 << 20
+    static let retiredOnTask: Int64 = 1 << 20
 
     /// Deletes the staged copy of `fingerprint`, of `size` bytes (already gone counts as
     /// deleted; its inode may be kept as a spare, ``StagingArea/retire(_:)``) and journals it
@@ -36,7 +36,7 @@ final class StagedCopyReleases: Sendable {
     func release(_ fingerprint: Fingerprint, size: Int64) async {
         let area = area
         // Freeing a large copy's extents takes a while: not on the concurrency pool.
-        let gone = size <= Self.smallCopy
+        let gone = size <= Self.retiredOnTask
             ? area.retire(fingerprint) : await BlockingWorkers.shared.run { area.retire(fingerprint) }
         guard gone else { return }
         deleted.add(1, ordering: .relaxed)
