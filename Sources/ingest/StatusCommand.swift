@@ -46,9 +46,11 @@ struct StatusCommand: AsyncParsableCommand {
         _ summary: JournalSummary, uploads: UploadSummary, quarantine: QuarantineSummary, statePath: String
     ) {
         var lines = ["State directory: \(statePath)", "Files:"]
+        // As wide as the longest state's name: `padding(toLength:)` cuts what is longer.
+        let width = FileState.allCases.map(\.rawValue.count).max() ?? 0
         for fileState in FileState.allCases {
             let tally = summary.files[fileState, default: .zero]
-            lines.append("  \(fileState.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(tally.count) (\(ByteCount(tally.bytes)))")
+            lines.append("  \(fileState.rawValue.padding(toLength: width, withPad: " ", startingAt: 0)) \(tally.count) (\(ByteCount(tally.bytes)))")
         }
         lines.append("Staged copies: \(summary.stagedObjects.count) (\(ByteCount(summary.stagedObjects.bytes)))")
         lines.append("Volumes seen: \(summary.volumes.count)")

@@ -163,7 +163,9 @@ import Testing
         #expect(!run.stderr.contains("\u{1B}["), "no progress drawing when not on a terminal")
 
         let status = try IngestRun.ingest(["status", "--state-dir", state.path])
-        #expect(status.result.stdoutText.contains("staged   2"))
+        // Every state by its whole name, the counts in one column.
+        #expect(status.result.stdoutText.contains("  staged    2"))
+        #expect(status.result.stdoutText.contains("  forgotten 0"))
         #expect(status.result.stdoutText.contains(card.path))
     }
 
