@@ -339,9 +339,8 @@ struct ObjectUploader: Sendable {
         return Result { () throws(SystemError) -> HTTPBody in
             let file = try FileDescriptor(path: stagedPath, flags: O_RDONLY)
             var bytes = [UInt8](repeating: 0, count: Int(range.length))
-            var isDirect = false
             let count = try bytes.withUnsafeMutableBytes { buffer in
-                Result { () throws(SystemError) in try file.read(into: buffer, at: range.offset, isDirect: &isDirect, path: stagedPath) }
+                Result { () throws(SystemError) in try file.read(into: buffer, at: range.offset, path: stagedPath) }
             }.get()
             // Shorter than planned: the copy was cut since it was staged.
             guard count == bytes.count else { throw SystemError(call: "pread", errno: EIO, path: stagedPath) }
