@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <linux/capability.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include "system_shims.h"
 
 int ingest_start_writeback(int fd, int64_t offset, int64_t length) {
@@ -80,4 +81,28 @@ int ingest_mincore_cached(int fd, int64_t length) {
     munmap(map, (size_t)length);
     errno = saved;
     return cached;
+}
+
+int ingest_unlink_detached(const char *path) {
+    // _Fork, not fork: no atfork handlers, no allocator locks. The children of a
+    // multi-threaded process may call only async-signal-safe functions, and do.
+    pid_t child = _Fork();
+    if (child < 0) return -1;
+    if (child == 0) {
+        pid_t deleter = _Fork();
+        if (deleter == 0) {
+            close_range(0, ~0U, 0);
+            unlink(path);
+        }
+        _exit(deleter < 0 ? 1 : 0);
+    }
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0) {
+        if (errno != EINTR) return -1;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return 0;
 }

@@ -20,7 +20,8 @@ struct RescanCommand: AsyncParsableCommand {
                 what a run killed between creating an upload and recording it
                 leaves on the server;
               - deletes staged copies whose objects verified longer ago than
-                [staging] retention, and partial copies left by killed runs;
+                [staging] retention, and partial or let-go copies left by killed
+                runs;
               - prints a summary per card and in total (NDJSON with --json), and with
                 [rescan] metrics_file or --metrics-file writes Prometheus metrics
                 (after each card too, as `ingest PATH` does, and [hooks] on_card_done

@@ -204,7 +204,7 @@ final class UploadTests {
             #expect(tags["device"] == "station-7")
         }
         let stagedLeft = try FileManager.default.subpathsOfDirectory(atPath: state.path + "/staging")
-            .filter { !$0.hasPrefix(".partial") && !$0.hasPrefix(".spare") && $0.count > 3 }
+            .filter { !$0.hasPrefix(".") && $0.count > 3 }
         #expect(stagedLeft.isEmpty, "verified objects free their staged copies: \(stagedLeft)")
         // Their inodes stay as spare files, empty, for the next card's copies.
         let spares = try FileManager.default.contentsOfDirectory(atPath: state.path + "/staging/.spare")
@@ -350,6 +350,30 @@ final class UploadTests {
         let listed = try ingest(["ls"] + destination(), state: state, config: config)
         #expect(listed.status == 0, "\(listed.stderr)")
         #expect(listed.events("object").first?.string("xxh128") == (try xxh128sum(source)))
+    }
+
+    /// A copy of 64 MiB or more is not kept as a spare once its object verified: it leaves
+    /// staging through `.freeing/`, deleted there by a process of its own.
+    @Test(.timeLimit(.minutes(5)))
+    func aLargeCopyIsDeletedApartOnceItsObjectVerifiedAndNotKeptAsASpare() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let source = try card.write("DCIM/CLIP_0002.MP4", randomBytes((64 << 20) + 4099))
+        let state = TemporaryDirectory()
+
+        let run = try ingest([card.path] + destination(), state: state, config: try config(in: dir))
+        #expect(run.status == 0, "\(run.stderr)")
+        let key = try #require(run.events("uploaded").first?.string("key"))
+        #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(source)))
+        let staging = state.path + "/staging"
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: staging).filter { !$0.hasPrefix(".") && $0.count > 3 }.isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: staging + "/.spare").isEmpty)
+        var left = try FileManager.default.contentsOfDirectory(atPath: staging + "/.freeing")
+        for _ in 0..<1000 where !left.isEmpty {
+            usleep(10_000)
+            left = try FileManager.default.contentsOfDirectory(atPath: staging + "/.freeing")
+        }
+        #expect(left.isEmpty, "the deleting process did not delete \(left)")
     }
 
     @Test(.timeLimit(.minutes(5)))

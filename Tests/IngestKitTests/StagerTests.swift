@@ -189,7 +189,7 @@ final class OutcomeLog: Sendable {
         #expect(thrown?.description.contains("Nothing was lost") == true)
         let area = try StagingArea(root: state.path + "/staging")
         #expect(try partials(area).isEmpty)
-        let published = try FileManager.default.contentsOfDirectory(atPath: area.root).filter { $0 != ".partial" && $0 != ".spare" }
+        let published = try FileManager.default.contentsOfDirectory(atPath: area.root).filter { !$0.hasPrefix(".") }
         #expect(published.isEmpty)
     }
 

@@ -37,7 +37,7 @@ import Testing
         let area = try StagingArea(root: state.path + "/staging")
         let (first, inode) = try stage(randomBytes(20_000), in: area)
 
-        #expect(area.retire(first))
+        #expect(area.retire(first, size: 20_000))
         #expect(!area.contains(first))
         let spare = try #require(try names(area.spares.directory).first)
         #expect(try status(area.spares.directory + "/" + spare).st_size == 0)
@@ -56,7 +56,7 @@ import Testing
         let earlier = try StagingArea(root: state.path + "/staging")
         let count = 2 * SpareFiles.batch + 5
         let copies = try (0..<count).map { _ in try stage(randomBytes(100), in: earlier) }
-        for (copy, _) in copies { #expect(earlier.retire(copy)) }
+        for (copy, _) in copies { #expect(earlier.retire(copy, size: 100)) }
         #expect(try names(earlier.spares.directory).count == count)
 
         let later = try StagingArea(root: state.path + "/staging")
@@ -71,7 +71,7 @@ import Testing
         let state = TemporaryDirectory()
         let area = try StagingArea(root: state.path + "/staging", spareLimit: 5)
         let copies = try (0..<8).map { _ in try stage(randomBytes(100), in: area).0 }
-        for copy in copies { #expect(area.retire(copy)) }
+        for copy in copies { #expect(area.retire(copy, size: 100)) }
         #expect(copies.allSatisfy { !area.contains($0) })
         #expect(try names(area.spares.directory).count == 5)
         // A later process counts what is there before keeping more.
@@ -103,15 +103,56 @@ import Testing
     @Test func aCopyAlreadyGoneCountsAsRetiredAndLeavesNoSpare() throws {
         let state = TemporaryDirectory()
         let area = try StagingArea(root: state.path + "/staging")
-        #expect(area.retire(Fingerprint.of(randomBytes(10))))
+        #expect(area.retire(Fingerprint.of(randomBytes(10)), size: 10))
         #expect(try names(area.spares.directory).isEmpty)
     }
 
     @Test func aSpareRemovedBehindTheAreasBackIsPassedOverForANewFile() throws {
         let state = TemporaryDirectory()
         let area = try StagingArea(root: state.path + "/staging")
-        #expect(area.retire(try stage(randomBytes(100), in: area).0))
+        #expect(area.retire(try stage(randomBytes(100), in: area).0, size: 100))
         for name in try names(area.spares.directory) { unlink(area.spares.directory + "/" + name) }
         _ = try stage(randomBytes(5000), in: area)
+    }
+
+    /// Waits, at most 10 s, for `directory` to hold nothing: what another process deletes.
+    func emptied(_ directory: String) async throws -> Bool {
+        for _ in 0..<1000 {
+            if try names(directory).isEmpty { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+
+    /// A large copy is not kept: it leaves its name at once and is deleted by a process of
+    /// its own, so a run never waits while the file system frees its blocks.
+    @Test func aLargeCopyLetGoLeavesItsNameAtOnceAndIsDeletedApartNotKept() async throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging", freedApartFrom: 4096)
+        let (large, _) = try stage(randomBytes(10_000), in: area)
+        let (small, inode) = try stage(randomBytes(4000), in: area)
+
+        #expect(area.retire(large, size: 10_000))
+        #expect(!area.contains(large))
+        #expect(try await emptied(area.freeingDirectory))
+        #expect(try names(area.spares.directory).isEmpty)
+
+        #expect(area.retire(small, size: 4000))
+        #expect(try names(area.spares.directory).count == 1)
+        #expect(try stage(randomBytes(9000), in: area).1 == inode)
+    }
+
+    /// A kill between a large copy's move into `.freeing/` and its deletion leaves it there:
+    /// the next run, or `ingest rescan`, deletes it.
+    @Test func aCopyAKilledRunLeftInFreeingIsDeletedByTheNext() async throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging")
+        _ = try state.write("staging/.freeing/123", randomBytes(5000))
+        _ = try state.write("staging/.freeing/456", randomBytes(7000))
+
+        let later = try StagingArea(root: state.path + "/staging")
+        #expect(later.freeLeftovers() == 2)
+        #expect(try await emptied(area.freeingDirectory))
+        #expect(later.freeLeftovers() == 0)
     }
 }

@@ -485,6 +485,8 @@ public struct Ingestor: Sendable {
         let area = if let uploads { uploads.runner.staging } else { try StagingArea(root: state.stagingPath) }
         let abandoned = area.removeAbandonedPartials()
         if abandoned > 0 { logger.info("removed partial copies left by an interrupted run", metadata: ["count": "\(abandoned)"]) }
+        let unfreed = area.freeLeftovers()
+        if unfreed > 0 { logger.info("deleting copies an interrupted run let go but did not delete", metadata: ["count": "\(unfreed)"]) }
         var settings = config.staging
         // Uploads set the pace of a run that uploads: the card is read direct, for less CPU.
         settings.directReads = uploads != nil

@@ -40,7 +40,7 @@ public final class UploadRunner: Sendable {
 
     private var journal: Journal { service.journal }
     /// The staging area whose copies this runner lets go: a stager feeding it writes its
-    /// copies into the spares they leave (``StagingArea/retire(_:)``).
+    /// copies into the spares they leave (``StagingArea/retire(_:size:)``).
     public var staging: StagingArea { service.staging }
     private var settings: UploadSettings { service.settings }
     private var logger: Logger { service.logger }

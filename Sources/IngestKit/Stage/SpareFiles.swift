@@ -1,7 +1,7 @@
 import Glibc
 import Synchronization
 
-/// The empty files of a staging area's `.spare/` (``StagingArea/retire(_:)``), handed out
+/// The empty files of a staging area's `.spare/` (``StagingArea/retire(_:size:)``), handed out
 /// for new copies to be written into (``StagingArea/createPartial()``).
 ///
 /// The directory is the pool: a spare is taken by renaming it away, so processes sharing the

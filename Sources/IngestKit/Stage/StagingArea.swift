@@ -10,32 +10,45 @@ import Glibc
 ///                    xxh128sum prints it, under a fan-out directory of its first two digits
 ///   .partial/        copies being written; never mistaken for complete ones
 ///   .spare/          empty files, the inodes of copies let go, for new copies to be written into
+///   .freeing/        large copies let go, being deleted by a process of their own
 /// ```
 /// A copy enters its final place only by `link(2)` after it is on disk, so whatever has a
 /// fingerprint name is complete, and two processes staging the same content cannot clash.
 ///
-/// A copy let go after its upload (``retire(_:)``) leaves its name, is emptied and is kept
+/// A copy let go after its upload (``retire(_:size:)``) leaves its name, is emptied and is kept
 /// in `.spare/`, and the next copy is written into it (``createPartial()``), in this run or
 /// a later one: a card of small files stages without allocating, or freeing, an inode a
 /// file. On an ext4 without a journal, allocating one skips, one by one, every inode freed
 /// in the last minutes: a card of 5,000 small files after another spent a fifth of its CPU
 /// time there. An empty file costs a directory entry (ext4's inodes are made with the file
 /// system); at most ``spareLimit`` are kept.
+///
+/// A large copy let go is not kept: freeing its blocks holds the caller in the kernel for as
+/// long as the file system takes (0.6 s for 4 GiB on an ext4 mounted `discard`), and a run
+/// that waited for it would end that much after its last object verified. It is renamed into
+/// `.freeing/` and deleted there by a process that nobody waits for.
 public struct StagingArea: Sendable {
     public let root: String
     public var partialDirectory: String { root + "/.partial" }
+    var freeingDirectory: String { root + "/.freeing" }
     /// Spare files kept at most, by default: a card of up to this many files, after the
     /// first card, stages without allocating an inode.
     public static let spareLimit = 20_000
+    /// The size from which a copy let go is deleted apart rather than kept as a spare, by default.
+    public static let freedApartFrom: Int64 = 64 << 20
     /// Shared by the copies of this value: the stager and the uploads that let copies go.
     let spares: SpareFiles
+    let freedApartFrom: Int64
 
     /// Opens (creating if needed) the staging area at `root`, keeping up to `spareLimit`
-    /// spare files.
-    public init(root: String, spareLimit: Int = StagingArea.spareLimit) throws(IngestError) {
+    /// spare files and deleting copies of `freedApartFrom` bytes or more apart.
+    public init(
+        root: String, spareLimit: Int = StagingArea.spareLimit, freedApartFrom: Int64 = StagingArea.freedApartFrom
+    ) throws(IngestError) {
         self.root = root
+        self.freedApartFrom = freedApartFrom
         spares = SpareFiles(directory: root + "/.spare", limit: spareLimit)
-        for directory in [root, root + "/.partial", spares.directory] {
+        for directory in [root, root + "/.partial", spares.directory, freeingDirectory] {
             do { try makeDirectories(directory) } catch {
                 throw .stateUnusable(path: directory, reason: "cannot create it: \(error.reason)")
             }
@@ -126,16 +139,41 @@ public struct StagingArea: Sendable {
         return fd
     }
 
-    /// Lets the staged copy of `fingerprint` go: off its name at once (renamed: no content
-    /// address is ever seen empty), then emptied and kept as a spare file, or deleted when
-    /// enough are kept. True when the copy is gone from its name (or never was
-    /// there). Blocks while the file system frees the copy's blocks.
-    public func retire(_ fingerprint: Fingerprint) -> Bool {
+    /// Lets the staged copy of `fingerprint`, of `size` bytes, go: off its name at once
+    /// (renamed: no content address is ever seen empty), then emptied and kept as a spare
+    /// file, or deleted when enough are kept. True when the copy is gone from its name (or
+    /// never was there). Blocks while the file system frees the copy's blocks, except for a
+    /// copy of ``freedApartFrom`` bytes or more: that one is deleted apart (``freeApart(_:)``).
+    public func retire(_ fingerprint: Fingerprint, size: Int64) -> Bool {
         let path = path(for: fingerprint)
+        if size >= freedApartFrom { return freeApart(path) }
         guard let spare = spares.newName() else { return unlink(path) == 0 || errno == ENOENT }
         guard rename(path, spare) == 0 else { return errno == ENOENT || unlink(path) == 0 }
         if truncate(spare, 0) == 0 { spares.keep(spare) } else { unlink(spare) }
         return true
+    }
+
+    /// Moves the file at `path` into `.freeing/` and has a process of its own delete it there
+    /// (`ingest_unlink_detached`): this process goes on, and may exit, while the file system
+    /// frees the blocks. Deleted here when that process cannot be started. A kill before
+    /// the deletion leaves the file in `.freeing/`, for ``freeLeftovers()``. True when the
+    /// file is gone from `path` (or never was there).
+    private func freeApart(_ path: String) -> Bool {
+        let doomed = "\(freeingDirectory)/\(UInt64.random(in: 0...UInt64.max))"
+        guard rename(path, doomed) == 0 else { return errno == ENOENT || unlink(path) == 0 }
+        if ingest_unlink_detached(doomed) != 0 { unlink(doomed) }
+        return true
+    }
+
+    /// Deletes, apart, the files left in `.freeing/` by a process killed before it could:
+    /// returns how many were found.
+    @discardableResult
+    public func freeLeftovers() -> Int {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: freeingDirectory) else { return 0 }
+        for name in names where ingest_unlink_detached("\(freeingDirectory)/\(name)") != 0 {
+            unlink("\(freeingDirectory)/\(name)")
+        }
+        return names.count
     }
 
     /// Links a complete partial file to its content address (the partial stays; the caller

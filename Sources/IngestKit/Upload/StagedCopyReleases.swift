@@ -31,13 +31,13 @@ final class StagedCopyReleases: Sendable {
     static let retiredOnTask: Int64 = 1 << 20
 
     /// Deletes the staged copy of `fingerprint`, of `size` bytes (already gone counts as
-    /// deleted; its inode may be kept as a spare, ``StagingArea/retire(_:)``) and journals it
+    /// deleted; its inode may be kept as a spare, ``StagingArea/retire(_:size:)``) and journals it
     /// with the next batch.
     func release(_ fingerprint: Fingerprint, size: Int64) async {
         let area = area
         // Freeing a large copy's extents takes a while: not on the concurrency pool.
         let gone = size <= Self.retiredOnTask
-            ? area.retire(fingerprint) : await BlockingWorkers.shared.run { area.retire(fingerprint) }
+            ? area.retire(fingerprint, size: size) : await BlockingWorkers.shared.run { area.retire(fingerprint, size: size) }
         guard gone else { return }
         deleted.add(1, ordering: .relaxed)
         let batch = unrecorded.withLock { list -> [Fingerprint] in
