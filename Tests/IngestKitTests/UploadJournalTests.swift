@@ -177,6 +177,53 @@ import Testing
         }
     }
 
+    /// What a card's run asks of the journal besides its own pages, at its start (the pending
+    /// uploads its files ride on: another card's upload of the same content, its own never
+    /// started at another destination) and at its end (what of it is quarantined), is found
+    /// from the pending or quarantined rows, never by reading every file the card has had and
+    /// each one's upload (0.5 s a question for a card of 100,000 files, at every insertion
+    /// and rescan). Checked with SQLite's query plans of the statements really run.
+    @Test func aRunsQuestionsBesidesItsPagesReadThePendingAndQuarantinedRowsNotEveryFileOfTheCard() async throws {
+        let (_, journal) = try await openJournal()
+        let records = try await plannedUploads(journal, count: 30)
+        for record in records.dropFirst(2) { try await journal.completeUpload(id: record.id, etag: "\"e\"") }
+        let other = VolumeIdentity(
+            key: "uuid:5678-EF01", rootPath: "/media/b", mountPoint: "/media/b", pathInFileSystem: "/", fsType: "ext4",
+            device: nil)
+        try await journal.noteVolume(other)
+        let twin = StagedFile(
+            file: ScannedFile(path: CardPath("DCIM/twin.jpg"), size: 40 << 20, mtime: 1),
+            fingerprint: Fingerprint(high: 1, low: 1), deduplicated: false, verified: false)
+        try await journal.record([.staged(twin)], volumeKey: other.key)
+        _ = try await journal.claim([claim(twin)], volumeKey: other.key)
+        try await journal.database.write { db in
+            try db.execute(sql: "UPDATE upload SET quarantined = 1 WHERE id = ?", arguments: [records[1].id])
+        }
+
+        let statements = Mutex<[String]>([])
+        try await journal.database.write { db in
+            db.trace(options: .statement) { event in
+                if case .statement(let statement) = event { statements.withLock { $0.append(statement.expandedSQL) } }
+            }
+        }
+        #expect(try await journal.pendingUploadsBesidesPages(ofVolume: other.key, target: target).map(\.id) == [records[0].id])
+        #expect(try await journal.pendingUploadsBesidesPages(ofVolume: volume.key, target: target).isEmpty)
+        let elsewhere = S3Destination(endpoint: target.endpoint, bucket: "other", region: target.region, addressing: .path)
+        #expect(try await Set(journal.pendingUploadsBesidesPages(ofVolume: volume.key, target: elsewhere).map(\.id)) == Set(records.prefix(2).map(\.id)))
+        #expect(try await journal.quarantinedCount(ofVolume: volume.key) == 1)
+        #expect(try await journal.quarantinedCount(ofVolume: other.key) == 0)
+        #expect(try await journal.quarantine(ofVolume: volume.key).uploads.map(\.id) == [records[1].id])
+        try await journal.database.write { db in db.trace(options: .statement, nil) }
+
+        let ran = statements.withLock { $0 }.filter { $0.hasPrefix("SELECT") }
+        #expect(ran.count >= 7)
+        for sql in ran {
+            let plan = try await journal.database.read { db in try String.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: [], adapter: ColumnMapping(["detail": "detail"])) }
+            #expect(!plan.contains { $0.hasSuffix("(volumeKey=?)") }, "every file of a card: \(sql) → \(plan)")
+            #expect(!plan.contains { $0.hasPrefix("SCAN file") || $0 == "SCAN upload" }, "\(sql) → \(plan)")
+        }
+    }
+
     /// ``UploadRecord`` is written and read column by column, by hand: every stored property
     /// is a column of the table, each written once, and a record with every field set comes
     /// back from the journal equal.

@@ -35,9 +35,11 @@ extension Journal {
             var files = FileRecord.filter(Column("quarantined") == true)
             var uploads = UploadRecord.filter(Column("quarantined") == true)
             if let key {
-                files = files.filter(Column("volumeKey") == key)
+                // From the quarantined rows' side (their partial indexes), never from every
+                // file of the volume: `+` keeps SQLite off the (volumeKey, path) index.
+                files = files.filter(sql: "+volumeKey = ?", arguments: [key])
                 uploads = uploads.filter(
-                    sql: "id IN (SELECT uploadID FROM file WHERE volumeKey = ? AND uploadID IS NOT NULL)", arguments: [key])
+                    sql: "EXISTS (SELECT 1 FROM file WHERE file.uploadID = upload.id AND file.volumeKey = ?)", arguments: [key])
             }
             let stagedBytes = try Int64.fetchOne(
                 db,
@@ -54,15 +56,17 @@ extension Journal {
     }
 
     /// How many files and uploads of a volume are quarantined: a run of the card that
-    /// leaves any ends with a non-zero status.
+    /// leaves any ends with a non-zero status. Counted from the quarantined rows (partial
+    /// indexes) at the end of every run: from the volume's side it read every file the
+    /// card ever had and each one's upload, 0.5 s for a card of 100,000 files.
     public func quarantinedCount(ofVolume key: String) async throws(JournalError) -> Int {
         try await reading { db in
             try Int.fetchOne(
                 db,
                 sql: """
-                    SELECT (SELECT COUNT(*) FROM file WHERE quarantined AND volumeKey = ?1)
-                         + (SELECT COUNT(*) FROM upload WHERE quarantined
-                            AND id IN (SELECT uploadID FROM file WHERE volumeKey = ?1 AND uploadID IS NOT NULL))
+                    SELECT (SELECT COUNT(*) FROM file INDEXED BY file_quarantined WHERE quarantined = 1 AND volumeKey = ?1)
+                         + (SELECT COUNT(*) FROM upload INDEXED BY upload_quarantined WHERE quarantined = 1
+                            AND EXISTS (SELECT 1 FROM file WHERE file.uploadID = upload.id AND file.volumeKey = ?1))
                     """, arguments: [key]) ?? 0
         }
     }
