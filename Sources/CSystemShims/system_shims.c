@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -62,6 +63,38 @@ int ingest_statx_mount(int dirfd, const char *name, uint64_t *device, uint64_t *
     *device = makedev(info.stx_dev_major, info.stx_dev_minor);
     *has_mount_id = (info.stx_mask & STATX_MNT_ID) != 0;
     *mount_id = *has_mount_id ? info.stx_mnt_id : 0;
+    return 0;
+}
+
+int ingest_lstat_mount(int dirfd, const char *name, struct stat *st, uint64_t *mount_id, int *has_mount_id) {
+    struct statx x;
+    *has_mount_id = 0;
+    *mount_id = 0;
+    if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_BASIC_STATS | STATX_MNT_ID, &x) != 0) {
+        if (errno != ENOSYS && errno != EPERM) return -1;
+        return fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW);
+    }
+    memset(st, 0, sizeof *st);
+    st->st_dev = makedev(x.stx_dev_major, x.stx_dev_minor);
+    st->st_ino = x.stx_ino;
+    st->st_mode = x.stx_mode;
+    st->st_nlink = x.stx_nlink;
+    st->st_uid = x.stx_uid;
+    st->st_gid = x.stx_gid;
+    st->st_rdev = makedev(x.stx_rdev_major, x.stx_rdev_minor);
+    st->st_size = (off_t)x.stx_size;
+    st->st_blksize = (blksize_t)x.stx_blksize;
+    st->st_blocks = (blkcnt_t)x.stx_blocks;
+    st->st_atim.tv_sec = x.stx_atime.tv_sec;
+    st->st_atim.tv_nsec = x.stx_atime.tv_nsec;
+    st->st_mtim.tv_sec = x.stx_mtime.tv_sec;
+    st->st_mtim.tv_nsec = x.stx_mtime.tv_nsec;
+    st->st_ctim.tv_sec = x.stx_ctime.tv_sec;
+    st->st_ctim.tv_nsec = x.stx_ctime.tv_nsec;
+    if (x.stx_mask & STATX_MNT_ID) {
+        *has_mount_id = 1;
+        *mount_id = x.stx_mnt_id;
+    }
     return 0;
 }
 

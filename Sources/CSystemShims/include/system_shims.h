@@ -3,6 +3,7 @@
 
 #include <spawn.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 /// Linux calls that glibc declares only under _GNU_SOURCE, which Swift's Glibc module does
 /// not define. Each returns what the call returns (-1 with errno set on failure).
@@ -32,6 +33,13 @@ int ingest_pipe_cloexec(int fds[2]);
 /// system asks (statx STATX_DIOALIGN; 4096 satisfies every local one). Turning it on fails
 /// (EINVAL) on file systems without direct I/O.
 int ingest_set_direct_io(int fd, int on);
+
+/// lstat(2) of `name` in the directory `dirfd` and the mount it is on, in one statx call
+/// (a symbolic link not followed, no automount triggered): `*st` as fstatat with
+/// AT_SYMLINK_NOFOLLOW fills it, `*mount_id` and `*has_mount_id` as ingest_statx_mount sets
+/// them. Where statx is missing or refused (ENOSYS, EPERM: an old kernel, a seccomp filter)
+/// it is fstatat, without a mount id. Returns 0, or -1 with errno set.
+int ingest_lstat_mount(int dirfd, const char *name, struct stat *st, uint64_t *mount_id, int *has_mount_id);
 
 /// Whether every page of the first `length` bytes of the open file `fd` is in the page cache,
 /// asked without reading a byte or waiting for any I/O: 1 if so, 0 if not, -1 with errno set.

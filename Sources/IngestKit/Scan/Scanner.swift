@@ -243,8 +243,8 @@ private struct Walk {
     /// Reports the entry at ``path`` or, for a directory to enter, pushes it.
     private mutating func examine(_ name: ArraySlice<UInt8>, in level: Level) {
         let path = CardPath(bytes: self.path)
-        var st = stat()
-        if fstatat(level.directory.descriptor, CardPath(bytes: Array(name)).cString, &st, AT_SYMLINK_NOFOLLOW) != 0 {
+        guard let (st, entryMount) = MountIdentity.lstat(CardPath(bytes: Array(name)).cString, inDirectory: level.directory.descriptor)
+        else {
             let number = errno
             // Gone between listing and stat (the card is being written or was pulled).
             if number != ENOENT { visit(.skipped(path, .unreadable(SystemError(call: "stat", errno: number, path: path.display)))) }
@@ -254,7 +254,7 @@ private struct Walk {
         case S_IFDIR:
             if let reason = rules.skipReason(for: path, isDirectory: true) {
                 visit(.skipped(path, reason))
-            } else if !isOnRootMount(name, in: level, stat: st, path: path) {
+            } else if !entryMount.isSameMount(as: mount) {
                 visit(.skipped(path, .otherFileSystem))
             } else if ancestors.contains(FileIdentity(st)) {
                 visit(.skipped(path, .directoryCycle))
@@ -266,7 +266,7 @@ private struct Walk {
         case S_IFREG:
             if let reason = rules.skipReason(for: path, isDirectory: false) {
                 visit(.skipped(path, reason))
-            } else if !isOnRootMount(name, in: level, stat: st, path: path) {
+            } else if !entryMount.isSameMount(as: mount) {
                 visit(.skipped(path, .otherFileSystem))  // a file bind-mounted over a card file
             } else {
                 visit(.file(ScannedFile(path: path, size: Int64(st.st_size), mtime: st.mtimeNanoseconds, inode: UInt64(st.st_ino))))
@@ -298,18 +298,6 @@ private struct Walk {
         let identity = FileIdentity(st)
         ancestors.insert(identity)
         levels.append(Level(directory: directory, identity: identity, pathLength: path.count))
-    }
-
-    /// Whether the entry `name` of `level` (its `lstat` in `st`) is on the root's mount: the
-    /// same device, and the same mount id where the kernel reports one. When statx fails the
-    /// device decides (the stager's opener checks again before it reads).
-    private func isOnRootMount(_ name: ArraySlice<UInt8>, in level: Level, stat st: stat, path: CardPath) -> Bool {
-        guard UInt64(st.st_dev) == mount.device else { return false }
-        let cName = CardPath(bytes: Array(name)).cString
-        guard let entry = try? MountIdentity.of(cName, inDirectory: level.directory.descriptor, path: path.display) else {
-            return true
-        }
-        return entry.isSameMount(as: mount)
     }
 }
 

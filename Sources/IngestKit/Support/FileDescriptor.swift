@@ -116,6 +116,18 @@ struct MountIdentity: Equatable, Sendable {
         }
         return MountIdentity(device: device, mountID: hasMountID != 0 ? mountID : nil)
     }
+
+    /// The `lstat` of the entry `name` (NUL-terminated) in the open directory `descriptor`
+    /// and the mount it is on, asked in one call (a walk asks it of every entry of a card).
+    static func lstat(_ name: [CChar], inDirectory descriptor: Int32) -> (stat, MountIdentity)? {
+        var st = stat()
+        var mountID: UInt64 = 0
+        var hasMountID: Int32 = 0
+        while ingest_lstat_mount(descriptor, name, &st, &mountID, &hasMountID) != 0 {
+            guard errno == EINTR else { return nil }
+        }
+        return (st, MountIdentity(device: UInt64(st.st_dev), mountID: hasMountID != 0 ? mountID : nil))
+    }
 }
 
 /// `mkdir -p` with mode 0750 for what it creates; the error names the call and the path.
