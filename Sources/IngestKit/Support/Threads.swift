@@ -3,10 +3,12 @@ import Foundation
 
 /// A first-in first-out queue with a capacity, for handing work between dedicated threads.
 /// `put` blocks while the queue is full and `take` while it is empty: the back-pressure that
-/// keeps memory flat however large the file.
+/// keeps memory flat however large the file. An item taken is no longer held here: what
+/// it owns (an open file, a buffer) goes when its taker is done with it.
 final class BlockingQueue<Element>: @unchecked Sendable {
     private let condition = NSCondition()
-    private var items: [Element] = []
+    /// Items from `head` on wait; the slots before it are emptied, until the next compaction.
+    private var items: [Element?] = []
     private var head = 0
     private let capacity: Int
 
@@ -45,7 +47,7 @@ final class BlockingQueue<Element>: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         while items.count == head { condition.wait() }
-        let item = items[head]
+        let item = items[head].take()!
         head += 1
         if head > 64, head * 2 > items.count {
             items.removeFirst(head)
