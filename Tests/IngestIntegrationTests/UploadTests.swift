@@ -70,6 +70,12 @@ final class UploadTests {
 
     func openMultipartUploads() throws -> [[String: Any]] { try server.openMultipartUploads(bucket: bucket) }
 
+    /// The staged copies under their content addresses (`<2 hex>/<xxh128>`), outside the
+    /// hidden `.partial/`, `.spare/`, `.freeing/` and `.damaged/`.
+    func stagedCopies(_ state: TemporaryDirectory) throws -> [String] {
+        try FileManager.default.subpathsOfDirectory(atPath: state.path + "/staging").filter { !$0.hasPrefix(".") && $0.count > 3 }
+    }
+
     func pendingUploads(_ state: TemporaryDirectory, config: String) throws -> [[String: Any]] {
         try ingest(["status"], state: state, config: config).events("pending_upload")
     }
@@ -203,8 +209,7 @@ final class UploadTests {
             #expect(tags["scene"] == "flood-survey")
             #expect(tags["device"] == "station-7")
         }
-        let stagedLeft = try FileManager.default.subpathsOfDirectory(atPath: state.path + "/staging")
-            .filter { !$0.hasPrefix(".") && $0.count > 3 }
+        let stagedLeft = try stagedCopies(state)
         #expect(stagedLeft.isEmpty, "verified objects free their staged copies: \(stagedLeft)")
         // Their inodes stay as spare files, empty, for the next card's copies.
         let spares = try FileManager.default.contentsOfDirectory(atPath: state.path + "/staging/.spare")
@@ -366,7 +371,7 @@ final class UploadTests {
         let key = try #require(run.events("uploaded").first?.string("key"))
         #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(source)))
         let staging = state.path + "/staging"
-        #expect(try FileManager.default.subpathsOfDirectory(atPath: staging).filter { !$0.hasPrefix(".") && $0.count > 3 }.isEmpty)
+        #expect(try stagedCopies(state).isEmpty)
         #expect(try FileManager.default.contentsOfDirectory(atPath: staging + "/.spare").isEmpty)
         var left = try FileManager.default.contentsOfDirectory(atPath: staging + "/.freeing")
         for _ in 0..<1000 where !left.isEmpty {

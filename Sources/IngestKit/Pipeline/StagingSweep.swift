@@ -27,9 +27,10 @@ extension StagingArea {
     }
 
     /// The whole clean-up `ingest rescan` does: verified copies past `retention`, partial
-    /// copies abandoned by dead processes, and copies a killed run let go but did not delete. Complete copies the journal does not
-    /// know (a kill between linking a copy and journalling it) are kept: the next ingest of
-    /// their card finds them by content instead of copying again.
+    /// copies abandoned by dead processes, and copies a killed run let go but did not
+    /// delete. Complete copies the journal does not know (a kill between linking a copy and
+    /// journalling it) are kept: the next ingest of their card finds them by content
+    /// instead of copying again.
     public func sweep(journal: Journal, retention: Duration) async throws(IngestError) -> StagingSweep {
         var sweep = StagingSweep()
         sweep.partialsRemoved = removeAbandonedPartials()
