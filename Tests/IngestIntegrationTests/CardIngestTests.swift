@@ -377,6 +377,30 @@ struct CardIngestTests {
         #expect(Set(stagedFirst + stagedRetry) == Set(oracle.values))
     }
 
+    /// Spare files keep the blocks of small copies for the next copies to be written over: on
+    /// a staging disk that is full but for them, they give their blocks back first, and the
+    /// card is staged.
+    @Test func sparesGiveTheirBlocksBackBeforeTheStagingDiskIsCalledFull() throws {
+        let stagingDisk = try LoopCard(sizeMiB: 64, label: "STATE")
+        let state = stagingDisk.mountPoint + "/state"
+        try sh("mkdir -p \(state)/staging/.spare && for i in $(seq 1 300); do head -c 60000 /dev/urandom > \(state)/staging/.spare/$i; done; sync")
+        let free = try #require(Int(try sh("df -B1 --output=avail \(stagingDisk.mountPoint) | tail -1").trimmingCharacters(in: .whitespacesAndNewlines)))
+        let card = TemporaryDirectory()
+        try sh("mkdir -p \(card.path)/DCIM && head -c \(free + (4 << 20)) /dev/urandom > \(card.path)/DCIM/b.MP4")
+
+        let run = try IngestRun.ingest([card.path, "--no-upload", "--state-dir", state, "--reserve", "0", "--json"])
+
+        #expect(run.status == 0, "\(run.stderr)")
+        let oracle = try #require(try xxh128sums(under: card.path).values.first)
+        #expect(run.events("staged").map { $0.string("xxh128") } == [oracle])
+        #expect(FileManager.default.fileExists(atPath: "\(state)/staging/\(oracle.prefix(2))/\(oracle)"))
+        let spares = try FileManager.default.contentsOfDirectory(atPath: state + "/staging/.spare")
+        #expect(spares.count == 299, "one spare became the copy")
+        for spare in spares {
+            #expect(try FileManager.default.attributesOfItem(atPath: state + "/staging/.spare/" + spare)[.size] as? Int == 0)
+        }
+    }
+
     /// Waits until the process has read `bytes`, then stops it with SIGSTOP.
     func stopWhenItHasRead(_ child: ChildProcess, atLeast bytes: Int64) throws {
         let deadline = Date().addingTimeInterval(60)

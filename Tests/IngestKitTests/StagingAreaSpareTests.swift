@@ -7,11 +7,13 @@ import Testing
 /// A copy let go after its upload leaves its name at once, and its inode is written again by
 /// a later copy, of this run or the next: a card of small files allocates no inode a file.
 @Suite struct StagingAreaSpareTests {
-    /// Stages `content` in `area` the way the stager does: a partial file, linked to its
-    /// fingerprint, the partial's name removed. Returns the fingerprint and the copy's inode.
+    /// Stages `content` in `area` the way the stager does: a partial file, written, cut to its
+    /// length, linked to its fingerprint, the partial's name removed. Returns the fingerprint
+    /// and the copy's inode.
     func stage(_ content: [UInt8], in area: StagingArea) throws -> (Fingerprint, ino_t) {
-        let (fd, partial) = try area.createPartial()
+        let (fd, partial, stale) = try area.createPartial()
         try content.withUnsafeBytes { try fd.write($0, at: 0, path: partial) }
+        try StagingArea.cut(fd, to: Int64(content.count), stale: stale, path: partial)
         try fd.close()
         let fingerprint = Fingerprint.of(content)
         #expect(try area.link(partial: partial, as: fingerprint))
@@ -32,7 +34,9 @@ import Testing
         try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
     }
 
-    @Test func aRetiredCopyLeavesItsNameAtOnceEmptyAndTheNextCopyIsWrittenIntoItsInode() throws {
+    /// A small copy keeps its blocks: the next copy is written over them, and one that is
+    /// shorter is cut to its own length (`stage` reads it back whole).
+    @Test func aRetiredSmallCopyLeavesItsNameAtOnceAndTheNextCopyIsWrittenOverItsBlocks() throws {
         let state = TemporaryDirectory()
         let area = try StagingArea(root: state.path + "/staging")
         let (first, inode) = try stage(randomBytes(20_000), in: area)
@@ -40,13 +44,46 @@ import Testing
         #expect(area.retire(first, size: 20_000))
         #expect(!area.contains(first))
         let spare = try #require(try names(area.spares.directory).first)
-        #expect(try status(area.spares.directory + "/" + spare).st_size == 0)
+        #expect(try status(area.spares.directory + "/" + spare).st_size == 20_000)
         #expect(try status(area.spares.directory + "/" + spare).st_ino == inode)
 
         let (_, reused) = try stage(randomBytes(12_345), in: area)
         #expect(reused == inode)
         #expect(try names(area.spares.directory).isEmpty)
         #expect(try names(area.partialDirectory).isEmpty)
+    }
+
+    /// A copy larger than 64 KiB gives its blocks back when it becomes a spare.
+    @Test func aRetiredCopyOfMoreThan64KiBIsKeptEmpty() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging")
+        let size = Int(smallCopyLimit) + 1
+        let (copy, inode) = try stage(randomBytes(size), in: area)
+
+        #expect(area.retire(copy, size: Int64(size)))
+        let spare = try #require(try names(area.spares.directory).first)
+        #expect(try status(area.spares.directory + "/" + spare).st_size == 0)
+        #expect(try stage(randomBytes(100), in: area).1 == inode)
+    }
+
+    /// Before the staging disk is called full, the spares give their blocks back; a spare
+    /// that is a link to another file is not emptied through.
+    @Test func emptyingTheSparesFreesTheirBlocksAndLeavesLinkedFilesAlone() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging")
+        let copies = try (0..<3).map { _ in try stage(randomBytes(30_000), in: area).0 }
+        for copy in copies { #expect(area.retire(copy, size: 30_000)) }
+        let outside = randomBytes(3000)
+        let target = try state.write("elsewhere/precious", outside)
+        #expect(symlink(target, area.spares.directory + "/1") == 0)
+        #expect(link(target, area.spares.directory + "/2") == 0)
+
+        #expect(area.emptySpares() == 3)
+        let spares = try names(area.spares.directory).filter { !["1", "2"].contains($0) }
+        #expect(spares.count == 3)
+        for spare in spares { #expect(try status(area.spares.directory + "/" + spare).st_size == 0) }
+        #expect(try contents(target) == outside)
+        #expect(area.emptySpares() == 0)
     }
 
     /// More spares than one read of the directory gives, left by one process and used by the

@@ -463,6 +463,8 @@ private final class Pipeline: @unchecked Sendable {
     private struct Partial {
         var file: FileDescriptor
         var path: String
+        /// What the file held before (a spare's old copy): cut off when the copy is shorter.
+        var stale: Int64
         /// Written with direct I/O, past the page cache (see ``append(_:to:)``).
         var isDirect: Bool
         var written: Int64 = 0
@@ -577,21 +579,13 @@ private final class Pipeline: @unchecked Sendable {
 
     private func open(for file: ScannedFile, growing: GrowingCopy?) throws(IngestError) -> Partial {
         let area = stager.area
-        let reserve = stager.settings.reserve
-        let available: Int64
-        do { available = try area.availableBytes() } catch { throw .stagingUnwritable(error) }
-        // Compared without a sum: the size is the card's to say, and `size + reserve` of a
-        // hostile file system's file could overflow (both operands are 0 or more).
-        guard file.size <= available - reserve else {
-            throw .stagingFull(
-                stagingPath: area.root, needed: file.size, available: max(0, available - reserve), reserve: reserve)
-        }
+        try makeRoom(for: file.size)
         var partial: Partial
         do {
-            let (fd, path) = try area.createPartial()
+            let (fd, path, stale) = try area.createPartial()
             // Direct writes (see DirectIO.swift) where the staging file system takes them, but
             // for a small copy: one buffered write, read back from memory by its upload.
-            partial = Partial(file: fd, path: path, isDirect: file.size > smallCopyLimit && fd.preferDirectIO())
+            partial = Partial(file: fd, path: path, stale: stale, isDirect: file.size > smallCopyLimit && fd.preferDirectIO())
         } catch {
             throw stagingError(error)
         }
@@ -600,7 +594,7 @@ private final class Pipeline: @unchecked Sendable {
         // is written in one go, whose failure shows as soon.
         if file.size > smallCopyLimit, ingest_fallocate(partial.file.raw, 0, file.size) != 0, SystemError.last("fallocate").isOutOfSpace {
             unlink(partial.path)
-            throw .stagingFull(stagingPath: area.root, needed: file.size, available: 0, reserve: reserve)
+            throw .stagingFull(stagingPath: area.root, needed: file.size, available: 0, reserve: stager.settings.reserve)
         }
         if let growing {
             // A name of the stream's own: the partial's goes at publication, or with a failure.
@@ -613,6 +607,36 @@ private final class Pipeline: @unchecked Sendable {
             }
         }
         return partial
+    }
+
+    /// The staging file system's free space when last asked, and what was copied since.
+    private var room = (available: Int64(0), spent: Int64(0), copies: Int.max)
+    /// Free space is asked again after this many copies, or bytes, at the latest: other
+    /// programs write to the disk too, and the reserve is what covers them meanwhile.
+    private static let roomCheckCopies = 64
+    private static let roomCheckBytes: Int64 = 64 << 20
+
+    /// Throws ``IngestError/stagingFull(stagingPath:needed:available:reserve:)`` unless a
+    /// copy of `size` bytes leaves the reserve free. The file system is asked (`statvfs`)
+    /// every ``roomCheckCopies`` copies or ``roomCheckBytes`` bytes, not for every copy, and
+    /// always before the disk is called full, after the spare files gave their blocks back.
+    private func makeRoom(for size: Int64) throws(IngestError) {
+        let area = stager.area
+        let reserve = stager.settings.reserve
+        // Compared without a sum: the size is the card's to say, and `size + reserve` of a
+        // hostile file system's file could overflow (every operand is 0 or more).
+        func fits() -> Bool { size <= room.available - reserve - room.spent }
+        func ask() throws(IngestError) {
+            do { room = (try area.availableBytes(), 0, 0) } catch { throw .stagingUnwritable(error) }
+        }
+        if room.copies >= Self.roomCheckCopies || room.spent >= Self.roomCheckBytes || !fits() { try ask() }
+        if !fits(), area.emptySpares() > 0 { try ask() }
+        guard fits() else {
+            throw .stagingFull(
+                stagingPath: area.root, needed: size, available: max(0, room.available - reserve), reserve: reserve)
+        }
+        room.spent += size
+        room.copies += 1
     }
 
     /// Writes a chunk. With direct I/O the chunk goes from its (aligned) buffer to the disk:
@@ -655,6 +679,9 @@ private final class Pipeline: @unchecked Sendable {
         var isNew: [Bool] = []
         let lone = batch.count == 1 && batch[0].partial.written >= Self.writebackStride ? batch.first : nil
         do {
+            for written in batch {
+                try StagingArea.cut(written.partial.file, to: written.partial.written, stale: written.partial.stale, path: written.partial.path)
+            }
             if let lone { try area.sync(copy: lone.partial.file, path: lone.partial.path) } else { try area.sync() }
             for written in batch {
                 // On disk now: its pages need not stay in memory (verify drops them itself), but

@@ -1,6 +1,7 @@
 import CSystemShims
 import Foundation
 import Glibc
+import Synchronization
 
 /// The managed directory that holds staged copies, each named by its fingerprint.
 ///
@@ -9,19 +10,23 @@ import Glibc
 ///   3f/3f2a…e1       a complete, fsynced copy: its name is its XXH3-128 digest as
 ///                    xxh128sum prints it, under a fan-out directory of its first two digits
 ///   .partial/        copies being written; never mistaken for complete ones
-///   .spare/          empty files, the inodes of copies let go, for new copies to be written into
+///   .spare/          copies let go, emptied but for small ones, for new copies to be written into
 ///   .freeing/        large copies let go, being deleted by a process of their own
 /// ```
 /// A copy enters its final place only by `link(2)` after it is on disk, so whatever has a
 /// fingerprint name is complete, and two processes staging the same content cannot clash.
 ///
-/// A copy let go after its upload (``retire(_:size:)``) leaves its name, is emptied and is kept
-/// in `.spare/`, and the next copy is written into it (``createPartial()``), in this run or
-/// a later one: a card of small files stages without allocating, or freeing, an inode a
-/// file. On an ext4 without a journal, allocating one skips, one by one, every inode freed
-/// in the last minutes: a card of 5,000 small files after another spent a fifth of its CPU
-/// time there. An empty file costs a directory entry (ext4's inodes are made with the file
-/// system); at most ``spareLimit`` are kept.
+/// A copy let go after its upload (``retire(_:size:)``) leaves its name and is kept in
+/// `.spare/`, and the next copy is written into it (``createPartial()``), in this run or a
+/// later one: a card of small files stages without allocating, or freeing, an inode a file.
+/// On an ext4 without a journal, allocating one skips, one by one, every inode freed in the
+/// last minutes: a card of 5,000 small files after another spent a fifth of its CPU time
+/// there. A copy of ``smallCopyLimit`` (64 KiB) or less keeps its blocks too, and the next
+/// copy is written over them and cut to its own length: freeing a small copy's blocks, and
+/// allocating the next one's, was a tenth of such a card's CPU time (on a file system mounted
+/// `discard`, every free also waits for the disk). A larger copy is emptied. At most
+/// ``spareLimit`` spares are kept, so they hold at most 1.2 GiB, which the stager gives back
+/// (``emptySpares()``) before it ever reports the staging disk full.
 ///
 /// A large copy let go is not kept: freeing its blocks holds the caller in the kernel for as
 /// long as the file system takes (0.6 s for 4 GiB on an ext4 mounted `discard`), and a run
@@ -113,43 +118,68 @@ public struct StagingArea: Sendable {
         return info
     }
 
-    /// Creates a new, empty partial file for one copy, named after this process so that
-    /// leftovers of a crashed run can be told from the copies of a live one: a spare file
-    /// renamed, when there is one.
-    func createPartial() throws(SystemError) -> (FileDescriptor, String) {
-        let name = "\(partialDirectory)/\(getpid())-\(UInt64.random(in: 0...UInt64.max)).partial"
+    /// Creates a partial file for one copy, named after this process so that leftovers of a
+    /// crashed run can be told from the copies of a live one: a spare file renamed, when
+    /// there is one. `stale`: the bytes the file holds already (a small spare keeps its old
+    /// copy's), which the copy is written over; one that ends shorter is cut to its length
+    /// (``cut(_:to:stale:path:)``) before it is synced.
+    func createPartial() throws(SystemError) -> (file: FileDescriptor, path: String, stale: Int64) {
+        let name = "\(partialDirectory)/\(Self.partialPrefix)\(Self.partialCount.add(1, ordering: .relaxed).newValue).partial"
         while let spare = spares.take() {
             // Taken by another process meanwhile, or removed by a person: the next one.
             guard rename(spare, name) == 0 else { continue }
-            if let fd = Self.openSpare(name) { return (fd, name) }
+            if let (fd, stale) = Self.openSpare(name) { return (fd, name, stale) }
             unlink(name)
         }
         let fd = try FileDescriptor(path: name, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o640)
-        return (fd, name)
+        return (fd, name, 0)
     }
 
-    /// A spare renamed to `path`, open for writing and empty; nil when it is anything but a
-    /// file of its own (a link put there: written through, it would change another file).
-    private static func openSpare(_ path: String) -> FileDescriptor? {
+    /// This process's partial files are named `<pid>-<n>.partial`, `n` counting from a random
+    /// start: unique without a system call a name, and never a dead process's name again.
+    private static let partialPrefix = "\(getpid())-"
+    private static let partialCount = Atomic<UInt64>(UInt64.random(in: 0...(UInt64.max >> 1)))
+
+    /// A spare renamed to `path`, open for writing, and the bytes it holds; nil when it is
+    /// anything but a file of its own (a link put there: written through, it would change
+    /// another file).
+    private static func openSpare(_ path: String) -> (FileDescriptor, Int64)? {
         guard let fd = try? FileDescriptor(path: path, flags: O_WRONLY | O_NOFOLLOW | O_NONBLOCK),
-            let status = try? fd.stat(), status.isRegularFile, status.st_nlink == 1,
-            // Emptied when it was kept; again, in case a crash came in between.
-            ftruncate(fd.raw, 0) == 0
+            let status = try? fd.stat(), status.isRegularFile, status.st_nlink == 1
         else { return nil }
-        return fd
+        return (fd, Int64(status.st_size))
+    }
+
+    /// Cuts a copy of `length` bytes written into a file that held `stale` bytes to its length.
+    static func cut(_ file: FileDescriptor, to length: Int64, stale: Int64, path: String) throws(SystemError) {
+        guard stale > length else { return }
+        try retryingEINTR("ftruncate", path: path) { ftruncate(file.raw, off_t(length)) }
+    }
+
+    /// Empties every spare file, giving their blocks back to the file system: before the
+    /// stager reports the staging disk full. Returns how many spares held bytes.
+    @discardableResult
+    public func emptySpares() -> Int {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: spares.directory) else { return 0 }
+        var emptied = 0
+        for name in names where !name.hasPrefix(".") {
+            if let (fd, size) = Self.openSpare("\(spares.directory)/\(name)"), size > 0, ftruncate(fd.raw, 0) == 0 { emptied += 1 }
+        }
+        return emptied
     }
 
     /// Lets the staged copy of `fingerprint`, of `size` bytes, go: off its name at once
-    /// (renamed: no content address is ever seen empty), then emptied and kept as a spare
-    /// file, or deleted when enough are kept. True when the copy is gone from its name (or
-    /// never was there). Blocks while the file system frees the copy's blocks, except for a
-    /// copy of ``freedApartFrom`` bytes or more: that one is deleted apart (``freeApart(_:)``).
+    /// (renamed: no content address is ever seen empty), then kept as a spare file, whole if
+    /// it is ``smallCopyLimit`` bytes or less, else emptied; or deleted when enough are kept.
+    /// True when the copy is gone from its name (or never was there). Blocks while the file
+    /// system frees the copy's blocks, except for a copy of ``freedApartFrom`` bytes or more:
+    /// that one is deleted apart (``freeApart(_:)``).
     public func retire(_ fingerprint: Fingerprint, size: Int64) -> Bool {
         let path = path(for: fingerprint)
         if size >= freedApartFrom { return freeApart(path) }
         guard let spare = spares.newName() else { return unlink(path) == 0 || errno == ENOENT }
         guard rename(path, spare) == 0 else { return errno == ENOENT || unlink(path) == 0 }
-        if truncate(spare, 0) == 0 { spares.keep(spare) } else { unlink(spare) }
+        if size <= smallCopyLimit || truncate(spare, 0) == 0 { spares.keep(spare) } else { unlink(spare) }
         return true
     }
 
