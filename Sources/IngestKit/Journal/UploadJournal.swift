@@ -134,30 +134,31 @@ extension UploadRecord {
 
     /// Written column by column, for the same reason; the columns ``init(row:)`` reads.
     public func encode(to container: inout PersistenceContainer) throws {
-        container["id"] = id
-        container["endpoint"] = endpoint
-        container["bucket"] = bucket
-        container["region"] = region
-        container["addressing"] = addressing
-        container["key"] = key
-        container["fingerprint"] = fingerprint
-        container["size"] = size
-        container["partSize"] = partSize
-        container["checksum"] = checksum
-        container["phase"] = phase
-        container["uploadID"] = uploadID
-        container["restartCount"] = restartCount
-        container["headers"] = headers
-        container["volumeKey"] = volumeKey
-        container["sourcePath"] = sourcePath
-        container["etag"] = etag
-        container["lastError"] = lastError
-        container["createdAt"] = JournalDate(createdAt)
-        container["updatedAt"] = JournalDate(updatedAt)
-        container["completedAt"] = completedAt.map(JournalDate.init)
-        container["failures"] = failures
-        container["quarantined"] = quarantined
-        container["cardChecksums"] = cardChecksums
+        for (column, value) in zip(Self.columns, columnValues) { container[column] = value }
+    }
+
+    /// Inserts the record with one cached statement: once per file of a card, where GRDB's
+    /// generic insert built a persistence container and its statement's text each time
+    /// (about 2 % of the CPU time of a card of small files).
+    func insertCached(_ db: Database) throws {
+        try db.cachedStatement(sql: Self.insertSQL).execute(arguments: StatementArguments(columnValues))
+    }
+
+    /// The columns written, in the order of ``columnValues``.
+    static let columns = [
+        "id", "endpoint", "bucket", "region", "addressing", "key", "fingerprint", "size", "partSize", "checksum", "phase",
+        "uploadID", "restartCount", "headers", "volumeKey", "sourcePath", "etag", "lastError", "createdAt", "updatedAt",
+        "completedAt", "failures", "quarantined", "cardChecksums",
+    ]
+    private static let insertSQL =
+        "INSERT INTO upload (\(columns.joined(separator: ", "))) VALUES (\(columns.map { _ in "?" }.joined(separator: ", ")))"
+
+    private var columnValues: [(any DatabaseValueConvertible)?] {
+        [
+            id, endpoint, bucket, region, addressing, key, fingerprint, size, partSize, checksum, phase,
+            uploadID, restartCount, headers, volumeKey, sourcePath, etag, lastError, JournalDate(createdAt), JournalDate(updatedAt),
+            completedAt.map(JournalDate.init), failures, quarantined, cardChecksums,
+        ]
     }
 }
 
@@ -271,7 +272,7 @@ extension Journal {
             headers: UploadRecord.encode(headers: streamed?.headers ?? claim.headers), volumeKey: volumeKey,
             sourcePath: pathBytes, etag: nil, lastError: nil, createdAt: date, updatedAt: date, completedAt: nil,
             cardChecksums: UploadRecord.encode(checksums: claim.cardChecksums.flatMap { $0.partSize == claim.partSize ? $0 : nil }))
-        try record.insert(db)
+        try record.insertCached(db)
         for part in streamed?.parts ?? [] {
             try db.cachedStatement(sql: "INSERT INTO uploadPart (upload, number, etag, size, digest) VALUES (?, ?, ?, ?, ?)")
                 .execute(arguments: [id, part.number, part.etag, part.size, part.digest])

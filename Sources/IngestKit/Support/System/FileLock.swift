@@ -54,44 +54,90 @@ final class FileLock: Sendable {
 ///
 /// Many locks share one file, each at its own byte (its `slot`), so taking one creates and
 /// removes no file: a card of 100,000 files takes 100,000 upload locks, and a lock file per
-/// upload cost an inode's allocation and release on the state disk each time. Like `flock`,
-/// and unlike classic `fcntl` locks, an OFD lock belongs to the open file description: two
-/// `ByteLock`s of one slot exclude each other within one process as across processes, and
-/// closing another descriptor of the file never drops it.
+/// upload cost an inode's allocation and release on the state disk each time. The file is
+/// opened once per process (``SharedLockFile``), so a lock costs one `fcntl` and its release
+/// another, not an `open` and a `close` as well. Two `ByteLock`s of one slot exclude each
+/// other within one process as across processes.
 final class ByteLock: Sendable {
-    private let file: FileDescriptor
+    private let file: SharedLockFile
     private let slot: Int64
     private let held = Mutex(true)
 
-    private init(file: FileDescriptor, slot: Int64) {
+    private init(file: SharedLockFile, slot: Int64) {
         self.file = file
         self.slot = slot
     }
 
-    /// Opens (creating, with `mode`) the file at `path` and locks its byte at `slot` (0 or
-    /// more; the file need not be that long) if no one holds it; nil if someone does.
+    /// Opens (creating, with `mode`) the file at `path`, once per process, and locks its
+    /// byte at `slot` (0 or more; the file need not be that long) if no one holds it; nil if
+    /// someone does, in this process or another.
     static func ifFree(path: String, slot: Int64, mode: mode_t = 0o640) throws(SystemError) -> ByteLock? {
         precondition(slot >= 0, "a lock slot is a byte offset, got \(slot)")
-        let file = try FileDescriptor(path: path, flags: O_RDWR | O_CREAT, mode: mode)
-        var range = Self.range(slot, type: F_WRLCK)
-        while fcntl(file.raw, Self.setLock, &range) != 0 {
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EACCES: return nil
-            default: throw .last("fcntl(F_OFD_SETLK)", path: path)
-            }
-        }
-        return ByteLock(file: file, slot: slot)
+        let file = try SharedLockFile.opened(path: path, mode: mode)
+        return try file.lock(slot) ? ByteLock(file: file, slot: slot) : nil
     }
 
     /// Releases the lock; the second and later calls do nothing.
     func unlock() {
         guard held.withLock({ was in defer { was = false }; return was }) else { return }
-        var range = Self.range(slot, type: F_UNLCK)
-        _ = fcntl(file.raw, Self.setLock, &range)
+        file.unlock(slot)
     }
 
     deinit { unlock() }
+}
+
+/// A lock file's one descriptor in this process, kept open for the process's life, and the
+/// bytes this process holds of it. OFD locks taken through one open file description never
+/// conflict with each other, so a byte this process holds is refused by the set first, as
+/// the kernel refuses it to other processes. (A lock file deleted while the process runs
+/// is not noticed: the state directory is ingest's own.)
+private final class SharedLockFile: Sendable {
+    private static let files = Mutex<[String: SharedLockFile]>([:])
+
+    private let descriptor: FileDescriptor
+    private let path: String
+    private let held = Mutex<Set<Int64>>([])
+
+    private init(descriptor: FileDescriptor, path: String) {
+        self.descriptor = descriptor
+        self.path = path
+    }
+
+    static func opened(path: String, mode: mode_t) throws(SystemError) -> SharedLockFile {
+        try files.withLock { files throws(SystemError) -> SharedLockFile in
+            if let open = files[path] { return open }
+            let file = SharedLockFile(descriptor: try FileDescriptor(path: path, flags: O_RDWR | O_CREAT, mode: mode), path: path)
+            files[path] = file
+            return file
+        }
+    }
+
+    /// Locks the byte at `slot`; false when this process or another holds it.
+    func lock(_ slot: Int64) throws(SystemError) -> Bool {
+        guard held.withLock({ $0.insert(slot).inserted }) else { return false }
+        var range = Self.range(slot, type: F_WRLCK)
+        while fcntl(descriptor.raw, Self.setLock, &range) != 0 {
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EACCES:
+                held.withLock { _ = $0.remove(slot) }
+                return false
+            default:
+                let error = SystemError.last("fcntl(F_OFD_SETLK)", path: path)
+                held.withLock { _ = $0.remove(slot) }
+                throw error
+            }
+        }
+        return true
+    }
+
+    /// Releases the byte at `slot`, in the kernel first: while it is still in the set, no
+    /// lock of this process can take it and then lose it to this release.
+    func unlock(_ slot: Int64) {
+        var range = Self.range(slot, type: F_UNLCK)
+        _ = fcntl(descriptor.raw, Self.setLock, &range)
+        held.withLock { _ = $0.remove(slot) }
+    }
 
     /// `F_OFD_SETLK` from `<bits/fcntl-linux.h>` (Linux 3.15 and later), which Glibc's
     /// Swift module leaves out: it is declared only under `_GNU_SOURCE`.
