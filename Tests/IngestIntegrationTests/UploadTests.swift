@@ -164,6 +164,40 @@ final class UploadTests {
         #expect(status?.int("files_uploaded") == count)
     }
 
+    /// Two cards holding the same photos, ingested at once into one journal and one bucket:
+    /// each content's upload is planned by one process and may be run by either; whichever
+    /// sends it, the other finds the object there (a run starts the single `PutObject`s it
+    /// planned from the record it read, not from the journal again). Each content lands once,
+    /// whole, and neither run fails.
+    @Test(.timeLimit(.minutes(5)))
+    func twoCardsWithTheSamePhotosIngestedAtOnceLandEachContentOnceAndNeitherFails() throws {
+        let dir = TemporaryDirectory()
+        let contents = (0..<150).map { _ in randomBytes(3000) }
+        let cards = [TemporaryDirectory(), TemporaryDirectory()]
+        for card in cards {
+            for (index, content) in contents.enumerated() { _ = try card.write("DCIM/\(index).JPG", content) }
+        }
+        let state = TemporaryDirectory()
+        let environment = server.awsEnvironment.merging(["INGEST_CONFIG": try config(in: dir)]) { $1 }
+
+        let runs = try cards.map {
+            try IngestRun.start([$0.path] + destination() + ["--state-dir", state.path, "--json"], environment: environment)
+        }
+        let results = try runs.map { IngestRun(result: try $0.wait(timeout: 240)) }
+
+        for result in results {
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.summary?.int("failed") == 0)
+        }
+        #expect(results.compactMap { $0.summary?.int("uploaded") }.reduce(0, +) == contents.count, "each content sent once")
+        let landed = TemporaryDirectory()
+        let copied = try server.aws(["s3", "cp", "--recursive", "--quiet", "s3://\(bucket)/", landed.path])
+        #expect(copied.status == 0)
+        let sums = try xxh128sums(under: landed.path)
+        #expect(sums.count == contents.count, "one object a content")
+        #expect(Set(sums.values) == Set(try xxh128sums(under: cards[0].path).values))
+    }
+
     @Test(.timeLimit(.minutes(5)))
     func everyFileLandsByteForByteWithItsLabelsAndASecondRunSendsNothing() throws {
         let dir = TemporaryDirectory()

@@ -11,14 +11,21 @@ import Synchronization
 /// it that has not started; uploads already running finish or fail on their own. Whatever
 /// is not uploaded stays in the journal for `ingest resume`.
 public final class UploadRunner: Sendable {
-    /// What waits in the queue: the upload's id, not its record, which is read from the
-    /// journal when the upload starts (it may have moved on meanwhile anyway).
+    /// What waits in the queue: the upload's id, and its record only where that may be taken
+    /// as is (``Job/planned``); otherwise the record is read from the journal when the
+    /// upload starts (another process may have moved it on meanwhile).
     struct Job: Sendable {
         var id: String
         var resumed: Bool
         var checksums: PartChecksums?
         /// The journal says the object is in the bucket: look before believing it.
         var confirming = false
+        /// A single `PutObject` this run planned and read from the journal a page ago, nothing
+        /// sent yet: started from this record, without reading it again (a read transaction
+        /// and a row a file). Had another process sent it meanwhile, the conditional write
+        /// (`If-None-Match`, or the `HEAD` before it) finds the object there and it counts
+        /// as already there.
+        var planned: UploadRecord?
     }
 
     private let service: UploadService
@@ -147,7 +154,8 @@ public final class UploadRunner: Sendable {
                     let checksums = record.partChecksums
                     let uncheckedCopy = record.checksum == .crc32c && checksums == nil
                     let resumed = earlier || uncheckedCopy || (record.phase != .created && checksums == nil)
-                    jobs.append(Job(id: record.id, resumed: resumed, checksums: checksums))
+                    let untouched = !resumed && record.phase == .created && record.partSize == nil && record.uploadID == nil
+                    jobs.append(Job(id: record.id, resumed: resumed, checksums: checksums, planned: untouched ? record : nil))
                 }
                 queue.withLock { $0.read(jobs, through: page.last?.position, full: page.count == limit) }
             }
@@ -208,8 +216,12 @@ public final class UploadRunner: Sendable {
         defer { uploadLock.release() }
         // Another process may have moved it on since it was queued: start from the journal's word.
         let current: (UploadRecord, [UploadPartRecord])?
-        do { current = try await journal.upload(id: job.id) } catch {
-            return .failed(.journal(error), started: true)
+        if let planned = job.planned {
+            current = (planned, [])
+        } else {
+            do { current = try await journal.upload(id: job.id) } catch {
+                return .failed(.journal(error), started: true)
+            }
         }
         guard let (fresh, parts) = current, fresh.isPending || (job.confirming && fresh.phase == .completed) else {
             return .leftAlone

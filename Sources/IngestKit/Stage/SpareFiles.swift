@@ -50,9 +50,14 @@ final class SpareFiles: Sendable {
         state.withLock { state -> String? in
             let count = state.count ?? countFiles()
             state.count = count
-            return count < limit ? "\(directory)/\(UInt64.random(in: 0...UInt64.max))" : nil
+            return count < limit ? "\(directory)/\(Self.namePrefix)\(Self.nameCount.add(1, ordering: .relaxed).newValue)" : nil
         }
     }
+
+    /// Names are `<pid>-<n>`, `n` counting from a random start: unique across the processes
+    /// sharing the directory, without a system call a name.
+    private static let namePrefix = "\(getpid())-"
+    private static let nameCount = Atomic<UInt64>(UInt64.random(in: 0...(UInt64.max >> 1)))
 
     /// Takes note of a spare put in place under a name from ``newName()``.
     func keep(_ path: String) {
