@@ -136,7 +136,7 @@ public struct StagingArea: Sendable {
     }
 
     /// This process's partial files are named `<pid>-<n>.partial`, `n` counting from a random
-    /// start: unique without a system call a name, and never a dead process's name again.
+    /// start: unique, without a system call a name.
     private static let partialPrefix = "\(getpid())-"
     private static let partialCount = Atomic<UInt64>(UInt64.random(in: 0...(UInt64.max >> 1)))
 
