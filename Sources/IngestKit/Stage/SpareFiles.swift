@@ -50,14 +50,9 @@ final class SpareFiles: Sendable {
         state.withLock { state -> String? in
             let count = state.count ?? countFiles()
             state.count = count
-            return count < limit ? "\(directory)/\(Self.namePrefix)\(Self.nameCount.add(1, ordering: .relaxed).newValue)" : nil
+            return count < limit ? "\(directory)/\(UniqueName.next())" : nil
         }
     }
-
-    /// Names are `<pid>-<n>`, `n` counting from a random start: unique across the processes
-    /// sharing the directory, without a system call a name.
-    private static let namePrefix = "\(getpid())-"
-    private static let nameCount = Atomic<UInt64>(UInt64.random(in: 0...(UInt64.max >> 1)))
 
     /// Takes note of a spare put in place under a name from ``newName()``.
     func keep(_ path: String) {
@@ -87,13 +82,18 @@ final class SpareFiles: Sendable {
 
     /// The spares in the directory now (once per process: then counted as they come and go).
     private func countFiles() -> Int {
-        guard let reader = opendir(directory) else { return 0 }
-        defer { closedir(reader) }
         var count = 0
-        while let entry = readdir(reader) {
-            if Self.spareName(entry) != nil { count += 1 }
-        }
+        forEachSpare { _ in count += 1 }
         return count
+    }
+
+    /// Calls `body` with the path of every spare in the directory now.
+    func forEachSpare(_ body: (String) -> Void) {
+        guard let reader = opendir(directory) else { return }
+        defer { closedir(reader) }
+        while let entry = readdir(reader) {
+            if let name = Self.spareName(entry) { body("\(directory)/\(name)") }
+        }
     }
 
     /// The name of a directory entry that can be a spare: a file, or an entry whose type the

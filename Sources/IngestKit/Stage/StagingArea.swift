@@ -124,7 +124,7 @@ public struct StagingArea: Sendable {
     /// copy's), which the copy is written over; one that ends shorter is cut to its length
     /// (``cut(_:to:stale:path:)``) before it is synced.
     func createPartial() throws(SystemError) -> (file: FileDescriptor, path: String, stale: Int64) {
-        let name = "\(partialDirectory)/\(Self.partialPrefix)\(Self.partialCount.add(1, ordering: .relaxed).newValue).partial"
+        let name = "\(partialDirectory)/\(UniqueName.next()).partial"
         while let spare = spares.take() {
             // Taken by another process meanwhile, or removed by a person: the next one.
             guard rename(spare, name) == 0 else { continue }
@@ -134,11 +134,6 @@ public struct StagingArea: Sendable {
         let fd = try FileDescriptor(path: name, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o640)
         return (fd, name, 0)
     }
-
-    /// This process's partial files are named `<pid>-<n>.partial`, `n` counting from a random
-    /// start: unique, without a system call a name.
-    private static let partialPrefix = "\(getpid())-"
-    private static let partialCount = Atomic<UInt64>(UInt64.random(in: 0...(UInt64.max >> 1)))
 
     /// A spare renamed to `path`, open for writing, and the bytes it holds; nil when it is
     /// anything but a file of its own (a link put there: written through, it would change
@@ -160,10 +155,9 @@ public struct StagingArea: Sendable {
     /// stager reports the staging disk full. Returns how many spares held bytes.
     @discardableResult
     public func emptySpares() -> Int {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: spares.directory) else { return 0 }
         var emptied = 0
-        for name in names where !name.hasPrefix(".") {
-            if let (fd, size) = Self.openSpare("\(spares.directory)/\(name)"), size > 0, ftruncate(fd.raw, 0) == 0 { emptied += 1 }
+        spares.forEachSpare { path in
+            if let (fd, size) = Self.openSpare(path), size > 0, ftruncate(fd.raw, 0) == 0 { emptied += 1 }
         }
         return emptied
     }
@@ -189,7 +183,7 @@ public struct StagingArea: Sendable {
     /// the deletion leaves the file in `.freeing/`, for ``freeLeftovers()``. True when the
     /// file is gone from `path` (or never was there).
     private func freeApart(_ path: String) -> Bool {
-        let doomed = "\(freeingDirectory)/\(UInt64.random(in: 0...UInt64.max))"
+        let doomed = "\(freeingDirectory)/\(UniqueName.next())"
         guard rename(path, doomed) == 0 else { return errno == ENOENT || unlink(path) == 0 }
         if ingest_unlink_detached(doomed) != 0 { unlink(doomed) }
         return true
@@ -258,4 +252,15 @@ public struct StagingArea: Sendable {
         }
         return removed
     }
+}
+
+/// The names of the files a process puts in the staging area's directories (partial copies,
+/// spares, copies being freed): `<pid>-<n>`, `n` counting from a random start, so unique
+/// among the processes sharing the area without a system call a name. A partial's pid tells
+/// a live process's copies from a dead one's (``StagingArea/removeAbandonedPartials()``).
+enum UniqueName {
+    private static let prefix = "\(getpid())-"
+    private static let count = Atomic<UInt64>(UInt64.random(in: 0...(UInt64.max >> 1)))
+
+    static func next() -> String { prefix + String(count.add(1, ordering: .relaxed).newValue) }
 }
