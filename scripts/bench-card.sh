@@ -20,7 +20,16 @@
 #        SCALE (1, about 20 minutes on 2 cores; 0.1 for a quick run), CONTENDERS (default "read ingest-no-upload ingest aws
 #        rclone s5cmd"; read always runs: it is the reference), REPEAT (1), SETTLE (seconds
 #        between runs, 3), TIMEOUT (seconds a run, 1800), WORK (default out/bench-card, not
-#        tmpfs), INGEST (binary), VENV (default .venv: weed, aws, s5cmd)
+#        tmpfs), CARD_DIR (where the card's image lives: default /dev/shm when it has room, see
+#        below), INGEST (binary), VENV (default .venv: weed, aws, s5cmd)
+#
+# The card's image lives apart from WORK's disk, in memory (/dev/shm) when there is room: a real
+# card is a device of its own, whose reads nothing else on the station slows. An image on the
+# disk that also takes the staged copies and the server's writes makes the card's reads wait
+# behind those writes (measured on one-4g: the card read by ingest 0.4 to 0.9 s slower than its
+# 47.7 s, the plain read, which writes nothing, never), charging every uploader for a contention
+# no card reader has. The throttle still sets the card's speed, and the loop device reads its
+# image directly (no second page cache), so a cold cache stays cold.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,6 +39,7 @@ mbps=${CARD_MBPS:-90} scale=${SCALE:-1} repeat=${REPEAT:-1} settle=${SETTLE:-3} 
 read -r -a layouts <<<"${LAYOUTS:-big-last big-first one-4g mixed}"
 read -r -a names <<<"${CONTENDERS:-read ingest-no-upload ingest aws rclone s5cmd}"
 work=${WORK:-$repo/out/bench-card}
+card_dir=${CARD_DIR:-}
 VENV=$venv source "$repo/scripts/weed.sh"   # weed_start, weed_wait, weed_stop, weed_s3
 source "$repo/scripts/bench-s3.sh"           # the contenders, bench_run, bench_check…
 source "$repo/scripts/loop-card.sh"          # card_mount, card_release
@@ -74,6 +84,7 @@ cleanup() {
     rmdir "$cg" || echo "bench: WARNING: could not remove cgroup $cg" >&2
   fi
   bench_cleanup
+  [[ -z ${image_dir:-} ]] || rm -f "$image_dir/ingest-bench-card.img"
 }
 bench_traps cleanup
 mkdir "$cg" || die "cannot create cgroup $cg"
@@ -116,7 +127,7 @@ echo "== Starting SeaweedFS on 127.0.0.1"
 bench_server "$work/weed"
 echo "$(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); card reads throttled to $mbps MB/s by $cg/$cg_rule"
 
-declare -A ratio
+declare -A ratio walls
 for layout in "${layouts[@]}"; do
   echo
   echo "== Layout $layout: making the card"
@@ -124,7 +135,8 @@ for layout in "${layouts[@]}"; do
   avail=$(($(df -B1 --output=avail "$work" | tail -1)))
   ((avail > need * 12 / 10 + 2 * need + mib * 1024)) \
     || die "$work: $(numfmt --to=iec "$avail") free, layout $layout needs about $(numfmt --to=iec $((need * 32 / 10 + mib * 1024)))"
-  card_mount "$work/card.img" "$card" "$need" BENCH_CARD --direct-io=on || die "no loop device for the card"
+  image_dir=${card_dir:-$(card_image_dir "$need" "$work")}
+  card_mount "$image_dir/ingest-bench-card.img" "$card" "$need" BENCH_CARD --direct-io=on || die "no loop device for the card"
   make_layout "$layout"
   sync -f "$card"
   mount -o remount,ro "$card"
@@ -132,7 +144,7 @@ for layout in "${layouts[@]}"; do
   majmin=$(cat "/sys/block/${card_loopdev#/dev/}/dev")
   throttle "$majmin" "$bps"
   echo "card: $card_loopdev ($majmin) on $card, $card_files files, $(numfmt --to=iec "$card_bytes")," \
-    "$(calc "$card_bytes / 1e6 / $mbps") s at $mbps MB/s"
+    "$(calc "$card_bytes / 1e6 / $mbps") s at $mbps MB/s; image in $image_dir ($(stat -f -c %T "$image_dir"))"
 
   bench_rounds "$layout" "$repeat" "$work" "$join"
 
@@ -147,7 +159,7 @@ for layout in "${layouts[@]}"; do
   echo "| contender | wall s | × one plain read | CPU s (user+sys) | peak RSS MiB | server CPU s |"
   echo "|---|--:|--:|--:|--:|--:|"
   for name in "${names[@]}"; do
-    wall=$(median "${secs[$name]}")
+    wall=$(median "${secs[$name]}") walls[$layout,$name]=$wall
     ratio[$layout,$name]=$(printf '%.2f' "$(calc "$wall / $read_s")")
     [[ -z ${late[$name]:-} ]] || ratio[$layout,$name]="> ${ratio[$layout,$name]}"
     printf '| %s | %.2f | %s | %.2f | %.1f | %.2f |\n' "${bench_label[$name]}${late[$name]:+ (${late[$name]})}" \
@@ -155,7 +167,7 @@ for layout in "${layouts[@]}"; do
   done
   throttle "$majmin" 0
   card_release
-  rm -f "$work/card.img"
+  rm -f "$image_dir/ingest-bench-card.img"
 done
 
 echo
@@ -173,7 +185,10 @@ if [[ " ${names[*]} " == *" ingest "* ]]; then
   for layout in "${layouts[@]}"; do
     verdict=pass r=${ratio[$layout,ingest]}
     [[ $r != ">"* ]] && (($(calc "$r <= 1.02"))) || verdict="**FAIL**"
-    if [[ -n ${ratio[$layout,aws]:-} && $r != ">"* ]] && ! (($(calc "$r < ${ratio[$layout,aws]#> }"))); then verdict="**FAIL**"; fi
+    # Ahead of aws: the medians' wall times, not the ratios rounded to two places.
+    if [[ -n ${walls[$layout,aws]:-} && $r != ">"* ]] && ! (($(calc "${walls[$layout,ingest]} < ${walls[$layout,aws]}"))); then
+      verdict="**FAIL**"
+    fi
     printf ' %s |' "$verdict"
   done
   echo

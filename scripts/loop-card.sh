@@ -8,6 +8,10 @@
 #       mounts it at DIR. Sets card_loopdev and card_mnt. Returns 1, saying so on stderr, when
 #       no loop device can be had: DIR stays a plain directory.
 #   card_release   unmounts and detaches what card_mount set up (call it from an EXIT trap)
+#   card_image_dir BYTES FALLBACK
+#       where an image for BYTES of files goes when the card must be a device of its own, whose
+#       reads no write on the station's disk slows: /dev/shm when it is a tmpfs with room for
+#       the image and 2 GiB to spare, else FALLBACK
 
 card_loopdev="" card_mnt=""
 
@@ -27,4 +31,13 @@ card_release() {
   [[ -n $card_mnt ]] && mountpoint -q "$card_mnt" && { umount "$card_mnt" || umount -l "$card_mnt"; }
   [[ -n $card_loopdev ]] && losetup -d "$card_loopdev"
   card_mnt="" card_loopdev=""
+}
+
+card_image_dir() {
+  local bytes=$1 fallback=$2 free
+  if [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs ]]; then
+    free=$(df -B1 --output=avail /dev/shm | tail -1)
+    if ((free > bytes * 12 / 10 + (64 + 2048) * 1048576)); then echo /dev/shm; return; fi
+  fi
+  echo "$fallback"
 }
