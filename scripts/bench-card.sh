@@ -84,7 +84,6 @@ cleanup() {
     rmdir "$cg" || echo "bench: WARNING: could not remove cgroup $cg" >&2
   fi
   bench_cleanup
-  [[ -z ${image_dir:-} ]] || rm -f "$image_dir/ingest-bench-card.img"
 }
 bench_traps cleanup
 mkdir "$cg" || die "cannot create cgroup $cg"
@@ -167,7 +166,6 @@ for layout in "${layouts[@]}"; do
   done
   throttle "$majmin" 0
   card_release
-  rm -f "$image_dir/ingest-bench-card.img"
 done
 
 echo

@@ -98,7 +98,6 @@ for case in "${cases[@]}"; do
   bench_warm=$([[ $case == *warm ]] && echo 1 || echo 0)
   bench_rounds "$case" "$repeat" "$work"
   card_release
-  rm -f "$work/card.img"
   rm -rf "$card" && mkdir -p "$card"
 
   declare -A med=() medcpu=()
