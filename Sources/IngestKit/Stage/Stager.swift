@@ -137,6 +137,11 @@ public struct StageSettings: Sendable, Equatable {
     /// Size of one read from the card.
     public var chunkSize: Int
     /// Chunks in flight between reader and writer: the memory bound is `chunkSize × chunks`.
+    /// Sixteen, so that the card's reads run on while the writer waits on the staging disk
+    /// (a 1 GiB file first on a 90 MB/s card: 1.018× a plain read against 1.03× with eight).
+    /// A chunk's pages are only touched as far as reads fill it, so a card of small files
+    /// pays a few KiB a chunk, not the MiB (100,000 files of 4 KiB: peak RSS 54 MiB with
+    /// sixteen, 53 with eight).
     public var chunks: Int
     /// When the copies are uploaded next: how they are cut into parts, so that the read that
     /// fingerprints a file also computes its parts' CRC32Cs (nil: none are computed).
@@ -149,7 +154,7 @@ public struct StageSettings: Sendable, Equatable {
     /// A file already in the page cache is read through it either way (see `readOne`).
     public var directReads = false
 
-    public init(reserve: Int64 = 1 << 30, verify: VerifyMode = .off, chunkSize: Int = 1 << 20, chunks: Int = 8) {
+    public init(reserve: Int64 = 1 << 30, verify: VerifyMode = .off, chunkSize: Int = 1 << 20, chunks: Int = 16) {
         self.reserve = reserve
         self.verify = verify
         self.chunkSize = chunkSize
