@@ -21,8 +21,10 @@
 #              CPU and peak RSS as the cold case.
 #   env: CASES, BIG, FILES (big only), REPEAT (overrides every case's), SETTLE (seconds between
 #        runs, 3), CONTENDERS (default "ingest aws rclone s5cmd"), TIMEOUT (seconds a run, 1800),
-#        WORK (default out/bench-upload, not tmpfs: card image, SeaweedFS data, ingest's state
-#        directories), INGEST (binary), VENV (default .venv: weed, aws, s5cmd)
+#        WORK (default out/bench-upload, not tmpfs: SeaweedFS data, ingest's state directories),
+#        CARD_DIR (where the card's image lives: default /dev/shm when it has room, as
+#        bench-card.sh explains: a card is a device of its own, not the disk the uploads write
+#        to), INGEST (binary), VENV (default .venv: weed, aws, s5cmd)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -85,7 +87,9 @@ for case in "${cases[@]}"; do
   echo
   echo "== Case $case: making the card, $(case_title "$case") of random data"
   if ((EUID == 0)); then   # room for an inode per file too: ext4 gives one per 16 KiB
-    card_mount "$work/card.img" "$card" $((data + ${case_files[$case]} * 16384)) BENCH_CARD --direct-io=on || true
+    need=$((data + ${case_files[$case]} * 16384))
+    card_mount "${CARD_DIR:-$(card_image_dir "$need" "$work")}/ingest-bench-upload.img" "$card" "$need" BENCH_CARD \
+      --direct-io=on || true
   fi
   bench_files "$card/DCIM/{dir}MEDIA/DJI_{i:05d}.$([[ $case == big* ]] && echo JPG || echo SRT)" 1 "${case_files[$case]}" "${case_size[$case]}"
   [[ $case != big* ]] || bench_files "$card/DCIM/{dir}MEDIA/DJI_{i:05d}.MP4" $((files + 1)) 1 "$big_bytes"
