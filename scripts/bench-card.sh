@@ -39,7 +39,6 @@ mbps=${CARD_MBPS:-90} scale=${SCALE:-1} repeat=${REPEAT:-1} settle=${SETTLE:-3} 
 read -r -a layouts <<<"${LAYOUTS:-big-last big-first one-4g mixed}"
 read -r -a names <<<"${CONTENDERS:-read ingest-no-upload ingest aws rclone s5cmd}"
 work=${WORK:-$repo/out/bench-card}
-card_dir=${CARD_DIR:-}
 VENV=$venv source "$repo/scripts/weed.sh"   # weed_start, weed_wait, weed_stop, weed_s3
 source "$repo/scripts/bench-s3.sh"           # the contenders, bench_run, bench_check…
 source "$repo/scripts/loop-card.sh"          # card_mount, card_release
@@ -134,7 +133,7 @@ for layout in "${layouts[@]}"; do
   avail=$(($(df -B1 --output=avail "$work" | tail -1)))
   ((avail > need * 12 / 10 + 2 * need + mib * 1024)) \
     || die "$work: $(numfmt --to=iec "$avail") free, layout $layout needs about $(numfmt --to=iec $((need * 32 / 10 + mib * 1024)))"
-  image_dir=${card_dir:-$(card_image_dir "$need" "$work")}
+  image_dir=$(card_image_dir "$need" "$work")
   card_mount "$image_dir/ingest-bench-card.img" "$card" "$need" BENCH_CARD --direct-io=on || die "no loop device for the card"
   make_layout "$layout"
   sync -f "$card"

@@ -88,8 +88,8 @@ for case in "${cases[@]}"; do
   echo "== Case $case: making the card, $(case_title "$case") of random data"
   if ((EUID == 0)); then   # room for an inode per file too: ext4 gives one per 16 KiB
     need=$((data + ${case_files[$case]} * 16384))
-    card_mount "${CARD_DIR:-$(card_image_dir "$need" "$work")}/ingest-bench-upload.img" "$card" "$need" BENCH_CARD \
-      --direct-io=on || true
+    card_mount "$(card_image_dir "$need" "$work")/ingest-bench-upload.img" "$card" "$need" BENCH_CARD --direct-io=on \
+      || true
   fi
   bench_files "$card/DCIM/{dir}MEDIA/DJI_{i:05d}.$([[ $case == big* ]] && echo JPG || echo SRT)" 1 "${case_files[$case]}" "${case_size[$case]}"
   [[ $case != big* ]] || bench_files "$card/DCIM/{dir}MEDIA/DJI_{i:05d}.MP4" $((files + 1)) 1 "$big_bytes"

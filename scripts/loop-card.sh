@@ -11,8 +11,9 @@
 #                  from an EXIT trap)
 #   card_image_dir BYTES FALLBACK
 #       where an image for BYTES of files goes when the card must be a device of its own, whose
-#       reads no write on the station's disk slows: /dev/shm when it is a tmpfs with room for
-#       the image and 2 GiB to spare, else FALLBACK
+#       reads no write on the station's disk slows: CARD_DIR when the caller's environment sets
+#       it, else /dev/shm when it is a tmpfs with room for the image and 2 GiB to spare, else
+#       FALLBACK
 
 card_loopdev="" card_mnt="" card_image=""
 
@@ -41,6 +42,7 @@ card_release() {
 
 card_image_dir() {
   local bytes=$1 fallback=$2 free
+  if [[ -n ${CARD_DIR:-} ]]; then echo "$CARD_DIR"; return; fi
   if [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs ]]; then
     free=$(df -B1 --output=avail /dev/shm | tail -1)
     if ((free > ($(card_image_mib "$bytes") + 2048) * 1048576)); then echo /dev/shm; return; fi
