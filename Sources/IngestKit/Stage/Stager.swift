@@ -137,8 +137,8 @@ public struct StageSettings: Sendable, Equatable {
     /// Size of one read from the card.
     public var chunkSize: Int
     /// Chunks in flight between reader and writer: the memory bound is `chunkSize × chunks`.
-    /// Sixteen, so that the card's reads run on while the writer waits on the staging disk
-    /// (a 1 GiB file first on a 90 MB/s card: 1.018× a plain read against 1.03× with eight).
+    /// Sixteen, so that the card's reader can run further ahead of the writer (a 1 GiB file
+    /// first on a 90 MB/s card: 1.018× a plain read against 1.03× with eight).
     /// A chunk's pages are only touched as far as reads fill it, so a card of small files
     /// pays a few KiB a chunk, not the MiB (100,000 files of 4 KiB: peak RSS 54 MiB with
     /// sixteen, 53 with eight).
