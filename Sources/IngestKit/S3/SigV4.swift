@@ -233,10 +233,10 @@ public struct SigV4Signer: Sendable {
         _ request: SigV4Request, credentials: AWSCredentials, at date: Date
     ) throws(SigV4Error) -> SigV4Signature {
         let canonical = try canonicalize(request, credentials: credentials, at: date)
-        let key = keyCache.key(
+        var mac = keyCache.keyedHMAC(
             secret: credentials.secretAccessKey, date: canonical.time.date, region: region, service: service)
-        let signature = lowercaseHex(
-            HMAC<SHA256>.authenticationCode(for: Array(canonical.stringToSign.utf8), using: key))
+        mac.update(data: Array(canonical.stringToSign.utf8))
+        let signature = lowercaseHex(mac.finalize())
         let authorization =
             "\(Self.algorithm) Credential=\(credentials.accessKeyID)/\(canonical.scope), "
             + "SignedHeaders=\(canonical.signedHeaders), Signature=\(signature)"
@@ -277,16 +277,19 @@ public struct SigV4Signer: Sendable {
         var time: SigV4Time
         var scope: String
         var signedHeaders: String
-        var request: String
+        /// The canonical request's bytes, as hashed.
+        var requestBytes: [UInt8]
         var stringToSign: String
         var addedHeaders: [SigV4Header]
+
+        var request: String { String(decoding: requestBytes, as: UTF8.self) }
     }
 
     /// Headers the signer sets itself; given by the caller they would be signed twice or
     /// disagree with the ones added.
-    private static let reservedHeaders: Set<String> = [
+    private static let reservedHeaders: [[UInt8]] = [
         "host", "authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token",
-    ]
+    ].map { Array($0.utf8) }
 
     private func canonicalize(
         _ request: SigV4Request, credentials: AWSCredentials, at date: Date
@@ -306,39 +309,59 @@ public struct SigV4Signer: Sendable {
         if sendsContentSHA256 { added.append(SigV4Header("x-amz-content-sha256", request.payloadHash.value)) }
         if let token = credentials.sessionToken { added.append(SigV4Header("x-amz-security-token", token)) }
 
-        // Values of one name, in the order given, joined with commas (as HTTP folds them).
-        var valuesByName: [String: [String]] = ["host": [request.host]]
+        // Every request is signed once, a card of small files thousands of times a second: the
+        // canonical request is written as bytes into one buffer and hashed from there.
+        var headers: [(name: [UInt8], value: [UInt8])] = [(Array("host".utf8), Array(request.host.utf8))]
+        headers.reserveCapacity(request.headers.count + added.count + 1)
         for header in request.headers {
-            let name = header.name.lowercased()
-            guard !name.isEmpty, name.utf8.allSatisfy(isTokenCharacter) else { throw .invalidHeaderName(header.name) }
+            let name = header.name.utf8.map(asciiLowercased)
+            guard !name.isEmpty, name.allSatisfy(isTokenCharacter) else { throw .invalidHeaderName(header.name) }
             guard !Self.reservedHeaders.contains(name) else { throw .reservedHeader(header.name) }
             guard !header.value.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0x00 }) else {
                 throw .invalidHeaderValue(headerName: header.name)
             }
-            valuesByName[name, default: []].append(Self.normalizedValue(header.value))
+            headers.append((name, Self.normalizedValue(header.value.utf8)))
         }
-        for header in added { valuesByName[header.name] = [header.value] }
+        for header in added { headers.append((Array(header.name.utf8), Array(header.value.utf8))) }
+        // By name; the values of one name in the order given (as HTTP folds them).
+        let order = headers.indices.sorted { lhs, rhs in
+            headers[lhs].name == headers[rhs].name
+                ? lhs < rhs : headers[lhs].name.lexicographicallyPrecedes(headers[rhs].name)
+        }
 
-        let names = valuesByName.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-        let canonicalHeaders = names.map { name in
-            "\(name):\(valuesByName[name, default: []].joined(separator: ","))\n"
-        }.joined()
-        let signedHeaders = names.joined(separator: ";")
-        let canonicalRequest = [
-            request.method,
-            request.path,
-            S3QueryItem.canonicalQuery(request.query),
-            canonicalHeaders,
-            signedHeaders,
-            request.payloadHash.value,
-        ].joined(separator: "\n")
+        var canonical: [UInt8] = []
+        canonical.reserveCapacity(512)
+        canonical += request.method.utf8
+        canonical.append(0x0A)
+        canonical += request.path.utf8
+        canonical.append(0x0A)
+        canonical += S3QueryItem.canonicalQuery(request.query).utf8
+        var signed: [UInt8] = []
+        for (position, index) in order.enumerated() {
+            let header = headers[index]
+            if position > 0, headers[order[position - 1]].name == header.name {
+                canonical.append(UInt8(ascii: ","))  // another value of the same name
+            } else {
+                canonical.append(0x0A)
+                canonical += header.name
+                canonical.append(UInt8(ascii: ":"))
+                if !signed.isEmpty { signed.append(UInt8(ascii: ";")) }
+                signed += header.name
+            }
+            canonical += header.value
+        }
+        canonical.append(0x0A)
+        canonical.append(0x0A)
+        canonical += signed
+        canonical.append(0x0A)
+        canonical += request.payloadHash.value.utf8
 
         let scope = "\(time.date)/\(region)/\(service)/aws4_request"
         let stringToSign = [
-            Self.algorithm, time.timestamp, scope, lowercaseHex(SHA256.hash(data: Array(canonicalRequest.utf8))),
+            Self.algorithm, time.timestamp, scope, lowercaseHex(SHA256.hash(data: canonical)),
         ].joined(separator: "\n")
         return Canonical(
-            time: time, scope: scope, signedHeaders: signedHeaders, request: canonicalRequest,
+            time: time, scope: scope, signedHeaders: String(decoding: signed, as: UTF8.self), requestBytes: canonical,
             stringToSign: stringToSign, addedHeaders: added)
     }
 
@@ -365,9 +388,14 @@ public struct SigV4Signer: Sendable {
     /// A header value as SigV4 signs it: spaces and tabs trimmed at both ends and each inner
     /// run of them written as one space.
     static func normalizedValue(_ value: String) -> String {
+        String(decoding: normalizedValue(value.utf8), as: UTF8.self)
+    }
+
+    private static func normalizedValue(_ value: String.UTF8View) -> [UInt8] {
         var result: [UInt8] = []
+        result.reserveCapacity(value.count)
         var pendingSpace = false
-        for byte in value.utf8 {
+        for byte in value {
             if byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") {
                 pendingSpace = !result.isEmpty
             } else {
@@ -376,7 +404,7 @@ public struct SigV4Signer: Sendable {
                 result.append(byte)
             }
         }
-        return String(decoding: result, as: UTF8.self)
+        return result
     }
 }
 
@@ -406,7 +434,8 @@ final class SigningKeyCache: @unchecked Sendable {
     private struct Entry {
         let secretDigest: SHA256.Digest
         let scope: String
-        let key: SymmetricKey
+        /// HMAC-SHA256 with the signing key, its key already absorbed: each signature copies it.
+        let mac: HMAC<SHA256>
     }
 
     private let lock = NSLock()
@@ -414,16 +443,17 @@ final class SigningKeyCache: @unchecked Sendable {
     /// How many keys were derived, for tests of the caching.
     private var derivations = 0
 
-    func key(secret: String, date: String, region: String, service: String) -> SymmetricKey {
+    /// An HMAC-SHA256 keyed with the signing key, ready for the string to sign.
+    func keyedHMAC(secret: String, date: String, region: String, service: String) -> HMAC<SHA256> {
         let digest = SHA256.hash(data: Array(secret.utf8))
         let scope = "\(date)/\(region)/\(service)"
         lock.lock()
         defer { lock.unlock() }
-        if let entry, entry.secretDigest == digest, entry.scope == scope { return entry.key }
-        let key = SigV4Signer.signingKey(secret: secret, date: date, region: region, service: service)
-        entry = Entry(secretDigest: digest, scope: scope, key: key)
+        if let entry, entry.secretDigest == digest, entry.scope == scope { return entry.mac }
+        let mac = HMAC<SHA256>(key: SigV4Signer.signingKey(secret: secret, date: date, region: region, service: service))
+        entry = Entry(secretDigest: digest, scope: scope, mac: mac)
         derivations += 1
-        return key
+        return mac
     }
 }
 
@@ -438,6 +468,10 @@ extension SigningKeyCache {
         defer { lock.unlock() }
         return derivations
     }
+}
+
+private func asciiLowercased(_ byte: UInt8) -> UInt8 {
+    (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 0x20 : byte
 }
 
 /// An RFC 7230 `tchar`: the characters a header name or method may hold.
