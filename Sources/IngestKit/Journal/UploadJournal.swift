@@ -333,14 +333,18 @@ extension Journal {
         ofVolume key: String, after position: Int64, limit: Int
     ) async throws(JournalError) -> [(position: Int64, record: UploadRecord)] {
         try await reading { db in
-            try Row.fetchAll(
+            // Each row read as the cursor passes it: a copied row (`Row.fetchAll`) finds a
+            // column by comparing every name lower-cased, 3 % of a run of small files.
+            let rows = try Row.fetchCursor(
                 db.cachedStatement(sql: """
                     SELECT rowid AS position, * FROM upload INDEXED BY upload_pending_by_volume
                     WHERE volumeKey = ? AND phase NOT IN ('completed', 'aborted') AND rowid > ?
                     ORDER BY rowid LIMIT ?
                     """),
-                arguments: [key, position, limit]
-            ).map { row in (row["position"], try UploadRecord(row: row)) }
+                arguments: [key, position, limit])
+            var page: [(position: Int64, record: UploadRecord)] = []
+            while let row = try rows.next() { page.append((row["position"], try UploadRecord(row: row))) }
+            return page
         }
     }
 
