@@ -338,12 +338,18 @@ struct ObjectUploader: Sendable {
         }
         return Result { () throws(SystemError) -> HTTPBody in
             let file = try FileDescriptor(path: stagedPath, flags: O_RDONLY)
-            var bytes = [UInt8](repeating: 0, count: Int(range.length))
-            let count = try bytes.withUnsafeMutableBytes { buffer in
-                Result { () throws(SystemError) in try file.read(into: buffer, at: range.offset, path: stagedPath) }
-            }.get()
+            // Read into uninitialised memory: zeroing it first cost as much as the copy.
+            var failure: SystemError?
+            let bytes = [UInt8](unsafeUninitializedCapacity: Int(range.length)) { buffer, count in
+                do throws(SystemError) {
+                    count = try file.read(into: UnsafeMutableRawBufferPointer(buffer), at: range.offset, path: stagedPath)
+                } catch {
+                    failure = error
+                }
+            }
+            if let failure { throw failure }
             // Shorter than planned: the copy was cut since it was staged.
-            guard count == bytes.count else { throw SystemError(call: "pread", errno: EIO, path: stagedPath) }
+            guard bytes.count == range.length else { throw SystemError(call: "pread", errno: EIO, path: stagedPath) }
             return .bytes(bytes)
         }
     }
