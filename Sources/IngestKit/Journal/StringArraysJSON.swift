@@ -3,8 +3,8 @@
 /// read when it is sent, once per file each; Foundation's `JSONEncoder` and `JSONDecoder`
 /// took about 3 % of the CPU time of a card of small files for it, this a tenth of that.
 ///
-/// Writes RFC 8259 JSON: `"` and `\` escaped, control characters as `\u00XX`, everything
-/// else as its UTF-8. Reads any JSON of that shape, whitespace and every escape included
+/// Writes RFC 8259 JSON, its strings as the `--json` lines' (``appendJSONString(_:to:)``).
+/// Reads any JSON of that shape, whitespace and every escape included
 /// (journals written by `JSONEncoder`, which escapes `/`, read the same), and nothing else.
 enum StringArraysJSON {
     static func encode(_ arrays: [[String]]) -> String {
@@ -14,29 +14,12 @@ enum StringArraysJSON {
             out.append(UInt8(ascii: "["))
             for (position, string) in array.enumerated() {
                 if position > 0 { out.append(UInt8(ascii: ",")) }
-                append(string, to: &out)
+                appendJSONString(string, to: &out)
             }
             out.append(UInt8(ascii: "]"))
         }
         out.append(UInt8(ascii: "]"))
         return String(decoding: out, as: UTF8.self)
-    }
-
-    private static let hex = Array("0123456789abcdef".utf8)
-
-    private static func append(_ string: String, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                out += [UInt8(ascii: "\\"), byte]
-            case 0..<0x20:
-                out += Array("\\u00".utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
-            default:
-                out.append(byte)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
     }
 
     /// The arrays `text` holds; nil when it is not JSON of that shape.

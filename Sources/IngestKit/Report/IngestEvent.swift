@@ -159,7 +159,7 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral {
 
     private func append(to out: inout [UInt8]) {
         switch self {
-        case .string(let text): Self.appendQuoted(text, to: &out)
+        case .string(let text): appendJSONString(text, to: &out)
         case .int(let value): out += String(value).utf8
         case .double(let value): out += String(format: "%.3f", value).utf8
         case .bool(let value): out += (value ? "true" : "false").utf8
@@ -175,7 +175,7 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral {
         out.append(UInt8(ascii: "{"))
         for (index, (key, value)) in object.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }).enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
-            appendQuoted(key, to: &out)
+            appendJSONString(key, to: &out)
             out.append(UInt8(ascii: ":"))
             value.append(to: &out)
         }
@@ -185,36 +185,8 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral {
 
     static func quote(_ text: String) -> String {
         var out: [UInt8] = []
-        appendQuoted(text, to: &out)
+        appendJSONString(text, to: &out)
         return String(decoding: out, as: UTF8.self)
-    }
-
-    /// Appends `text` as a JSON string: `"`, `\\` and control characters escaped; every
-    /// other byte as it is (a Swift string is valid UTF-8), copied a run at a time.
-    private static func appendQuoted(_ text: String, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        var text = text
-        text.withUTF8 { bytes in
-            var plain = 0
-            for (index, byte) in bytes.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                out += bytes[plain..<index]
-                plain = index + 1
-                switch byte {
-                case UInt8(ascii: "\""): out += #"\""#.utf8
-                case UInt8(ascii: "\\"): out += #"\\"#.utf8
-                case UInt8(ascii: "\n"): out += #"\n"#.utf8
-                case UInt8(ascii: "\r"): out += #"\r"#.utf8
-                case UInt8(ascii: "\t"): out += #"\t"#.utf8
-                default:
-                    let hex = Array("0123456789abcdef".utf8)
-                    out += #"\u00"#.utf8
-                    out.append(hex[Int(byte >> 4)])
-                    out.append(hex[Int(byte & 0x0F)])
-                }
-            }
-            out += bytes[plain...]
-        }
-        out.append(UInt8(ascii: "\""))
     }
 }
 

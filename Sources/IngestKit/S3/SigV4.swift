@@ -487,14 +487,3 @@ private func isTokenCharacter(_ byte: UInt8) -> Bool {
 private func isLowerHexDigit(_ byte: UInt8) -> Bool {
     (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
 }
-
-/// Bytes as lower-case hexadecimal, two digits each (SigV4 hashes and signatures, MD5 ETags).
-func lowercaseHex(_ bytes: some Sequence<UInt8>) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var result: [UInt8] = []
-    for byte in bytes {
-        result.append(digits[Int(byte >> 4)])
-        result.append(digits[Int(byte & 0x0F)])
-    }
-    return String(decoding: result, as: UTF8.self)
-}

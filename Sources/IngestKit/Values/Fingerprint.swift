@@ -23,25 +23,12 @@ public struct Fingerprint: Hashable, Sendable, CustomStringConvertible, Codable 
         self.init(high: high, low: low)
     }
 
-    /// 32 lower-case hex digits, as `xxh128sum` prints the digest. Written into the string's
-    /// own storage: a file's fingerprint is spelled a dozen times on its way (its staged
-    /// copy's name, its journal rows, its object's key and metadata).
-    public var hex: String {
-        String(unsafeUninitializedCapacity: 32) { buffer in
-            func spell(_ value: UInt64, at offset: Int) {
-                for index in 0..<16 {
-                    buffer[offset + index] = Self.hexDigits[Int(truncatingIfNeeded: value >> UInt64(60 - 4 * index)) & 0xF]
-                }
-            }
-            spell(high, at: 0)
-            spell(low, at: 16)
-            return 32
-        }
-    }
+    /// 32 lower-case hex digits, as `xxh128sum` prints the digest: its 16 bytes, high half
+    /// first. A file's fingerprint is spelled a dozen times on its way (its staged copy's
+    /// name, its journal rows, its object's key and metadata), so byte by byte.
+    public var hex: String { withUnsafeBytes(of: (high.bigEndian, low.bigEndian)) { lowercaseHex($0) } }
 
     public var description: String { hex }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// The digest of `bytes` in one call.
     public static func of(_ bytes: UnsafeRawBufferPointer) -> Fingerprint {
