@@ -324,6 +324,47 @@ import Testing
         #expect(try await journal.completeUpload(id: unfinished.id, etag: nil, releasingStagedCopy: false) == nil)
     }
 
+    /// A card's run journals each batch of staged files with the uploads planned for them in
+    /// one commit, and a failure anywhere in it leaves none of the batch behind: never a file
+    /// recorded as staged with no upload.
+    @Test func aBatchIsRecordedWithItsUploadsInOneCommitOrNotAtAll() async throws {
+        let (_, journal) = try await openJournal()
+        let staged = (1...3).map { n in
+            StagedFile(
+                file: ScannedFile(path: CardPath("DCIM/\(n).jpg"), size: 40 << 20, mtime: 1),
+                fingerprint: Fingerprint(high: UInt64(n), low: 9), deduplicated: false, verified: false)
+        }
+        let statements = Mutex<[String]>([])
+        try await journal.database.write { db in
+            db.trace(options: .statement) { event in
+                if case .statement(let statement) = event { statements.withLock { $0.append(statement.sql) } }
+            }
+        }
+        let results = try await journal.record(
+            staged.map { .staged($0) }, claiming: staged.map { claim($0) }, volumeKey: volume.key)
+        try await journal.database.write { db in db.trace(options: .statement, nil) }
+        // The journal's own transactions (GRDB's, around the tracing, end in "TRANSACTION").
+        #expect(statements.withLock { $0 }.filter { ["BEGIN IMMEDIATE", "COMMIT"].contains($0) } == ["BEGIN IMMEDIATE", "COMMIT"])
+        let planned = results.compactMap { if case .planned(let record) = $0 { record } else { nil } }
+        #expect(planned.map(\.contentFingerprint) == staged.map(\.fingerprint))
+        let files = try await journal.files(ofVolume: volume.key)
+        for (file, record) in zip(staged, planned) { #expect(files[file.file.path]?.uploadID == record.id) }
+        #expect(try await journal.stagedFilesWithoutUpload(ofVolume: volume.key).isEmpty)
+
+        // The next batch's upload is refused inside the transaction: its files stay unrecorded.
+        try await journal.database.write { db in
+            try db.execute(sql: "CREATE TEMP TRIGGER refuse BEFORE INSERT ON upload BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        }
+        let next = StagedFile(
+            file: ScannedFile(path: CardPath("DCIM/4.jpg"), size: 40 << 20, mtime: 1),
+            fingerprint: Fingerprint(high: 4, low: 9), deduplicated: false, verified: false)
+        await #expect(throws: JournalError.self) {
+            try await journal.record([.staged(next)], claiming: [claim(next)], volumeKey: volume.key)
+        }
+        #expect(try await journal.files(ofVolume: volume.key)[next.file.path] == nil)
+        #expect(try await journal.stagedFilesWithoutUpload(ofVolume: volume.key).isEmpty)
+    }
+
     @Test func removingAnUploadLeavesItsFilesStagedWithNoUploadForTheNextRun() async throws {
         let (_, journal) = try await openJournal()
         let a = try await stage(journal, "a.jpg", digest: 4)

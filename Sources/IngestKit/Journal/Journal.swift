@@ -317,22 +317,26 @@ public final class Journal: Sendable {
         _ outcomes: [StageOutcome], volumeKey: String, quarantineAfter: Int = .max, at date: Date = Date()
     ) async throws(JournalError) {
         guard !outcomes.isEmpty else { return }
-        try await writing { db in
-            for outcome in outcomes {
-                switch outcome {
-                case .staged(let staged):
-                    try db.cachedStatement(sql: """
-                        INSERT INTO stagedObject (fingerprint, size, stagedAt) VALUES (?, ?, ?)
-                        ON CONFLICT(fingerprint) DO NOTHING
-                        """).execute(arguments: [staged.fingerprint.hex, staged.file.size, JournalDate(date)])
-                    try Self.upsertFile(
-                        db, volumeKey: volumeKey, file: staged.file, fingerprint: staged.fingerprint.hex, state: .staged,
-                        error: nil, quarantineAfter: quarantineAfter, at: date)
-                case let .failed(file, failure):
-                    try Self.upsertFile(
-                        db, volumeKey: volumeKey, file: file, fingerprint: nil, state: .pending, error: failure.description,
-                        quarantineAfter: quarantineAfter, at: date)
-                }
+        try await writing { db in try Self.record(db, outcomes, volumeKey: volumeKey, quarantineAfter: quarantineAfter, at: date) }
+    }
+
+    static func record(
+        _ db: Database, _ outcomes: [StageOutcome], volumeKey: String, quarantineAfter: Int, at date: Date
+    ) throws {
+        for outcome in outcomes {
+            switch outcome {
+            case .staged(let staged):
+                try db.cachedStatement(sql: """
+                    INSERT INTO stagedObject (fingerprint, size, stagedAt) VALUES (?, ?, ?)
+                    ON CONFLICT(fingerprint) DO NOTHING
+                    """).execute(arguments: [staged.fingerprint.hex, staged.file.size, JournalDate(date)])
+                try Self.upsertFile(
+                    db, volumeKey: volumeKey, file: staged.file, fingerprint: staged.fingerprint.hex, state: .staged,
+                    error: nil, quarantineAfter: quarantineAfter, at: date)
+            case let .failed(file, failure):
+                try Self.upsertFile(
+                    db, volumeKey: volumeKey, file: file, fingerprint: nil, state: .pending, error: failure.description,
+                    quarantineAfter: quarantineAfter, at: date)
             }
         }
     }

@@ -249,6 +249,22 @@ extension Journal {
         }
     }
 
+    /// ``record(_:volumeKey:quarantineAfter:at:)`` of a batch of outcomes and ``claim(_:volumeKey:at:)``
+    /// of the uploads of its staged files, in one transaction: a card's run journals each
+    /// batch this way, one commit where there were two, and the file rows and index pages
+    /// both touch are written once. A kill leaves the batch unrecorded or recorded with its
+    /// uploads, never staged without them.
+    public func record(
+        _ outcomes: [StageOutcome], claiming claims: [UploadClaim], volumeKey: String, quarantineAfter: Int = .max,
+        at date: Date = Date()
+    ) async throws(JournalError) -> [ClaimResult] {
+        guard !outcomes.isEmpty else { return [] }
+        return try await writing { db in
+            try Self.record(db, outcomes, volumeKey: volumeKey, quarantineAfter: quarantineAfter, at: date)
+            return try claims.map { claim in try Self.claim(db, claim, volumeKey: volumeKey, at: date) }
+        }
+    }
+
     private static func claim(_ db: Database, _ claim: UploadClaim, volumeKey: String, at date: Date) throws -> ClaimResult {
         let target = claim.target
         let id = UploadRecord.logicalID(target: target, fingerprint: claim.fingerprint)

@@ -448,6 +448,49 @@ public struct Ingestor: Sendable {
         sink.emit(.failed(file, failure))
     }
 
+    /// Journals a batch of outcomes and the uploads of its staged files in one transaction,
+    /// and hands those uploads to the runner. What needs the files journalled first comes
+    /// after the commit: a file that cannot be uploaded is noted as such, and the claim of a
+    /// file whose parts are streaming waits, in a task of its own, for its stream's end.
+    private func journalBatch(
+        _ batch: [StageOutcome], volume: VolumeIdentity, planner: UploadPlanner, runner: UploadRunner,
+        streamer: PartStreamer?, streamedClaims: inout StreamedClaims, summary: inout RunSummary, sink: some EventSink
+    ) async throws(JournalError) {
+        var claims: [UploadClaim] = []
+        var unplannable: [(ScannedFile, UploadPlanError)] = []
+        var streamed: [(StagedFile, UploadClaim)] = []
+        for outcome in batch {
+            switch outcome {
+            case .staged(let staged):
+                var claim: UploadClaim
+                do { claim = try planner.claim(for: staged.file, fingerprint: staged.fingerprint) } catch {
+                    unplannable.append((staged.file, error))
+                    continue
+                }
+                claim.cardChecksums = staged.partChecksums
+                if streamer?.isStreaming(staged.file.path) == true { streamed.append((staged, claim)) } else { claims.append(claim) }
+            case .failed(let file, _):
+                await streamer?.drop(file.path)
+            }
+        }
+        let results = try await journal.record(
+            batch, claiming: claims, volumeKey: volume.key, quarantineAfter: config.upload.quarantineAfter)
+        for (file, error) in unplannable {
+            await streamer?.drop(file.path)
+            try await notUploadable(file, error, volume: volume, summary: &summary, sink: sink)
+        }
+        if let streamer {
+            for (staged, claim) in streamed {
+                try await streamedClaims.add { [claim] () async throws(JournalError) in
+                    var claim = claim
+                    claim.streamed = await streamer.handOff(staged)
+                    try await submit([claim], volume: volume, runner: runner, streamer: streamer)
+                }
+            }
+        }
+        await submit(claims, results, volume: volume, runner: runner, streamer: streamer)
+    }
+
     /// Journals the uploads of `claims` and hands them to the runner: those planned now are
     /// read from the journal by the runner (it follows the card), a file riding along on
     /// another card's pending upload queues that one, and content the bucket holds already
@@ -456,8 +499,16 @@ public struct Ingestor: Sendable {
     private func submit(
         _ claims: [UploadClaim], volume: VolumeIdentity, runner: UploadRunner, streamer: PartStreamer? = nil
     ) async throws(JournalError) {
+        await submit(claims, try await journal.claim(claims, volumeKey: volume.key), volume: volume, runner: runner, streamer: streamer)
+    }
+
+    /// Hands the journalled `results` of `claims` to the runner, as ``submit(_:volume:runner:streamer:)``.
+    private func submit(
+        _ claims: [UploadClaim], _ results: [ClaimResult], volume: VolumeIdentity, runner: UploadRunner,
+        streamer: PartStreamer?
+    ) async {
         var planned: [UploadRecord] = []
-        for (claim, result) in zip(claims, try await journal.claim(claims, volumeKey: volume.key)) {
+        for (claim, result) in zip(claims, results) {
             if case .planned = result {} else if claim.streamed != nil { await streamer?.abandon(claim) }
             switch result {
             case .planned(let record):
@@ -530,33 +581,12 @@ public struct Ingestor: Sendable {
         var streamedClaims = StreamedClaims()
         while let batch = await outcomes.next() {
             do {
-                try await journal.record(batch, volumeKey: volume.key, quarantineAfter: config.upload.quarantineAfter)
                 if let (planner, runner) = uploads {
-                    var claims: [UploadClaim] = []
-                    for outcome in batch {
-                        switch outcome {
-                        case .staged(let staged):
-                            var claim: UploadClaim
-                            do { claim = try planner.claim(for: staged.file, fingerprint: staged.fingerprint) } catch {
-                                await streamer?.drop(staged.file.path)
-                                try await notUploadable(staged.file, error, volume: volume, summary: &summary, sink: sink)
-                                continue
-                            }
-                            claim.cardChecksums = staged.partChecksums
-                            guard let streamer, streamer.isStreaming(staged.file.path) else {
-                                claims.append(claim)
-                                continue
-                            }
-                            try await streamedClaims.add { [claim] () async throws(JournalError) in
-                                var claim = claim
-                                claim.streamed = await streamer.handOff(staged)
-                                try await submit([claim], volume: volume, runner: runner, streamer: streamer)
-                            }
-                        case .failed(let file, _):
-                            await streamer?.drop(file.path)
-                        }
-                    }
-                    try await submit(claims, volume: volume, runner: runner, streamer: streamer)
+                    try await journalBatch(
+                        batch, volume: volume, planner: planner, runner: runner, streamer: streamer,
+                        streamedClaims: &streamedClaims, summary: &summary, sink: sink)
+                } else {
+                    try await journal.record(batch, volumeKey: volume.key, quarantineAfter: config.upload.quarantineAfter)
                 }
             } catch {
                 stager.cancel()
