@@ -301,7 +301,8 @@ extension Journal {
     }
 
     /// Files of a volume that are staged but linked to no upload (staged with `--no-upload`,
-    /// or by a run killed between staging and planning their uploads), after the file
+    /// by a run killed while a streamed file waited for its stream's end, or by a version
+    /// that journalled uploads apart from the staging of their files), after the file
     /// `after` (its id), at most `limit`, in the order they were first journalled: a run
     /// plans them a page at a time, from the index of files by upload.
     public func stagedFilesWithoutUpload(
