@@ -115,7 +115,7 @@ enum ResponseHeadLine: Equatable {
         if line.starts(with: "HTTP/".utf8) {
             self = .status
         } else if let colon = line.firstIndex(of: UInt8(ascii: ":")) {
-            let name = Self.trimmed(line[..<colon]).map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+            let name = Self.trimmed(line[..<colon]).map(asciiLowercased)
             self = .field(
                 name: String(decoding: name, as: UTF8.self),
                 value: String(decoding: Self.trimmed(line[(colon + 1)...]), as: UTF8.self))

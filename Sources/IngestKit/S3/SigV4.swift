@@ -470,10 +470,6 @@ extension SigningKeyCache {
     }
 }
 
-private func asciiLowercased(_ byte: UInt8) -> UInt8 {
-    (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 0x20 : byte
-}
-
 /// An RFC 7230 `tchar`: the characters a header name or method may hold.
 private func isTokenCharacter(_ byte: UInt8) -> Bool {
     switch byte {

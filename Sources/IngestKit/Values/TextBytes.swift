@@ -17,6 +17,12 @@ func lowercaseHex(_ bytes: some Sequence<UInt8>) -> String {
     return String(decoding: result, as: UTF8.self)
 }
 
+/// An ASCII byte with `A`–`Z` lower-cased; any other byte as it is (header names, which
+/// HTTP and SigV4 compare without regard to case).
+func asciiLowercased(_ byte: UInt8) -> UInt8 {
+    (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 0x20 : byte
+}
+
 /// Appends `text` as a JSON string (RFC 8259): `"` and `\` escaped, `\n`, `\r` and `\t` by
 /// their short escapes, other control characters as `\u00XX`; every other byte as it is (a
 /// Swift string is valid UTF-8), copied a run at a time.
