@@ -182,12 +182,6 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral {
         out.append(UInt8(ascii: "}"))
         return String(decoding: out, as: UTF8.self)
     }
-
-    static func quote(_ text: String) -> String {
-        var out: [UInt8] = []
-        appendJSONString(text, to: &out)
-        return String(decoding: out, as: UTF8.self)
-    }
 }
 
 /// What the uploads of a run came to.
