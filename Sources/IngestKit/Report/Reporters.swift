@@ -1,7 +1,9 @@
 import Foundation
+import Synchronization
 
-/// Where reporters write: a file descriptor, unbuffered, one `write` per call so lines from
-/// several threads never interleave mid-line.
+/// Where reporters write: a file descriptor, unbuffered but for the event lines of
+/// ``writeSoon(_:)``, every call whole (lines from several threads never interleave
+/// mid-line) and in the order of the calls.
 public struct ReportOutput: Sendable {
     public let fd: Int32
     public static let standardOutput = ReportOutput(fd: STDOUT_FILENO)
@@ -11,19 +13,73 @@ public struct ReportOutput: Sendable {
 
     public var isTerminal: Bool { isatty(fd) == 1 }
 
+    /// Writes `text` now, after the lines ``writeSoon(_:)`` holds.
     public func write(_ text: String) {
-        var text = text
-        text.withUTF8 { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-                if n <= 0 {
-                    if n == -1, errno == EINTR { continue }
-                    return  // a closed pipe must not stop an ingest
+        HeldLines.shared.withLock { held in
+            held.writeOut()
+            var text = text
+            text.withUTF8 { Self.writeAll($0, to: fd) }
+        }
+    }
+
+    /// Writes `line` within ``HeldLines/delay``, with the lines written soon around it: a
+    /// card's events (five a file, a run of 5,000 small files in 5 s) cost a `write` each
+    /// when written one by one, 1.5 % of the run's CPU. What is held is written when it
+    /// reaches ``HeldLines/limit`` bytes, before anything written now, and at exit.
+    public func writeSoon(_ line: String) {
+        let first = HeldLines.shared.withLock { held in
+            if held.fd != fd { held.writeOut() }
+            held.fd = fd
+            held.bytes.append(contentsOf: line.utf8)
+            if held.bytes.count >= HeldLines.limit { held.writeOut() }
+            guard !held.bytes.isEmpty, !held.writeScheduled else { return false }
+            held.writeScheduled = true
+            return true
+        }
+        if first {
+            DispatchQueue.global().asyncAfter(deadline: .now() + HeldLines.delay) {
+                HeldLines.shared.withLock { held in
+                    held.writeScheduled = false
+                    held.writeOut()
                 }
-                offset += n
             }
         }
+    }
+
+    fileprivate static func writeAll(_ bytes: UnsafeBufferPointer<UInt8>, to fd: Int32) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if n <= 0 {
+                if n == -1, errno == EINTR { continue }
+                return  // a closed pipe must not stop an ingest
+            }
+            offset += n
+        }
+    }
+}
+
+/// The lines ``ReportOutput/writeSoon(_:)`` holds, of one output at a time, process-wide.
+struct HeldLines: ~Copyable {
+    /// How long a line may be held.
+    static let delay = DispatchTimeInterval.milliseconds(50)
+    /// The bytes held at most.
+    static let limit = 64 << 10
+
+    var fd: Int32 = -1
+    var bytes: [UInt8] = []
+    var writeScheduled = false
+
+    /// Everything held is written when the process exits (returning from `main`, `exit`).
+    static let shared: Mutex<HeldLines> = {
+        atexit { HeldLines.shared.withLock { $0.writeOut() } }
+        return Mutex(HeldLines())
+    }()
+
+    mutating func writeOut() {
+        guard !bytes.isEmpty else { return }
+        bytes.withUnsafeBufferPointer { ReportOutput.writeAll($0, to: fd) }
+        bytes.removeAll(keepingCapacity: true)
     }
 }
 
@@ -31,7 +87,7 @@ public struct ReportOutput: Sendable {
 public struct JSONLinesReporter: EventSink {
     let output: ReportOutput
     public init(output: ReportOutput = .standardOutput) { self.output = output }
-    public func emit(_ event: IngestEvent) { output.write(JSONValue.line(event.json) + "\n") }
+    public func emit(_ event: IngestEvent) { output.writeSoon(JSONValue.line(event.json) + "\n") }
 }
 
 /// `ingest watch --json`: one NDJSON object per event, each with the kernel name of its
@@ -46,7 +102,7 @@ public struct CardJSONReporter: EventSink {
     public func emit(_ event: IngestEvent) {
         var object = event.json
         object["card"] = .string(card)
-        output.write(JSONValue.line(object) + "\n")
+        output.writeSoon(JSONValue.line(object) + "\n")
     }
 }
 
