@@ -122,8 +122,14 @@ private final class Loop: @unchecked Sendable {
 
     func submit(_ transfer: Transfer) {
         if let setupError { return transfer.fail(setupError) }
-        pending.withLock { $0.append(transfer) }
-        curl_multi_wakeup(multi)
+        // One wake-up for the transfers the loop has not taken yet: it takes them all at
+        // once, and a wake-up (a byte through libcurl's socket pair, a pass of the loop)
+        // for each of a burst of small files' PUTs cost a send and a receive a file.
+        let first = pending.withLock { list in
+            list.append(transfer)
+            return list.count == 1
+        }
+        if first { curl_multi_wakeup(multi) }
     }
 
     private func run() {
