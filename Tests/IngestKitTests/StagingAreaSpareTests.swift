@@ -104,6 +104,20 @@ import Testing
         #expect(!Set(restaged).contains(new))
     }
 
+    /// A run that found no spare at its first copy stops reading the directory, but still
+    /// writes into every copy it lets go afterwards, beyond the names it holds at once.
+    @Test func aRunThatStartedWithNoSparesWritesIntoEveryCopyItLetGoSince() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging")
+        let count = 2 * SpareFiles.batch + 5
+        let copies = try (0..<count).map { _ in try stage(randomBytes(100), in: area) }
+        for (copy, _) in copies { #expect(area.retire(copy, size: 100)) }
+
+        let restaged = try (0..<count).map { _ in try stage(randomBytes(300), in: area).1 }
+        #expect(Set(restaged) == Set(copies.map(\.1)))
+        #expect(try names(area.spares.directory).isEmpty)
+    }
+
     @Test func atMostTheLimitOfSparesIsKeptAndTheRestAreDeleted() throws {
         let state = TemporaryDirectory()
         let area = try StagingArea(root: state.path + "/staging", spareLimit: 5)

@@ -24,6 +24,9 @@ final class SpareFiles: Sendable {
         var reader: OpaquePointer?
         /// Spares kept since the reader last started over, beyond `names`: it may have passed them.
         var keptBehind = 0
+        /// The reader found the end, and has nothing behind it to start over for: reading on
+        /// would ask the kernel for an empty directory's entries at every copy of a first run.
+        var atEnd = false
         /// Files in the directory, as this process knows: counted once, then kept up to date.
         var count: Int?
 
@@ -58,7 +61,12 @@ final class SpareFiles: Sendable {
     func keep(_ path: String) {
         state.withLock { state in
             state.count = (state.count ?? 0) + 1
-            if state.names.count < Self.batch { state.names.append(path) } else { state.keptBehind += 1 }
+            if state.names.count < Self.batch {
+                state.names.append(path)
+            } else {
+                state.keptBehind += 1
+                state.atEnd = false
+            }
         }
     }
 
@@ -66,11 +74,14 @@ final class SpareFiles: Sendable {
     /// directory, starts over once if spares were kept since it last did.
     private func read(into state: inout State) {
         if state.reader == nil { state.reader = opendir(directory) }
-        guard let reader = state.reader else { return }
+        guard let reader = state.reader, !state.atEnd else { return }
         var startedOver = false
         while state.names.count < Self.batch {
             guard let entry = readdir(reader) else {
-                guard !startedOver, state.keptBehind > 0 else { return }
+                guard !startedOver, state.keptBehind > 0 else {
+                    state.atEnd = true
+                    return
+                }
                 rewinddir(reader)
                 state.keptBehind = 0
                 startedOver = true
