@@ -70,9 +70,10 @@ int ingest_lstat_mount(int dirfd, const char *name, struct stat *st, uint64_t *m
     struct statx x;
     *has_mount_id = 0;
     *mount_id = 0;
-    if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_BASIC_STATS | STATX_MNT_ID, &x) != 0) {
+    int flags = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | (name[0] == '\0' ? AT_EMPTY_PATH : 0);
+    if (statx(dirfd, name, flags, STATX_BASIC_STATS | STATX_MNT_ID, &x) != 0) {
         if (errno != ENOSYS && errno != EPERM) return -1;
-        return fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW);
+        return fstatat(dirfd, name, st, flags & ~AT_NO_AUTOMOUNT);
     }
     memset(st, 0, sizeof *st);
     st->st_dev = makedev(x.stx_dev_major, x.stx_dev_minor);

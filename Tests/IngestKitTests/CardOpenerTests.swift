@@ -221,7 +221,7 @@ func writeDeep(_ root: String, _ components: [String], _ contents: [UInt8]) thro
         #expect(rename(card.path + "/A/B", card.path + "/A/moved") == 0)
         #expect(symlink(host.path, card.path + "/A/B") == 0)
 
-        let two = try opener.open(CardPath("A/B/two"), flags: O_RDONLY)
+        let two = try opener.open(CardPath("A/B/two"), flags: O_RDONLY).file
         var buffer = [UInt8](repeating: 0, count: 64)
         let count = buffer.withUnsafeMutableBytes { read(two.raw, $0.baseAddress, $0.count) }
         #expect(Array(buffer.prefix(max(0, count))) == Array("card two".utf8))
@@ -229,6 +229,20 @@ func writeDeep(_ root: String, _ components: [String], _ contents: [UInt8]) thro
         // Once the opener leaves the folder, coming back looks the link up: refused.
         _ = try? opener.open(CardPath("other"), flags: O_RDONLY)
         #expect(throws: CardOpenError.symlink(at: CardPath("A/B"))) { _ = try opener.open(CardPath("A/B/two"), flags: O_RDONLY) }
+    }
+
+    /// The status an open returns is the file's as `fstat` gives it (the stager reads size,
+    /// date and inode from it, with no call of its own).
+    @Test func anOpenReturnsTheFilesStatusAlong() throws {
+        let card = TemporaryDirectory()
+        try card.write("A/B/x", randomBytes(12_345))
+        let opener = CardOpener(root: try FileDescriptor(path: card.path, flags: O_RDONLY | O_DIRECTORY))
+        let (file, status) = try opener.open(CardPath("A/B/x"), flags: O_RDONLY)
+        let fromFstat = try file.stat()
+        #expect(status.st_size == 12_345)
+        #expect(status.st_ino == fromFstat.st_ino && status.st_dev == fromFstat.st_dev)
+        #expect(status.st_mode == fromFstat.st_mode && status.st_nlink == fromFstat.st_nlink)
+        #expect(status.mtimeNanoseconds == fromFstat.mtimeNanoseconds)
     }
 
     @Test func pathsThatLeaveTheRootAreRefused() throws {

@@ -34,8 +34,9 @@ int ingest_pipe_cloexec(int fds[2]);
 /// (EINVAL) on file systems without direct I/O.
 int ingest_set_direct_io(int fd, int on);
 
-/// lstat(2) of `name` in the directory `dirfd` and the mount it is on, in one statx call
-/// (a symbolic link not followed, no automount triggered): `*st` as fstatat with
+/// lstat(2) of `name` in the directory `dirfd` (of the open file `dirfd` itself when `name`
+/// is empty) and the mount it is on, in one statx call (a symbolic link not followed, no
+/// automount triggered): `*st` as fstatat with
 /// AT_SYMLINK_NOFOLLOW fills it, `*mount_id` and `*has_mount_id` as ingest_statx_mount sets
 /// them. Where statx is missing or refused (ENOSYS, EPERM: an old kernel, a seccomp filter)
 /// it is fstatat, without a mount id. Returns 0, or -1 with errno set.

@@ -50,8 +50,9 @@ final class CardOpener {
     }
 
     /// Opens the file at `path` (relative to the root) with `flags`, plus `O_NOFOLLOW` and
-    /// `O_CLOEXEC`.
-    func open(_ path: CardPath, flags: Int32) throws(CardOpenError) -> FileDescriptor {
+    /// `O_CLOEXEC`, and returns it with its status as of the open: read in the same call as
+    /// its mount, so a reader needs no `fstat` of its own before it starts.
+    func open(_ path: CardPath, flags: Int32) throws(CardOpenError) -> (file: FileDescriptor, status: Glibc.stat) {
         let components = path.bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true)
         // A card path names what the scan found: never `.` or `..`, which lead elsewhere.
         let dot = UInt8(ascii: ".")
@@ -69,7 +70,7 @@ final class CardOpener {
         directories.removeSubrange(shared...)
         for folder in folders.dropFirst(shared) {
             let parent = directories.last ?? root
-            let directory = try openComponent(
+            let (directory, _) = try openComponent(
                 folder, in: parent, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW, path: path, components: components,
                 depth: names.count + 1)
             names.append(folder)
@@ -86,21 +87,26 @@ final class CardOpener {
         directories.removeAll()
     }
 
-    /// Opens `name`, component number `depth` (1-based) of `path`, in `parent`.
+    /// Opens `name`, component number `depth` (1-based) of `path`, in `parent`; returns it
+    /// with its status.
     private func openComponent(
         _ name: ArraySlice<UInt8>, in parent: FileDescriptor, flags: Int32, path: CardPath,
         components: [ArraySlice<UInt8>], depth: Int
-    ) throws(CardOpenError) -> FileDescriptor {
+    ) throws(CardOpenError) -> (FileDescriptor, Glibc.stat) {
         let cName = name.map { CChar(bitPattern: $0) } + [0]
         while true {
             let fd = openat(parent.raw, cName, flags | O_CLOEXEC)
             if fd >= 0 {
                 let opened = FileDescriptor(adopting: fd)
-                if let mount, let other = try? opened.mount(), !other.isSameMount(as: mount) {
+                let (status, openedMount): (Glibc.stat, MountIdentity)
+                do { (status, openedMount) = try opened.statusAndMount() } catch {
+                    throw .system(SystemError(call: "statx", errno: error.errno, path: path.display))
+                }
+                if let mount, !openedMount.isSameMount(as: mount) {
                     let place = components.prefix(depth).joined(separator: [UInt8(ascii: "/")])
                     throw .otherFileSystem(at: CardPath(bytes: Array(place)))
                 }
-                return opened
+                return (opened, status)
             }
             let error = errno
             if error == EINTR { continue }

@@ -371,16 +371,15 @@ private final class Pipeline: @unchecked Sendable {
     /// head is gone is one the cache was giving up already. One call a file, whatever its size.
     private func readOne(_ scanned: ScannedFile, hasher: FingerprintHasher) -> ReadResult {
         let display = scanned.path.display
-        let source: FileDescriptor
+        let (source, before): (FileDescriptor, Glibc.stat)
         do {
-            source = try readerOpener.open(scanned.path, flags: O_RDONLY | O_NONBLOCK)
+            (source, before) = try readerOpener.open(scanned.path, flags: O_RDONLY | O_NONBLOCK)
         } catch {
             return .failed(.opening(error))
         }
         stager.filesOpened.add(1, ordering: .relaxed)
         var file = scanned
         do throws(SystemError) {
-            let before = try source.stat()
             guard before.isRegularFile else { return .failed(StageFailure(kind: .vanished)) }
             if let inode = scanned.inode, UInt64(before.st_ino) != inode {
                 return .failed(StageFailure(kind: .replacedSinceScan))
@@ -731,7 +730,7 @@ private final class Pipeline: @unchecked Sendable {
         }
         guard stager.settings.verify == .both else { return nil }
         let source: FileDescriptor
-        do { source = try writerOpener.open(file.path, flags: O_RDONLY) } catch { return .opening(error) }
+        do { source = try writerOpener.open(file.path, flags: O_RDONLY).file } catch { return .opening(error) }
         switch Result(catching: { () throws(SystemError) in try fingerprintOfFile(source, path: file.path.display) }) {
         case .failure(let error): return StageFailure(kind: .ioError(error))
         case .success(let found) where found != fingerprint:

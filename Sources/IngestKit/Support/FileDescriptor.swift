@@ -48,6 +48,12 @@ final class FileDescriptor: @unchecked Sendable {
         try MountIdentity.of([0], inDirectory: raw, path: nil)
     }
 
+    /// This open file's status and the mount it is reached through, in one call.
+    func statusAndMount() throws(SystemError) -> (Glibc.stat, MountIdentity) {
+        guard let found = MountIdentity.lstat([0], inDirectory: raw) else { throw .last("statx") }
+        return found
+    }
+
     /// The mount of the entry `name` (NUL-terminated, any bytes) in this directory, a symbolic
     /// link not followed: for a mount point, the mount over it. `path` names it in errors.
     func mount(of name: [CChar], path: String) throws(SystemError) -> MountIdentity {
@@ -118,7 +124,8 @@ struct MountIdentity: Equatable, Sendable {
     }
 
     /// The `lstat` of the entry `name` (NUL-terminated) in the open directory `descriptor`
-    /// and the mount it is on, asked in one call (a walk asks it of every entry of a card).
+    /// (of the open file itself when `name` is empty, `[0]`) and the mount it is on, asked in
+    /// one call (a walk asks it of every entry of a card, an open of every file it reads).
     static func lstat(_ name: [CChar], inDirectory descriptor: Int32) -> (stat, MountIdentity)? {
         var st = stat()
         var mountID: UInt64 = 0
