@@ -66,6 +66,22 @@ import Testing
         #expect(log.batches.withLock { $0 } == [[1], [2]])
     }
 
+    /// With a gathering time, the leader waits for the callers that come meanwhile and
+    /// commits them with its own item, in one batch.
+    @Test func callersThatComeWhileTheLeaderGathersAreCommittedWithIt() async throws {
+        let group = GroupCommit<Int, String>(gathering: .seconds(2))
+        let log = Log()
+        await log.gate.openUp()
+        let answers = await withTaskGroup(of: (Int, String?).self) { tasks in
+            for item in 0..<5 { tasks.addTask { (item, try? await group.submit(item, log.commit)) } }
+            var answers: [Int: String] = [:]
+            for await (item, answer) in tasks { answers[item] = answer }
+            return answers
+        }
+        for item in 0..<5 { #expect(answers[item] == "answer \(item)") }
+        #expect(log.batches.withLock { $0.map { $0.sorted() } } == [Array(0..<5)])
+    }
+
     @Test func anItemThatCannotBeWrittenFailsItsOwnCallerAndNoOther() async throws {
         let group = GroupCommit<Int, String>()
         let log = Log()

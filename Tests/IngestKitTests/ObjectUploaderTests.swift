@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import IngestKit
@@ -69,7 +70,10 @@ import Testing
 
         /// One run of the uploader from what the journal says, as a process would do it, told
         /// what the probe of conditional writes would find on the store.
-        func run(resumed: Bool = false, confirming: Bool = false, signPayloads: Bool = false) async throws -> UploadResult {
+        func run(
+            resumed: Bool = false, confirming: Bool = false, signPayloads: Bool = false,
+            verified: (@Sendable () async -> Void)? = nil
+        ) async throws -> UploadResult {
             let (record, parts) = try await journalled()
             var settings = UploadSettings()
             settings.partSize = partSize ?? ObjectUploaderTests.partSize
@@ -78,7 +82,7 @@ import Testing
                 record: record, client: store, journal: journal, stagedPath: stagedPath,
                 limiter: TransferLimiter(maxRequests: 4, maxBytes: 1 << 30), settings: settings, sink: DiscardingSink(),
                 hooks: FaultHooks(), stop: StopFlag(), releases: nil,
-                conditionalWrites: store.honoursConditionalWrites)
+                conditionalWrites: store.honoursConditionalWrites, verified: verified)
             return await uploader.run(parts: parts, resumed: resumed, checksums: nil, confirming: confirming)
         }
 
@@ -149,6 +153,26 @@ import Testing
         #expect(bench.store.calls(.put) == 2, "the second write is refused (412): the key holds the lost answer's object")
         #expect(bench.landed())
         #expect(try await bench.fileState() == .uploaded)
+    }
+
+    /// The file's slot among the files in flight is given back once the object verified,
+    /// before the completion waits for its batch of the journal; never for an upload that
+    /// failed.
+    @Test func aVerifiedObjectGivesItsSlotBackOnceAndBeforeItsCompletionIsJournalled() async throws {
+        let bench = try await Bench(size: 100_000, partSize: nil)
+        let (journal, id) = (bench.journal, bench.uploadID)
+        let phasesSeen = Mutex<[String]>([])
+        let verified: @Sendable () async -> Void = {
+            let phase = (try? await journal.upload(id: id))?.0.phase.rawValue ?? "none"
+            phasesSeen.withLock { $0.append(phase) }
+        }
+        bench.store.script(.put, .before(ScriptedStore.serverError()))
+        #expect(Self.failed(try await bench.run(verified: verified)) != nil)
+        #expect(phasesSeen.withLock { $0 }.isEmpty)
+
+        #expect(try await bench.run(resumed: true, verified: verified) == .uploaded(alreadyThere: false))
+        #expect(phasesSeen.withLock { $0 } == [UploadStateMachine.Phase.created.rawValue])
+        #expect(try await bench.journalled().0.phase == .completed)
     }
 
     @Test func aPutObjectRefusedAfterItsRetriesFailsAndIsSentByTheNextRun() async throws {

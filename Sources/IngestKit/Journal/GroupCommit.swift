@@ -7,8 +7,9 @@ import Synchronization
 /// A card of small files completes an upload every fraction of a millisecond, a few of them
 /// at once; each completion alone was a transaction of its own (a `BEGIN`, its pages
 /// written to the WAL, the WAL's locks, a `COMMIT`), and about a tenth of the CPU time of
-/// the upload path. A batch adds no waiting: a caller that finds no commit under way
-/// commits at once, alone; those that come while it commits make the next batch.
+/// the upload path. A caller that finds no commit under way leads the next batch: it waits
+/// `gathering` for others to join (none by default), then commits what has gathered;
+/// those that come while it commits make the batch after.
 ///
 /// Nothing is acknowledged before it is written: a caller resumes only after the
 /// transaction holding its item committed. A batch whose transaction fails is committed
@@ -32,8 +33,10 @@ final class GroupCommit<Item: Sendable, Answer: Sendable>: Sendable {
     }
 
     private let state = Mutex(Waiting())
+    /// How long a batch's leader waits for others to join it before it commits.
+    private let gathering: Duration
 
-    init() {}
+    init(gathering: Duration = .zero) { self.gathering = gathering }
 
     /// Commits `item` with whatever other items are waiting, and returns its answer once
     /// the transaction holding it has committed. `commit` writes a batch in one transaction
@@ -59,6 +62,7 @@ final class GroupCommit<Item: Sendable, Answer: Sendable>: Sendable {
     /// Commits the waiting batch, whose first item is this caller's, answers the others,
     /// then hands the turn to the first caller of the batch that gathered meanwhile, if any.
     private func lead(_ commit: Commit) async -> Result<Answer, JournalError> {
+        if gathering > .zero { try? await Task.sleep(for: gathering) }
         let (items, callers) = state.withLock { waiting in
             defer { waiting.items.removeAll(keepingCapacity: true); waiting.callers.removeAll(keepingCapacity: true) }
             return (waiting.items, waiting.callers)

@@ -70,8 +70,9 @@ public final class UploadRunner: Sendable {
                 while let job = await nextJob() {
                     await files.acquire(0)
                     group.addTask {
-                        await self.run(job)
-                        await files.release(0)
+                        let slot = FileSlot(files)
+                        await self.run(job, slot: slot)
+                        await slot.release()
                     }
                 }
             }
@@ -190,19 +191,19 @@ public final class UploadRunner: Sendable {
         }
     }
 
-    private func run(_ job: Job) async {
+    private func run(_ job: Job, slot: FileSlot) async {
         guard machine.withLock({ $0.start() }) else {
             machine.withLock { $0.release(job.id) }
             return
         }
-        let ending = await upload(job)
+        let ending = await upload(job, slot: slot)
         machine.withLock {
             $0.ended(ending)
             $0.release(job.id)
         }
     }
 
-    private func upload(_ job: Job) async -> UploadRunMachine.Ending {
+    private func upload(_ job: Job, slot: FileSlot) async -> UploadRunMachine.Ending {
         let uploadLock: VolumeLock
         do {
             guard let held = try service.stateDirectory.lockUpload(job.id) else {
@@ -234,7 +235,7 @@ public final class UploadRunner: Sendable {
         let uploader = ObjectUploader(
             record: fresh, client: destination.client, journal: journal, stagedPath: stagedPath(fresh), limiter: service.limiter,
             settings: settings, sink: sink, hooks: service.hooks, stop: stopping, releases: releases,
-            conditionalWrites: destination.conditionalWrites)
+            conditionalWrites: destination.conditionalWrites, verified: slot.release)
         let confirming = job.confirming && !fresh.isPending
         switch await uploader.run(parts: parts, resumed: job.resumed, checksums: job.checksums, confirming: confirming) {
         case .uploaded(let alreadyThere):
@@ -451,5 +452,19 @@ actor Destinations {
             sink.emit(.upload(.conditionalWritesNotHonoured(target, reason: reason)))
             return .success(ReadyDestination(client: client, conditionalWrites: false))
         }
+    }
+}
+
+/// One file's place among the files in flight, given back once: when its object verified
+/// (before the completion is journalled), or when its upload ends otherwise.
+private final class FileSlot: Sendable {
+    private let files: TransferLimiter
+    private let given = Atomic<Bool>(false)
+
+    init(_ files: TransferLimiter) { self.files = files }
+
+    @Sendable func release() async {
+        guard !given.exchange(true, ordering: .relaxed) else { return }
+        await files.release(0)
     }
 }

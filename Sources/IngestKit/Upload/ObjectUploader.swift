@@ -39,6 +39,10 @@ struct ObjectUploader: Sendable {
     /// that ignores it (``ConditionalWrites``) also gets a `HEAD` before each write, which
     /// leaves a race with another writer to the same key open there.
     let conditionalWrites: Bool
+    /// Called once the object verified, before its completion is journalled: the file's slot
+    /// (``UploadRunner``'s files in flight) goes to the next file then, so a completion
+    /// waiting for its batch (``GroupCommit``) holds no upload back.
+    var verified: (@Sendable () async -> Void)? = nil
 
     /// Uploads, or resumes from `parts` (the journal's acknowledged parts). `resumed`: the
     /// upload was started by an earlier process, so the staged copy is checked against its
@@ -390,6 +394,7 @@ struct ObjectUploader: Sendable {
     private func conclude(_ result: UploadResult) async -> UploadResult {
         switch result {
         case .uploaded(let alreadyThere):
+            await verified?()
             let releasable: Fingerprint?
             do {
                 releasable = try await journal.completeUpload(id: record.id, etag: nil, releasingStagedCopy: releases != nil)
