@@ -343,6 +343,47 @@ final class UploadTests {
         #expect(try pendingUploads(state, config: config).isEmpty)
     }
 
+    /// A log that grew on the card while the upload of its old content was still pending
+    /// (killed after the server completed it, before the journal knew), its new content
+    /// staged with `--no-upload`: finishing the old upload does not count the new content as
+    /// uploaded, and the next run sends it, beside the old one. Both land, downloaded.
+    @Test(.timeLimit(.minutes(5)))
+    func aFileThatGrewWhileItsOldContentsUploadWasPendingLandsInItsNewContentToo() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let path = try card.write("LOGS/run.log", randomBytes(30_000))
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+        let old = try xxh128sum(path)
+
+        let killed = try ingest(
+            [card.path] + destination(), state: state, config: config, environment: ["INGEST_TEST_STOP_AT": "after-complete"])
+        #expect(killed.status == SIGKILL)
+        #expect(try pendingUploads(state, config: config).count == 1)
+
+        let log = try #require(FileHandle(forWritingAtPath: path))
+        try log.seekToEnd()
+        try log.write(contentsOf: Data(randomBytes(5_000)))
+        try log.close()
+        let new = try xxh128sum(path)
+        let staged = try ingest([card.path, "--no-upload"], state: state, config: config)
+        #expect(staged.status == 0, "\(staged.stderr)")
+        #expect(staged.summary?.int("staged") == 1)
+
+        let resumed = try ingest(["resume"], state: state, config: config)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        let next = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.events("uploaded").count == 1, "the new content is sent by the next run")
+
+        let sent = try #require(next.events("uploaded").first?.string("key"))
+        let cardPrefix = String(sent[..<(sent.range(of: "LOGS/")?.lowerBound ?? sent.endIndex)])
+        let listed = try json(["s3api", "list-objects-v2", "--bucket", bucket, "--prefix", cardPrefix])["Contents"]
+            as? [[String: Any]] ?? []
+        let landed = try listed.compactMap { $0["Key"] as? String }.map { try xxh128sum(try object($0, into: dir)) }
+        #expect(Set(landed) == [old, new] && landed.count == 2, "\(listed.compactMap { $0["Key"] })")
+    }
+
     @Test(.timeLimit(.minutes(5)))
     func aKillBetweenCompleteAndTheJournalIsRecognisedWithoutSendingAPart() throws {
         let dir = TemporaryDirectory()

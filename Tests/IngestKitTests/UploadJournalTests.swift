@@ -67,6 +67,37 @@ import Testing
         #expect(try await journal.pendingUploads().isEmpty)
     }
 
+    /// A file that changed on the card after its upload was planned is no longer that
+    /// upload's: when the old content's upload completes, the file is not counted as
+    /// uploaded, whether reading its new content failed (it stays pending) or the new content
+    /// was staged without an upload yet (`--no-upload`: the next run plans it).
+    @Test func aFileThatChangedAfterItsUploadWasPlannedIsNotCountedUploadedWhenThatUploadCompletes() async throws {
+        for newContentStaged in [false, true] {
+            let (_, journal) = try await openJournal()
+            let before = try await stage(journal, "LOGS/run.log", digest: 1)
+            guard case .planned(let old) = try await journal.claim([claim(before)], volumeKey: volume.key).first else {
+                Issue.record("no upload planned")
+                return
+            }
+            let grown = ScannedFile(path: CardPath("LOGS/run.log"), size: 41 << 20, mtime: 2)
+            let outcome: StageOutcome = newContentStaged
+                ? .staged(StagedFile(file: grown, fingerprint: Fingerprint(high: 2, low: 2), deduplicated: false, verified: false))
+                : .failed(grown, StageFailure(kind: .changedWhileCopying))
+            try await journal.record([outcome], volumeKey: volume.key)
+
+            try await journal.completeUpload(id: old.id, etag: nil)
+
+            let file = try #require(try await journal.files(ofVolume: volume.key)[CardPath("LOGS/run.log")])
+            #expect(file.state == (newContentStaged ? .staged : .pending), "new content staged: \(newContentStaged)")
+            #expect(file.uploadID == nil, "new content staged: \(newContentStaged)")
+            #expect(file.size == 41 << 20)
+            if newContentStaged {
+                let unplanned = try await journal.stagedFilesWithoutUpload(ofVolume: volume.key)
+                #expect(unplanned.map(\.cardPath) == [CardPath("LOGS/run.log")])
+            }
+        }
+    }
+
     @Test func theJournalNamesItsDestinationsAndTheServerIdsOfItsUnfinishedUploads() async throws {
         let (_, journal) = try await openJournal()
         let elsewhere = S3Destination(endpoint: "https://s3.example.net", bucket: "archive", region: "eu-west-1", addressing: .virtualHost)

@@ -345,7 +345,9 @@ public final class Journal: Sendable {
     }
 
     /// Inserts or updates a file; an error counts one failure more (quarantined at
-    /// `quarantineAfter` in a row), no error clears the count.
+    /// `quarantineAfter` in a row), no error clears the count. A file whose content is not
+    /// the one it had (changed on the card, or not read this time) leaves the upload of its
+    /// old content: that upload's completion must not count the new content as uploaded.
     private static func upsertFile(
         _ db: Database, volumeKey: String, file: ScannedFile, fingerprint: String?, state: FileState, error: String?,
         quarantineAfter: Int, at date: Date
@@ -356,6 +358,7 @@ public final class Journal: Sendable {
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9 >= ?10)
             ON CONFLICT(volumeKey, path) DO UPDATE SET
               size = excluded.size, mtime = excluded.mtime, fingerprint = excluded.fingerprint,
+              uploadID = CASE WHEN file.fingerprint IS excluded.fingerprint THEN file.uploadID END,
               state = excluded.state, lastError = excluded.lastError, updatedAt = excluded.updatedAt,
               failures = CASE WHEN ?9 = 0 THEN 0 ELSE file.failures + 1 END,
               quarantined = CASE WHEN ?9 = 0 THEN 0 ELSE file.failures + 1 >= ?10 END
