@@ -66,20 +66,31 @@ import Testing
         #expect(log.batches.withLock { $0 } == [[1], [2]])
     }
 
-    /// With a gathering time, the leader waits for the callers that come meanwhile and
-    /// commits them with its own item, in one batch.
-    @Test func callersThatComeWhileTheLeaderGathersAreCommittedWithIt() async throws {
+    /// With a gathering time, a caller that comes alone is committed at once; once items
+    /// come together, the leader waits for the callers that come meanwhile and commits them
+    /// with its own, in one batch.
+    @Test func aLoneCallerIsCommittedAtOnceAndCallersThatComeTogetherAreGatheredIntoOneBatch() async throws {
         let group = GroupCommit<Int, String>(gathering: .seconds(2))
         let log = Log()
-        await log.gate.openUp()
+        let clock = ContinuousClock()
         let answers = await withTaskGroup(of: (Int, String?).self) { tasks in
-            for item in 0..<5 { tasks.addTask { (item, try? await group.submit(item, log.commit)) } }
+            let start = clock.now
+            tasks.addTask { (0, try? await group.submit(0, log.commit)) }
+            while log.batches.withLock({ $0.isEmpty }) { await Task.yield() }
+            #expect(clock.now - start < .seconds(1), "a lone caller is committed without gathering")
+            // The first commit is held at the gate: these three wait together, and their
+            // leader gathers the two that come while it waits.
+            for item in 1...3 { tasks.addTask { (item, try? await group.submit(item, log.commit)) } }
+            try? await Task.sleep(for: .milliseconds(100))
+            await log.gate.openUp()
+            try? await Task.sleep(for: .milliseconds(200))
+            for item in 4...5 { tasks.addTask { (item, try? await group.submit(item, log.commit)) } }
             var answers: [Int: String] = [:]
             for await (item, answer) in tasks { answers[item] = answer }
             return answers
         }
-        for item in 0..<5 { #expect(answers[item] == "answer \(item)") }
-        #expect(log.batches.withLock { $0.map { $0.sorted() } } == [Array(0..<5)])
+        for item in 0...5 { #expect(answers[item] == "answer \(item)") }
+        #expect(log.batches.withLock { $0.map { $0.sorted() } } == [[0], [1, 2, 3, 4, 5]])
     }
 
     @Test func anItemThatCannotBeWrittenFailsItsOwnCallerAndNoOther() async throws {

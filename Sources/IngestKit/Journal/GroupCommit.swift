@@ -7,9 +7,11 @@ import Synchronization
 /// A card of small files completes an upload every fraction of a millisecond, a few of them
 /// at once; each completion alone was a transaction of its own (a `BEGIN`, its pages
 /// written to the WAL, the WAL's locks, a `COMMIT`), and about a tenth of the CPU time of
-/// the upload path. A caller that finds no commit under way leads the next batch: it waits
-/// `gathering` for others to join (none by default), then commits what has gathered;
-/// those that come while it commits make the batch after.
+/// the upload path. A caller that finds no commit under way leads the next batch and
+/// commits what has gathered; those that come while it commits make the batch after. While
+/// items come together (the batch before held more than one, or others wait already), the
+/// leader first waits `gathering` for more to join (none by default); an item that comes
+/// alone is committed at once, so a lone upload's completion is never held back.
 ///
 /// Nothing is acknowledged before it is written: a caller resumes only after the
 /// transaction holding its item committed. A batch whose transaction fails is committed
@@ -30,10 +32,13 @@ final class GroupCommit<Item: Sendable, Answer: Sendable>: Sendable {
         var callers: [CheckedContinuation<Wake, Never>] = []
         /// A batch is being committed, or its leader is on its way to commit it.
         var committing = false
+        /// Items in the batch committed last.
+        var lastBatch = 0
     }
 
     private let state = Mutex(Waiting())
-    /// How long a batch's leader waits for others to join it before it commits.
+    /// How long a batch's leader waits for others to join it before it commits, while items
+    /// come together.
     private let gathering: Duration
 
     init(gathering: Duration = .zero) { self.gathering = gathering }
@@ -62,9 +67,15 @@ final class GroupCommit<Item: Sendable, Answer: Sendable>: Sendable {
     /// Commits the waiting batch, whose first item is this caller's, answers the others,
     /// then hands the turn to the first caller of the batch that gathered meanwhile, if any.
     private func lead(_ commit: Commit) async -> Result<Answer, JournalError> {
-        if gathering > .zero { try? await Task.sleep(for: gathering) }
+        if gathering > .zero, state.withLock({ $0.lastBatch > 1 || $0.items.count > 1 }) {
+            try? await Task.sleep(for: gathering)
+        }
         let (items, callers) = state.withLock { waiting in
-            defer { waiting.items.removeAll(keepingCapacity: true); waiting.callers.removeAll(keepingCapacity: true) }
+            defer {
+                waiting.lastBatch = waiting.items.count
+                waiting.items.removeAll(keepingCapacity: true)
+                waiting.callers.removeAll(keepingCapacity: true)
+            }
             return (waiting.items, waiting.callers)
         }
         let answers = await committed(items, commit)

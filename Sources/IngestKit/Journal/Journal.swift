@@ -97,9 +97,9 @@ public final class Journal: Sendable {
     public let path: String
     let database: DatabaseQueue
     /// Uploads' completions, written a batch at a time (``completeUpload(id:etag:releasingStagedCopy:at:)``):
-    /// a batch gathers for 5 ms, while the files' slots go on to the next uploads
-    /// (``ObjectUploader/verified``). A card of 5,000 files of 20 kB: 198 transactions of
-    /// completions instead of 935, a third fewer WAL writes.
+    /// while completions come together, a batch gathers for 5 ms, and the files' slots go on
+    /// to the next uploads meanwhile (``ObjectUploader/verified``). A card of 5,000 files of
+    /// 20 kB: 198 transactions of completions instead of 935, a quarter fewer WAL writes.
     let completions = GroupCommit<Completion, Fingerprint?>(gathering: .milliseconds(5))
 
     /// Opens the journal at `path`, creating and migrating it as needed.
