@@ -30,6 +30,13 @@ import Testing
 
     func contents(_ path: String) throws -> [UInt8] { try [UInt8](Data(contentsOf: URL(fileURLWithPath: path))) }
 
+    /// `count` copies of 100 bytes staged in `area`, then let go: their inodes, now spares.
+    func retiredCopies(_ count: Int, in area: StagingArea) throws -> [ino_t] {
+        let copies = try (0..<count).map { _ in try stage(randomBytes(100), in: area) }
+        for (copy, _) in copies { #expect(area.retire(copy, size: 100)) }
+        return copies.map(\.1)
+    }
+
     func names(_ directory: String) throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
     }
@@ -92,13 +99,12 @@ import Testing
         let state = TemporaryDirectory()
         let earlier = try StagingArea(root: state.path + "/staging")
         let count = 2 * SpareFiles.batch + 5
-        let copies = try (0..<count).map { _ in try stage(randomBytes(100), in: earlier) }
-        for (copy, _) in copies { #expect(earlier.retire(copy, size: 100)) }
+        let spares = try retiredCopies(count, in: earlier)
         #expect(try names(earlier.spares.directory).count == count)
 
         let later = try StagingArea(root: state.path + "/staging")
         let restaged = try (0..<count).map { _ in try stage(randomBytes(300), in: later).1 }
-        #expect(Set(restaged) == Set(copies.map(\.1)))
+        #expect(Set(restaged) == Set(spares))
         #expect(try names(later.spares.directory).isEmpty)
         let (_, new) = try stage(randomBytes(300), in: later)
         #expect(!Set(restaged).contains(new))
@@ -110,11 +116,10 @@ import Testing
         let state = TemporaryDirectory()
         let area = try StagingArea(root: state.path + "/staging")
         let count = 2 * SpareFiles.batch + 5
-        let copies = try (0..<count).map { _ in try stage(randomBytes(100), in: area) }
-        for (copy, _) in copies { #expect(area.retire(copy, size: 100)) }
+        let spares = try retiredCopies(count, in: area)
 
         let restaged = try (0..<count).map { _ in try stage(randomBytes(300), in: area).1 }
-        #expect(Set(restaged) == Set(copies.map(\.1)))
+        #expect(Set(restaged) == Set(spares))
         #expect(try names(area.spares.directory).isEmpty)
     }
 

@@ -99,9 +99,7 @@ final class CardOpener {
             if fd >= 0 {
                 let opened = FileDescriptor(adopting: fd)
                 let (status, openedMount): (Glibc.stat, MountIdentity)
-                do { (status, openedMount) = try opened.statusAndMount() } catch {
-                    throw .system(SystemError(call: "statx", errno: error.errno, path: path.display))
-                }
+                do { (status, openedMount) = try opened.statusAndMount(path: path.display) } catch { throw .system(error) }
                 if let mount, !openedMount.isSameMount(as: mount) {
                     let place = components.prefix(depth).joined(separator: [UInt8(ascii: "/")])
                     throw .otherFileSystem(at: CardPath(bytes: Array(place)))

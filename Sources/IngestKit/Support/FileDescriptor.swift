@@ -48,9 +48,10 @@ final class FileDescriptor: @unchecked Sendable {
         try MountIdentity.of([0], inDirectory: raw, path: nil)
     }
 
-    /// This open file's status and the mount it is reached through, in one call.
-    func statusAndMount() throws(SystemError) -> (Glibc.stat, MountIdentity) {
-        guard let found = MountIdentity.lstat([0], inDirectory: raw) else { throw .last("statx") }
+    /// This open file's status and the mount it is reached through, in one call. `path`
+    /// names it in errors.
+    func statusAndMount(path: String?) throws(SystemError) -> (Glibc.stat, MountIdentity) {
+        guard let found = MountIdentity.lstat([0], inDirectory: raw) else { throw .last("statx", path: path) }
         return found
     }
 
