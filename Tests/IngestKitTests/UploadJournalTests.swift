@@ -179,6 +179,11 @@ import Testing
         #expect(parts.map(\.number) == [3])
         #expect(parts.first?.digest == "d3")
         #expect(try await journal.uploads(idPrefix: String(record.id.prefix(4))).map(\.id) == [record.id])
+
+        try await journal.completeUpload(id: record.id, etag: "\"e-2\"")
+        let (completed, left) = try #require(try await journal.upload(id: record.id))
+        #expect(completed.phase == .completed)
+        #expect(left.isEmpty, "a completed upload's parts are forgotten")
     }
 
     /// What each upload's end asks of the journal (complete it, then decide its staged

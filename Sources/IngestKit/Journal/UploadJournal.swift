@@ -137,11 +137,12 @@ extension UploadRecord {
         for (column, value) in zip(Self.columns, columnValues) { container[column] = value }
     }
 
-    /// Inserts the record with one cached statement: once per file of a card, where GRDB's
-    /// generic insert built a persistence container and its statement's text each time
-    /// (about 2 % of the CPU time of a card of small files).
-    func insertCached(_ db: Database) throws {
-        try db.cachedStatement(sql: Self.insertSQL).execute(arguments: StatementArguments(columnValues))
+    /// Inserts the record with one cached statement, unless an upload of its id is there
+    /// already (then nothing changes, and the database's `changesCount` is 0). Once per file
+    /// of a card: GRDB's generic insert built a persistence container and its statement's
+    /// text each time (about 2 % of the CPU time of a card of small files).
+    func insertCachedUnlessPlanned(_ db: Database) throws {
+        try db.cachedStatement(sql: Self.insertSQL + " ON CONFLICT(id) DO NOTHING").execute(arguments: StatementArguments(columnValues))
     }
 
     /// The columns written, in the order of ``columnValues``.
@@ -269,16 +270,6 @@ extension Journal {
         let target = claim.target
         let id = UploadRecord.logicalID(target: target, fingerprint: claim.fingerprint)
         let pathBytes = Data(claim.path.bytes)
-        // Cached statements: compiling one costs more than running it (GRDB's authorizer
-        // looks at every column the statement reads), and this runs once per file.
-        if let existing = try UploadRecord.fetchOne(
-            db.cachedStatement(sql: "SELECT * FROM upload WHERE id = ?"), arguments: [id])
-        {
-            let done = existing.phase == .completed
-            try db.cachedStatement(sql: "UPDATE file SET uploadID = ?, state = ?, updatedAt = ? WHERE volumeKey = ? AND path = ?")
-                .execute(arguments: [id, done ? FileState.uploaded : FileState.staged, JournalDate(date), volumeKey, pathBytes])
-            return done ? .alreadyInBucket(existing) : .upload(existing)
-        }
         let streamed = claim.streamed
         let record = UploadRecord(
             id: id, endpoint: target.endpoint, bucket: target.bucket, region: target.region,
@@ -288,7 +279,19 @@ extension Journal {
             headers: UploadRecord.encode(headers: streamed?.headers ?? claim.headers), volumeKey: volumeKey,
             sourcePath: pathBytes, etag: nil, lastError: nil, createdAt: date, updatedAt: date, completedAt: nil,
             cardChecksums: UploadRecord.encode(checksums: claim.cardChecksums.flatMap { $0.partSize == claim.partSize ? $0 : nil }))
-        try record.insertCached(db)
+        // A new content is inserted without a look first (a statement a file less); a content
+        // some file planned already keeps its upload, which this file joins. Cached
+        // statements: compiling one costs more than running it (GRDB's authorizer looks at
+        // every column the statement reads), and this runs once per file.
+        try record.insertCachedUnlessPlanned(db)
+        if db.changesCount == 0 {
+            guard let existing = try UploadRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM upload WHERE id = ?"), arguments: [id])
+            else { throw DatabaseError(resultCode: .SQLITE_INTERNAL, message: "upload \(id) was neither inserted nor there") }
+            let done = existing.phase == .completed
+            try db.cachedStatement(sql: "UPDATE file SET uploadID = ?, state = ?, updatedAt = ? WHERE volumeKey = ? AND path = ?")
+                .execute(arguments: [id, done ? FileState.uploaded : FileState.staged, JournalDate(date), volumeKey, pathBytes])
+            return done ? .alreadyInBucket(existing) : .upload(existing)
+        }
         for part in streamed?.parts ?? [] {
             try db.cachedStatement(sql: "INSERT INTO uploadPart (upload, number, etag, size, digest) VALUES (?, ?, ?, ?, ?)")
                 .execute(arguments: [id, part.number, part.etag, part.size, part.digest])
@@ -482,19 +485,24 @@ extension Journal {
 
     private static func complete(_ completion: Completion, in db: Database) throws -> Fingerprint? {
         let (id, date) = (completion.id, JournalDate(completion.date))
-        try db.cachedStatement(sql: """
-            UPDATE upload SET phase = 'completed', etag = COALESCE(?, etag), lastError = NULL, uploadID = NULL,
-            failures = 0, quarantined = 0, updatedAt = ?, completedAt = ? WHERE id = ?
-            """).execute(arguments: [completion.etag, date, date, id])
-        try db.cachedStatement(sql: "DELETE FROM uploadPart WHERE upload = ?").execute(arguments: [id])
+        // One statement writes the completion and reads what the rest needs of the upload.
+        guard
+            let upload = try Row.fetchOne(
+                db.cachedStatement(sql: """
+                    UPDATE upload SET phase = 'completed', etag = COALESCE(?, etag), lastError = NULL, uploadID = NULL,
+                    failures = 0, quarantined = 0, updatedAt = ?, completedAt = ? WHERE id = ?
+                    RETURNING fingerprint, partSize
+                    """), arguments: [completion.etag, date, date, id])
+        else { return nil }
+        // Only a multipart upload has parts journalled.
+        if upload["partSize"] as Int64? != nil {
+            try db.cachedStatement(sql: "DELETE FROM uploadPart WHERE upload = ?").execute(arguments: [id])
+        }
         try db.cachedStatement(sql: """
             UPDATE file SET state = 'uploaded', lastError = NULL, failures = 0, quarantined = 0, updatedAt = ?
             WHERE uploadID = ?
             """).execute(arguments: [date, id])
-        guard completion.releasingStagedCopy,
-            let hex = try String.fetchOne(
-                db.cachedStatement(sql: "SELECT fingerprint FROM upload WHERE id = ?"), arguments: [id])
-        else { return nil }
+        guard completion.releasingStagedCopy, let hex = upload["fingerprint"] as String? else { return nil }
         return try String.fetchOne(
             db.cachedStatement(sql: Self.removableCopies(only: true)), arguments: [date, hex]
         ).flatMap(Fingerprint.init(hex:))
