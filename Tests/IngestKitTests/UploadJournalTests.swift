@@ -130,6 +130,60 @@ import Testing
         #expect(try await journal.multipartUploadIDs(endpoint: elsewhere.endpoint, bucket: elsewhere.bucket) == ["server-c"])
     }
 
+    /// An upload is found by what it uploads (endpoint, bucket, fingerprint), never by its
+    /// id: one an older version planned under a 12-digit id is joined, not planned twice.
+    @Test func anUploadPlannedUnderAnOlderIdIsJoinedByItsContent() async throws {
+        let (_, journal) = try await openJournal()
+        let a = try await stage(journal, "DCIM/a.jpg", digest: 11)
+        var older = try await plannedElsewhere(claim(a))
+        older.id = "0123456789ab"
+        try await journal.database.write { [older] db in try older.insert(db) }
+
+        guard case .upload(let joined) = try await journal.claim([claim(a)], volumeKey: volume.key)[0] else {
+            Issue.record("expected the older upload joined")
+            return
+        }
+        #expect(joined.id == older.id)
+        #expect(try await journal.pendingUploads().map(\.id) == [older.id])
+        try await journal.completeUpload(id: older.id, etag: nil)
+        #expect(try await journal.files(ofVolume: volume.key)[CardPath("DCIM/a.jpg")]?.state == .uploaded)
+    }
+
+    /// Ids are 60 bits of a hash, so two contents may get one. The second takes another id
+    /// of its own: no file ever rides on, or completes with, another content's upload.
+    @Test func aContentWhoseIdIsTakenByAnotherContentGetsAnotherIdAndAnUploadOfItsOwn() async throws {
+        let (_, journal) = try await openJournal()
+        let b = try await stage(journal, "DCIM/b.jpg", digest: 12)
+        let taken = UploadRecord.logicalID(target: target, fingerprint: b.fingerprint)
+        var other = try await plannedElsewhere(claim(StagedFile(
+            file: ScannedFile(path: CardPath("DCIM/other.jpg"), size: 1, mtime: 1),
+            fingerprint: Fingerprint(high: 99, low: 99), deduplicated: false, verified: false)))
+        other.id = taken
+        try await journal.database.write { [other] db in try other.insert(db) }
+
+        guard case .planned(let record) = try await journal.claim([claim(b)], volumeKey: volume.key)[0] else {
+            Issue.record("expected an upload of b's own")
+            return
+        }
+        #expect(record.id == UploadRecord.logicalID(target: target, fingerprint: b.fingerprint, attempt: 1))
+        #expect(record.id.count == 15 && taken.count == 15)
+        #expect(record.fingerprint == b.fingerprint.hex)
+        #expect(try await journal.upload(id: taken)?.0.fingerprint == other.fingerprint, "the other content's upload is untouched")
+        try await journal.completeUpload(id: record.id, etag: nil)
+        #expect(try await journal.files(ofVolume: volume.key)[CardPath("DCIM/b.jpg")]?.state == .uploaded)
+        #expect(try await journal.upload(id: taken)?.0.phase == .created)
+    }
+
+    /// The upload `claim` plans in a journal of its own: a record to insert by hand.
+    func plannedElsewhere(_ claim: UploadClaim) async throws -> UploadRecord {
+        let (_, scratch) = try await openJournal()
+        _ = try await stage(scratch, claim.path.display, digest: claim.fingerprint.high)
+        guard case .planned(let record) = try await scratch.claim([claim], volumeKey: volume.key)[0] else {
+            throw JournalError(path: "scratch", operation: .write, reason: "no upload planned")
+        }
+        return record
+    }
+
     @Test func contentAlreadyVerifiedInTheBucketIsRecordedAsUploadedWithoutANewUpload() async throws {
         let (_, journal) = try await openJournal()
         let a = try await stage(journal, "a.jpg", digest: 3)

@@ -63,7 +63,7 @@ public struct StateDirectory: Sendable {
     ///
     /// Every upload's lock is one byte of `locks/uploads.lock` (``ByteLock``): no file is
     /// created or removed per upload. The byte is the upload id read as a number (ids are
-    /// 12 hex digits, so no two share one); any other id is hashed to a byte.
+    /// at most 15 hex digits, so no two share one); any other id is hashed to a byte.
     public func lockUpload(_ id: String) throws(IngestError) -> VolumeLock? {
         let path = "\(locksPath)/uploads.lock"
         do {

@@ -11,7 +11,8 @@ extension PartDigestAlgorithm: DatabaseValueConvertible {}
 /// the same photo, arrive at the same upload rather than two objects.
 public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord, JournalRecord {
     public static let databaseTableName = "upload"
-    /// The logical upload id people type (`ingest abort ID`): 12 hex digits.
+    /// The logical upload id people type (`ingest abort ID`): 15 hex digits (12 when an
+    /// older version planned it).
     public var id: String
     public var endpoint: String
     public var bucket: String
@@ -73,10 +74,13 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
         StringArraysJSON.encode(headers.map { [$0.name, $0.value] })
     }
 
-    /// The logical id of the upload of `fingerprint` to `target`.
-    public static func logicalID(target: S3Destination, fingerprint: Fingerprint) -> String {
-        let text = "\(target.endpoint)\n\(target.bucket)\n\(fingerprint.hex)"
-        return String(Fingerprint.of(Array(text.utf8)).hex.prefix(12))
+    /// The logical id of the upload of `fingerprint` to `target`: 15 hex digits (60 bits) of a
+    /// hash of both, short enough to type and to lock as a number (``StateDirectory/lockUpload(_:)``).
+    /// `attempt` (0 first) gives another id for the same upload, when an id is taken by
+    /// another content.
+    public static func logicalID(target: S3Destination, fingerprint: Fingerprint, attempt: Int = 0) -> String {
+        let text = "\(target.endpoint)\n\(target.bucket)\n\(fingerprint.hex)" + (attempt == 0 ? "" : "\n\(attempt)")
+        return String(Fingerprint.of(Array(text.utf8)).hex.prefix(15))
     }
 
     /// ``cardChecksums`` as the uploader takes them; nil when there are none, or they are
@@ -137,13 +141,27 @@ extension UploadRecord {
         for (column, value) in zip(Self.columns, columnValues) { container[column] = value }
     }
 
-    /// Inserts the record with one cached statement, unless an upload of its id is there
-    /// already (then nothing changes, and the database's `changesCount` is 0). Once per file
-    /// of a card: GRDB's generic insert built a persistence container and its statement's
-    /// text each time (about 2 % of the CPU time of a card of small files).
-    func insertCachedUnlessPlanned(_ db: Database) throws {
-        try db.cachedStatement(sql: Self.insertSQL + " ON CONFLICT(id) DO NOTHING").execute(arguments: StatementArguments(columnValues))
+    /// Inserts the record with one cached statement (GRDB's generic insert built a persistence
+    /// container and its statement's text each time: about 2 % of the CPU time of a card of
+    /// small files), unless an upload of its content to its bucket is there already: then
+    /// nothing changes, and the database's `changesCount` is 0.
+    ///
+    /// An id is 60 bits of a hash: two contents may, rarely, get one. The second then takes
+    /// the next of its own ids (``logicalID(target:fingerprint:attempt:)``), so an id never
+    /// names two contents, and a file never rides on another content's upload.
+    mutating func insertUnlessPlanned(_ db: Database, fingerprint content: Fingerprint) throws {
+        for attempt in 1...Self.idAttempts {
+            do {
+                try db.cachedStatement(sql: Self.insertSQL + " ON CONFLICT(endpoint, bucket, fingerprint) DO NOTHING")
+                    .execute(arguments: StatementArguments(columnValues))
+                return
+            } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY && attempt < Self.idAttempts {
+                id = Self.logicalID(target: target, fingerprint: content, attempt: attempt)
+            }
+        }
     }
+
+    private static let idAttempts = 8
 
     /// The columns written, in the order of ``columnValues``.
     static let columns = [
@@ -268,30 +286,32 @@ extension Journal {
 
     private static func claim(_ db: Database, _ claim: UploadClaim, volumeKey: String, at date: Date) throws -> ClaimResult {
         let target = claim.target
-        let id = UploadRecord.logicalID(target: target, fingerprint: claim.fingerprint)
         let pathBytes = Data(claim.path.bytes)
         let streamed = claim.streamed
-        let record = UploadRecord(
-            id: id, endpoint: target.endpoint, bucket: target.bucket, region: target.region,
-            addressing: target.addressing, key: claim.key, fingerprint: claim.fingerprint.hex, size: claim.size,
-            partSize: claim.partSize, checksum: claim.checksum, phase: streamed == nil ? .created : .uploading,
-            uploadID: streamed?.uploadID, restartCount: 0,
+        var record = UploadRecord(
+            id: UploadRecord.logicalID(target: target, fingerprint: claim.fingerprint), endpoint: target.endpoint,
+            bucket: target.bucket, region: target.region, addressing: target.addressing, key: claim.key,
+            fingerprint: claim.fingerprint.hex, size: claim.size, partSize: claim.partSize, checksum: claim.checksum,
+            phase: streamed == nil ? .created : .uploading, uploadID: streamed?.uploadID, restartCount: 0,
             headers: UploadRecord.encode(headers: streamed?.headers ?? claim.headers), volumeKey: volumeKey,
             sourcePath: pathBytes, etag: nil, lastError: nil, createdAt: date, updatedAt: date, completedAt: nil,
             cardChecksums: UploadRecord.encode(checksums: claim.cardChecksums.flatMap { $0.partSize == claim.partSize ? $0 : nil }))
         // A new content is inserted without a look first (a statement a file less); a content
-        // some file planned already keeps its upload, which this file joins. Cached
-        // statements: compiling one costs more than running it (GRDB's authorizer looks at
-        // every column the statement reads), and this runs once per file.
-        try record.insertCachedUnlessPlanned(db)
+        // some file planned already, found by what it is (endpoint, bucket, fingerprint) and
+        // never by its id, keeps its upload, which this file joins.
+        try record.insertUnlessPlanned(db, fingerprint: claim.fingerprint)
         if db.changesCount == 0 {
-            guard let existing = try UploadRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM upload WHERE id = ?"), arguments: [id])
-            else { throw DatabaseError(resultCode: .SQLITE_INTERNAL, message: "upload \(id) was neither inserted nor there") }
+            guard
+                let existing = try UploadRecord.fetchOne(
+                    db.cachedStatement(sql: "SELECT * FROM upload WHERE endpoint = ? AND bucket = ? AND fingerprint = ?"),
+                    arguments: [target.endpoint, target.bucket, claim.fingerprint.hex])
+            else { throw DatabaseError(resultCode: .SQLITE_INTERNAL, message: "upload of \(claim.fingerprint.hex) neither inserted nor there") }
             let done = existing.phase == .completed
             try db.cachedStatement(sql: "UPDATE file SET uploadID = ?, state = ?, updatedAt = ? WHERE volumeKey = ? AND path = ?")
-                .execute(arguments: [id, done ? FileState.uploaded : FileState.staged, JournalDate(date), volumeKey, pathBytes])
+                .execute(arguments: [existing.id, done ? FileState.uploaded : FileState.staged, JournalDate(date), volumeKey, pathBytes])
             return done ? .alreadyInBucket(existing) : .upload(existing)
         }
+        let id = record.id
         for part in streamed?.parts ?? [] {
             try db.cachedStatement(sql: "INSERT INTO uploadPart (upload, number, etag, size, digest) VALUES (?, ?, ?, ?, ?)")
                 .execute(arguments: [id, part.number, part.etag, part.size, part.digest])
