@@ -174,6 +174,63 @@ import Testing
         #expect(try await journal.upload(id: taken)?.0.phase == .created)
     }
 
+    /// Version 9 rebuilt the upload table around one index by content. A journal written
+    /// before keeps every upload, each one's place in the queue, its parts and the files
+    /// riding on it, and finds an upload by content through the new index.
+    @Test func aJournalFromBeforeTheIndexByContentKeepsItsUploadsTheirQueueOrderPartsAndFiles() async throws {
+        let dir = TemporaryDirectory()
+        let path = dir.path + "/journal.sqlite"
+        var records: [UploadRecord] = []
+        for n in 1...3 {
+            records.append(try await plannedElsewhere(claim(StagedFile(
+                file: ScannedFile(path: CardPath("DCIM/\(n).jpg"), size: 40 << 20, mtime: 1),
+                fingerprint: Fingerprint(high: UInt64(20 + n), low: UInt64(20 + n)), deduplicated: false, verified: false))))
+        }
+        do {
+            let older = try DatabaseQueue(path: path)
+            try Journal.migrator.migrate(older, upTo: "v8: the journal as the upload queue")
+            try await older.write { [records, volume] db in
+                try VolumeRecord(volume, seen: Date()).insert(db)
+                for record in records { try record.insert(db) }
+                try db.execute(sql: "DELETE FROM upload WHERE id = ?", arguments: [records[0].id])  // a gap in the queue
+                try db.execute(
+                    sql: "INSERT INTO uploadPart (upload, number, etag, size, digest) VALUES (?, 1, 'e1', 8388608, 'd1')",
+                    arguments: [records[2].id])
+                try db.execute(
+                    sql: """
+                        INSERT INTO file (volumeKey, path, size, mtime, state, updatedAt, uploadID)
+                        VALUES (?, ?, 41943040, 1, 'staged', ?, ?)
+                        """, arguments: [volume.key, Data("DCIM/3.jpg".utf8), JournalDate(Date()), records[2].id])
+            }
+            try older.close()
+        }
+
+        let journal = try Journal(path: path)
+        let page = try await journal.pendingUploadPage(ofVolume: volume.key, after: 0, limit: 10)
+        #expect(page.map(\.position) == [2, 3])
+        #expect(page.map(\.record.id) == [records[1].id, records[2].id])
+        #expect(try await journal.upload(id: records[2].id)?.1.map(\.number) == [1])
+        let (indexes, dangling) = try journal.database.read { db in
+            (try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'upload' ORDER BY name"),
+             try Row.fetchAll(db, sql: "PRAGMA foreign_key_check"))
+        }
+        #expect(indexes == [
+            "sqlite_autoindex_upload_1", "upload_by_content", "upload_by_phase_completion", "upload_pending_by_volume",
+            "upload_quarantined",
+        ])
+        #expect(dangling.isEmpty)
+
+        let again = try await stage(journal, "BACKUP/2.jpg", digest: 22)
+        guard case .upload(let joined) = try await journal.claim([claim(again)], volumeKey: volume.key)[0] else {
+            Issue.record("expected the upload of that content joined")
+            return
+        }
+        #expect(joined.id == records[1].id)
+        try await journal.completeUpload(id: records[2].id, etag: nil)
+        #expect(try await journal.files(ofVolume: volume.key)[CardPath("DCIM/3.jpg")]?.state == .uploaded)
+        #expect(try await journal.upload(id: records[2].id)?.1.isEmpty == true)
+    }
+
     /// The upload `claim` plans in a journal of its own: a record to insert by hand.
     func plannedElsewhere(_ claim: UploadClaim) async throws -> UploadRecord {
         let (_, scratch) = try await openJournal()

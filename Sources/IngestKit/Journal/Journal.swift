@@ -289,6 +289,31 @@ public final class Journal: Sendable {
                 CREATE INDEX upload_pending_by_volume ON upload(volumeKey) WHERE phase NOT IN ('completed', 'aborted')
                 """)
         }
+        // An upload is found by its content (endpoint, bucket, fingerprint) and, to decide a
+        // staged copy's fate, by its fingerprint alone: one unique index led by the
+        // fingerprint serves both, where the table's constraint and a second index each took
+        // a write at a random place per upload. SQLite cannot drop a table's constraint, so
+        // the table is rebuilt, keeping each row's rowid (its place in the upload queue).
+        migrator.registerMigration("v9: one index of uploads by content") { db in
+            let columns = try db.columns(in: "upload").map { "\"\($0.name)\"" }.joined(separator: ", ")
+            try db.execute(sql: """
+                CREATE TABLE upload_v9 (
+                  "id" TEXT PRIMARY KEY NOT NULL, "endpoint" TEXT NOT NULL, "bucket" TEXT NOT NULL, "region" TEXT NOT NULL,
+                  "addressing" TEXT NOT NULL, "key" TEXT NOT NULL, "fingerprint" TEXT NOT NULL, "size" INTEGER NOT NULL,
+                  "partSize" INTEGER, "checksum" TEXT NOT NULL, "phase" TEXT NOT NULL, "uploadID" TEXT,
+                  "restartCount" INTEGER NOT NULL, "headers" TEXT NOT NULL, "volumeKey" TEXT, "sourcePath" BLOB,
+                  "etag" TEXT, "lastError" TEXT, "createdAt" DATETIME NOT NULL, "updatedAt" DATETIME NOT NULL,
+                  "completedAt" DATETIME, "failures" INTEGER NOT NULL DEFAULT 0, "quarantined" BOOLEAN NOT NULL DEFAULT 0,
+                  "cardChecksums" BLOB);
+                INSERT INTO upload_v9 (rowid, \(columns)) SELECT rowid, \(columns) FROM upload;
+                DROP TABLE upload;
+                ALTER TABLE upload_v9 RENAME TO upload;
+                CREATE UNIQUE INDEX upload_by_content ON upload(fingerprint, endpoint, bucket);
+                CREATE INDEX upload_by_phase_completion ON upload(phase, completedAt);
+                CREATE INDEX upload_pending_by_volume ON upload(volumeKey) WHERE phase NOT IN ('completed', 'aborted');
+                CREATE INDEX upload_quarantined ON upload(quarantined) WHERE quarantined = 1;
+                """)
+        }
         return migrator
     }
 
