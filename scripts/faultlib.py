@@ -22,6 +22,7 @@ import urllib.request
 from dataclasses import dataclass, field
 
 import botocore.config
+import botocore.exceptions
 import botocore.session
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -595,6 +596,25 @@ class Count:
         return max(0, self.sent_bytes - self.needed_bytes)
 
 
+def download(client, arguments: dict, path: str, patience: float = 60) -> str | None:
+    """GetObject into `path`; returns the object's x-amz-meta-xxh128. A server error (5xx) is
+    asked again for up to `patience` seconds: a SeaweedFS just restarted answers listings
+    before it serves every volume's data. Raises what the last attempt raised."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            answer = client.get_object(**arguments)
+            with open(path, "wb") as out:
+                for chunk in iter(lambda: answer["Body"].read(1 << 20), b""):
+                    out.write(chunk)
+            return answer.get("Metadata", {}).get("xxh128")
+        except botocore.exceptions.ClientError as error:
+            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if status < 500 or time.monotonic() > deadline:
+                raise
+        time.sleep(1)
+
+
 def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: str, versioned: bool,
                  known: list[CardFile] = (), forbidden: list[CardFile] = ()) -> Count:
     """Downloads every version of every object under `prefix` and counts against the card files
@@ -620,27 +640,33 @@ def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: 
     paths: list[bytes] = []
     meta: list[str | None] = []
     real = [v for v in versions if not v["DeleteMarker"]]
+    readable = []
     for index, version in enumerate(real):
         arguments = {"Bucket": bucket, "Key": version["Key"]}
         if version["VersionId"] and version["VersionId"] != "null":
             arguments["VersionId"] = version["VersionId"]
-        answer = client.get_object(**arguments)
         path = os.path.join(downloads, str(index))
-        with open(path, "wb") as out:
-            for chunk in iter(lambda: answer["Body"].read(1 << 20), b""):
-                out.write(chunk)
+        try:
+            meta.append(download(client, arguments, path))
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as error:
+            # Listed but not readable: its bytes are nowhere to be had, so it counts as
+            # corrupt, named, and the card file it was for as lost.
+            version["xxh128"], version["recorded"] = None, None
+            count.corrupt += 1
+            count.notes.append(f"unreadable {version['Key']!r}: {error}")
+            continue
+        readable.append(version)
         paths.append(os.fsencode(path))
-        meta.append(answer.get("Metadata", {}).get("xxh128"))
     hashes = hash_files(paths)
     shutil.rmtree(downloads, ignore_errors=True)
-    for version, digest, recorded in zip(real, hashes, meta):
+    for version, digest, recorded in zip(readable, hashes, meta):
         version["xxh128"] = digest
         version["recorded"] = recorded
     expected_hashes = {f.xxh128 for f in files} | {f.xxh128 for f in known}
     count.versions = len(real)
     current = [v for v in versions if v["IsLatest"] and not v["DeleteMarker"]]
     count.objects = len(current)
-    current_hashes = [v["xxh128"] for v in current]
+    current_hashes = [v["xxh128"] for v in current if v["xxh128"] is not None]
     present = set(current_hashes)
     for f in files:
         if f.xxh128 in present:
@@ -665,7 +691,7 @@ def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: 
             else:
                 seen[v["xxh128"]] = v["Key"]
     host = {f.xxh128: f for f in forbidden}
-    for version in real:
+    for version in readable:
         if version["xxh128"] in host:
             count.corrupt += 1
             count.notes.append(f"host file {host[version['xxh128']].path!r} (off the card) uploaded as {version['Key']!r}")
