@@ -149,13 +149,14 @@ extension UploadRecord {
     /// An id is 60 bits of a hash: two contents may, rarely, get one. The second then takes
     /// the next of its own ids (``logicalID(target:fingerprint:attempt:)``), so an id never
     /// names two contents, and a file never rides on another content's upload.
-    mutating func insertUnlessPlanned(_ db: Database, fingerprint content: Fingerprint) throws {
+    mutating func insertUnlessPlanned(_ db: Database) throws {
         for attempt in 1...Self.idAttempts {
             do {
                 try db.cachedStatement(sql: Self.insertSQL + " ON CONFLICT(endpoint, bucket, fingerprint) DO NOTHING")
                     .execute(arguments: StatementArguments(columnValues))
                 return
             } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY && attempt < Self.idAttempts {
+                guard let content = contentFingerprint else { throw error }
                 id = Self.logicalID(target: target, fingerprint: content, attempt: attempt)
             }
         }
@@ -299,7 +300,7 @@ extension Journal {
         // A new content is inserted without a look first (a statement a file less); a content
         // some file planned already, found by what it is (endpoint, bucket, fingerprint) and
         // never by its id, keeps its upload, which this file joins.
-        try record.insertUnlessPlanned(db, fingerprint: claim.fingerprint)
+        try record.insertUnlessPlanned(db)
         if db.changesCount == 0 {
             guard
                 let existing = try UploadRecord.fetchOne(

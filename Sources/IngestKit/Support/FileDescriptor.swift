@@ -50,7 +50,7 @@ final class FileDescriptor: @unchecked Sendable {
 
     /// This open file's status and the mount it is reached through, in one call. `path`
     /// names it in errors.
-    func statusAndMount(path: String?) throws(SystemError) -> (Glibc.stat, MountIdentity) {
+    func statusAndMount(path: String) throws(SystemError) -> (Glibc.stat, MountIdentity) {
         guard let found = MountIdentity.lstat([0], inDirectory: raw) else { throw .last("statx", path: path) }
         return found
     }
