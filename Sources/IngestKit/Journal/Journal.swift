@@ -110,7 +110,10 @@ public final class Journal: Sendable {
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = WAL")
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            try db.execute(sql: "PRAGMA cache_size = -512")
+            // 2 MiB of pages: with 512 KiB, a card of 5,000 small files re-read 20,000 journal
+            // pages (a pread each) that the indexes' random inserts had pushed out, and took
+            // 6 % more CPU time; at 100,000 files peak RSS grew 0.2 MiB.
+            try db.execute(sql: "PRAGMA cache_size = -2048")
         }
         // Two processes opening a new journal at once must not both create its tables: the
         // migration runs under an exclusive lock on a file beside it.
