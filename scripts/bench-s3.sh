@@ -25,14 +25,17 @@
 #   bench_run NAME TIMEOUT DIR [PREFIX]
 #                                  runs bench_cmd[NAME] (after the shell command PREFIX, e.g. one that
 #                                  joins a cgroup) under GNU time; sets run_wall, run_cpu (user+sys),
-#                                  run_rss (KiB), run_srv (SeaweedFS's CPU s meanwhile), run_timed_out (1 when
-#                                  killed at TIMEOUT s); dies if the contender fails
+#                                  run_rss (KiB), run_srv (SeaweedFS's CPU s meanwhile), run_busy (the cores
+#                                  the whole machine kept busy, on average), run_requests (the S3 requests
+#                                  SeaweedFS answered meanwhile, by its own count: "TYPE COUNT, …"),
+#                                  run_timed_out (1 when killed at TIMEOUT s); dies if the contender fails
 #   bench_check NAME BUCKET DIR    the bucket holds the whole card (peers: under the same keys), or dies;
 #                                  with run_timed_out, just sets run_landed to the objects there
 #   bench_rounds TAG REPEAT DIR [PREFIX]
 #                                  REPEAT rounds of every contender in names (rotated: none always goes
 #                                  first), each with a cold cache, into a fresh bucket checked and deleted
-#                                  after; fills secs, cpu, srv (space-separated, a run each), rss (the
+#                                  after; fills secs, cpu, srv, busy (space-separated, a run each),
+#                                  requests (the last run's run_requests), rss (the
 #                                  highest, KiB), late (why a contender's figures are a lower bound) and
 #                                  landed (the objects a contender cut off at TIMEOUT had landed).
 #                                  ingest's state directory is fresh each run, and a spent one is moved
@@ -57,7 +60,7 @@ declare -A bench_cmd=(
   [s5cmd]='exec "$s5cmd" --endpoint-url "$endpoint" cp "$card/*" "s3://$bucket/card/" >"$log" 2>&1'
 )
 
-declare -A secs=() cpu=() srv=() rss=() late=() landed=()
+declare -A secs=() cpu=() srv=() busy=() requests=() rss=() late=() landed=()
 
 die() { echo "bench: $*" >&2; exit 1; }
 calc() { awk "BEGIN {print ($1)}"; }
@@ -134,10 +137,12 @@ bench_cold() {
 }
 
 weed_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15 + $16 + $17) / hz}' "/proc/$weed_pid/stat"; }
+# CPU time (s) every core of the machine has spent busy: user, nice, system, irq, softirq, steal.
+machine_busy() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{print ($2 + $3 + $4 + $7 + $8 + $9) / hz}' /proc/stat; }
 
 bench_run() {
-  local name=$1 limit=$2 dir=$3 prefix=${4:-} before status=0 e u s m
-  before=$(weed_cpu)
+  local name=$1 limit=$2 dir=$3 prefix=${4:-} before busy_before requests_before status=0 e u s m
+  requests_before=$(weed_requests) busy_before=$(machine_busy) before=$(weed_cpu)
   /usr/bin/time -f '%e %U %S %M' -o "$dir/time" timeout --foreground -k 10 "$limit" \
     bash -c "$prefix${prefix:+ && }${bench_cmd[$name]}" || status=$?
   run_timed_out=0
@@ -148,6 +153,9 @@ bench_run() {
   fi
   read -r e u s m < <(grep -E '^[0-9.]+ [0-9.]+ [0-9.]+ [0-9]+$' "$dir/time")
   run_wall=$e run_cpu=$(calc "$u + $s") run_rss=$m run_srv=$(calc "$(weed_cpu) - $before")
+  run_busy=$(calc "($(machine_busy) - $busy_before) / $e")
+  run_requests=$(join -a2 -e0 -o 2.1,1.2,2.2 <(echo "$requests_before") <(weed_requests) \
+    | awk '$3 > $2 {printf "%s%s %d", sep, $1, $3 - $2; sep = ", "}')
   if [[ $name == ingest* ]] && ((!run_timed_out)) && ! grep -q '"event":"summary".*"failed":0[,}]' "$log"; then
     grep -v '"staged"' "$log" >&2; die "ingest reported failures"
   fi
@@ -182,7 +190,7 @@ bench_versions() {
 
 bench_rounds() {
   local tag=$1 repeat=$2 dir=$3 prefix=${4:-} r i name
-  secs=() cpu=() srv=() rss=() late=() landed=()
+  secs=() cpu=() srv=() busy=() requests=() rss=() late=() landed=()
   for ((r = 1; r <= repeat; r++)); do
     for ((i = 0; i < ${#names[@]}; i++)); do
       name=${names[(i + r - 1) % ${#names[@]}]}
@@ -197,7 +205,8 @@ bench_rounds() {
         late[$name]="timed out after $timeout s${run_landed:+ with $run_landed of $card_files objects}"
         landed[$name]=$run_landed
       fi
-      secs[$name]+="$run_wall " cpu[$name]+="$run_cpu " srv[$name]+="$run_srv "
+      secs[$name]+="$run_wall " cpu[$name]+="$run_cpu " srv[$name]+="$run_srv " busy[$name]+="$run_busy "
+      requests[$name]=$run_requests
       rss[$name]=$((run_rss > ${rss[$name]:-0} ? run_rss : ${rss[$name]:-0}))
       printf '  run %d/%d  %-24s %7.2f s  %6.2f CPU s  %5d MiB%s\n' "$r" "$repeat" "${bench_label[$name]}" \
         "$run_wall" "$run_cpu" $((run_rss / 1024)) "${late[$name]:+  (${late[$name]})}"

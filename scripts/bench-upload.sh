@@ -4,7 +4,9 @@
 # settings, to the same SeaweedFS on 127.0.0.1, on the same data, in one run. ingest stages
 # (copies and fingerprints) into its state directory before it uploads: that is part of its
 # cost, fairly. Each contender runs REPEAT times, interleaved, each time into a fresh bucket,
-# with cold data caches (programs warm); medians of wall and CPU time, the highest peak RSS.
+# with cold data caches (programs warm); medians of wall and CPU time, the highest peak RSS, and
+# what bounds a run: the server's CPU time, the cores the whole machine kept busy, and the
+# requests the server answered, by its own count (SeaweedFS's metrics).
 # After every run the bucket is listed: a contender that uploaded less than the card fails the
 # bench. A run cut off at TIMEOUT is reported with the objects it had landed, and the bench goes on.
 # Cases (CASES, default "big small5k small100k"), each on its own card (an ext4 loop mount when root):
@@ -109,15 +111,19 @@ for case in "${cases[@]}"; do
   echo
   echo "## Upload to S3, $case: $(numfmt --to=iec "$card_bytes") ($(case_title "$case")), median of $repeat $( ((bench_warm)) && echo "warm-card" || echo "cold-cache") run(s)"
   echo
-  echo "| contender | wall s | MB/s | ms per file | CPU s (user+sys) | peak RSS MiB | server CPU s |"
-  echo "|---|--:|--:|--:|--:|--:|--:|"
+  echo "| contender | wall s | MB/s | ms per file | CPU s (user+sys) | peak RSS MiB | server CPU s | cores busy | server requests (last run) |"
+  echo "|---|--:|--:|--:|--:|--:|--:|--:|---|"
   for name in "${names[@]}"; do
-    printf '| %s | %.2f | %.0f | %.3f | %.2f | %.1f | %.2f |\n' "${bench_label[$name]}${late[$name]:+ (${late[$name]})}" \
+    printf '| %s | %.2f | %.0f | %.3f | %.2f | %.1f | %.2f | %.2f | %s |\n' "${bench_label[$name]}${late[$name]:+ (${late[$name]})}" \
       "${med[$name]}" "$(calc "$card_bytes / 1e6 / ${med[$name]}")" "$(calc "${med[$name]} * 1000 / ${landed[$name]:-$card_files}")" \
-      "${medcpu[$name]}" "$(calc "${rss[$name]} / 1024")" "$(median "${srv[$name]}")"
+      "${medcpu[$name]}" "$(calc "${rss[$name]} / 1024")" "$(median "${srv[$name]}")" "$(median "${busy[$name]}")" \
+      "${requests[$name]:-none}"
   done
   echo
-  echo "Peak RSS: the highest of the runs. Server CPU s: SeaweedFS's user+sys during the run (not in the targets)."
+  echo "Peak RSS: the highest of the runs. Server CPU s: SeaweedFS's user+sys during the run (not in the targets)." \
+    "Cores busy: the CPU time the whole machine spent (client, server, kernel) over the wall time, of $(nproc):" \
+    "near $(nproc), the machine, not one program, bounds the run. Server requests: SeaweedFS's own count" \
+    "(SeaweedFS_s3_request_total), by type, for the card's $card_files files."
   [[ " ${names[*]} " == *" ingest "* ]] || continue
 
   verdict() { (($(calc "$1"))) && [[ -z ${late[ingest]:-} ]] && echo pass || echo "**FAIL**"; }
