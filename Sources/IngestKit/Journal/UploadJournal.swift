@@ -152,8 +152,7 @@ extension UploadRecord {
     mutating func insertUnlessPlanned(_ db: Database) throws {
         for attempt in 1...Self.idAttempts {
             do {
-                try db.cachedStatement(sql: Self.insertSQL + " ON CONFLICT(endpoint, bucket, fingerprint) DO NOTHING")
-                    .execute(arguments: StatementArguments(columnValues))
+                try db.cachedStatement(sql: Self.insertUnlessPlannedSQL).execute(arguments: StatementArguments(columnValues))
                 return
             } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY && attempt < Self.idAttempts {
                 guard let content = contentFingerprint else { throw error }
@@ -170,8 +169,10 @@ extension UploadRecord {
         "uploadID", "restartCount", "headers", "volumeKey", "sourcePath", "etag", "lastError", "createdAt", "updatedAt",
         "completedAt", "failures", "quarantined", "cardChecksums",
     ]
-    private static let insertSQL =
+    /// Built once: the claim runs it for every file of a card.
+    private static let insertUnlessPlannedSQL =
         "INSERT INTO upload (\(columns.joined(separator: ", "))) VALUES (\(columns.map { _ in "?" }.joined(separator: ", ")))"
+        + " ON CONFLICT(endpoint, bucket, fingerprint) DO NOTHING"
 
     private var columnValues: [(any DatabaseValueConvertible)?] {
         [
