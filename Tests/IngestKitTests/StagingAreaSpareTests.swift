@@ -6,6 +6,8 @@ import Testing
 
 /// A copy let go after its upload leaves its name at once, and its inode is written again by
 /// a later copy, of this run or the next: a card of small files allocates no inode a file.
+/// This process holds the first spares under partial names of its own, and takes them back
+/// without a rename; the rest, and those it still holds when its uploads end, wait in `.spare/`.
 @Suite struct StagingAreaSpareTests {
     /// Stages `content` in `area` the way the stager does: a partial file, written, cut to its
     /// length, linked to its fingerprint, the partial's name removed. Returns the fingerprint
@@ -50,14 +52,60 @@ import Testing
 
         #expect(area.retire(first, size: 20_000))
         #expect(!area.contains(first))
-        let spare = try #require(try names(area.spares.directory).first)
-        #expect(try status(area.spares.directory + "/" + spare).st_size == 20_000)
-        #expect(try status(area.spares.directory + "/" + spare).st_ino == inode)
-
         let (_, reused) = try stage(randomBytes(12_345), in: area)
         #expect(reused == inode)
         #expect(try names(area.spares.directory).isEmpty)
         #expect(try names(area.partialDirectory).isEmpty)
+    }
+
+    /// The spare waits under a partial name of this process's, which no other process takes
+    /// from, and the next copy is written into it under that name: no rename to take it.
+    @Test func aCopyLetGoIsHeldUnderAPartialNameAndTheNextCopyIsWrittenUnderThatName() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging")
+        let (copy, inode) = try stage(randomBytes(20_000), in: area)
+
+        #expect(area.retire(copy, size: 20_000))
+        #expect(try names(area.spares.directory).isEmpty)
+        let held = try #require(try names(area.partialDirectory).first)
+        #expect(held.hasPrefix("\(getpid())-") && held.hasSuffix(".partial"))
+        #expect(try status(area.partialDirectory + "/" + held).st_size == 20_000)
+
+        let (fd, partial, stale) = try area.createPartial()
+        #expect(partial == area.partialDirectory + "/" + held)
+        #expect(stale == 20_000)
+        #expect(try fd.stat().st_ino == inode)
+        try fd.close()
+        unlink(partial)
+    }
+
+    /// Beyond its limit of held spares, a copy let go goes to `.spare/`; when the uploads end,
+    /// the held ones follow it there, for the next run or another process.
+    @Test func sparesBeyondTheHeldLimitAndThoseHeldWhenUploadsEndWaitInTheSpareDirectory() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging", heldSpareLimit: 2)
+        let inodes = try retiredCopies(5, in: area)
+        #expect(try names(area.partialDirectory).count == 2)
+        #expect(try names(area.spares.directory).count == 3)
+
+        area.shelveHeldSpares()
+        #expect(try names(area.partialDirectory).isEmpty)
+        #expect(try names(area.spares.directory).count == 5)
+        let later = try StagingArea(root: state.path + "/staging")
+        let restaged = try (0..<5).map { _ in try stage(randomBytes(300), in: later).1 }
+        #expect(Set(restaged) == Set(inodes))
+    }
+
+    /// Shelving keeps `.spare/` within its limit: what does not fit is deleted.
+    @Test func heldSparesThatDoNotFitTheSpareDirectoryAreDeletedWhenShelved() throws {
+        let state = TemporaryDirectory()
+        let area = try StagingArea(root: state.path + "/staging", spareLimit: 3)
+        _ = try retiredCopies(5, in: area)
+        #expect(try names(area.partialDirectory).count == 5)
+
+        area.shelveHeldSpares()
+        #expect(try names(area.partialDirectory).isEmpty)
+        #expect(try names(area.spares.directory).count == 3)
     }
 
     /// A copy larger than 64 KiB gives its blocks back when it becomes a spare.
@@ -68,8 +116,8 @@ import Testing
         let (copy, inode) = try stage(randomBytes(size), in: area)
 
         #expect(area.retire(copy, size: Int64(size)))
-        let spare = try #require(try names(area.spares.directory).first)
-        #expect(try status(area.spares.directory + "/" + spare).st_size == 0)
+        let spare = try #require(try names(area.partialDirectory).first)
+        #expect(try status(area.partialDirectory + "/" + spare).st_size == 0)
         #expect(try stage(randomBytes(100), in: area).1 == inode)
     }
 
@@ -77,9 +125,10 @@ import Testing
     /// that is a link to another file is not emptied through.
     @Test func emptyingTheSparesFreesTheirBlocksAndLeavesLinkedFilesAlone() throws {
         let state = TemporaryDirectory()
-        let area = try StagingArea(root: state.path + "/staging")
+        let area = try StagingArea(root: state.path + "/staging", heldSpareLimit: 1)
         let copies = try (0..<3).map { _ in try stage(randomBytes(30_000), in: area).0 }
         for copy in copies { #expect(area.retire(copy, size: 30_000)) }
+        let held = try #require(try names(area.partialDirectory).first)
         let outside = randomBytes(3000)
         let target = try state.write("elsewhere/precious", outside)
         #expect(symlink(target, area.spares.directory + "/1") == 0)
@@ -87,8 +136,9 @@ import Testing
 
         #expect(area.emptySpares() == 3)
         let spares = try names(area.spares.directory).filter { !["1", "2"].contains($0) }
-        #expect(spares.count == 3)
+        #expect(spares.count == 2)
         for spare in spares { #expect(try status(area.spares.directory + "/" + spare).st_size == 0) }
+        #expect(try status(area.partialDirectory + "/" + held).st_size == 0)
         #expect(try contents(target) == outside)
         #expect(area.emptySpares() == 0)
     }
@@ -100,6 +150,7 @@ import Testing
         let earlier = try StagingArea(root: state.path + "/staging")
         let count = 2 * SpareFiles.batch + 5
         let spares = try retiredCopies(count, in: earlier)
+        earlier.shelveHeldSpares()
         #expect(try names(earlier.spares.directory).count == count)
 
         let later = try StagingArea(root: state.path + "/staging")
@@ -114,7 +165,7 @@ import Testing
     /// writes into every copy it lets go afterwards, beyond the names it holds at once.
     @Test func aRunThatStartedWithNoSparesWritesIntoEveryCopyItLetGoSince() throws {
         let state = TemporaryDirectory()
-        let area = try StagingArea(root: state.path + "/staging")
+        let area = try StagingArea(root: state.path + "/staging", heldSpareLimit: 0)
         let count = 2 * SpareFiles.batch + 5
         let spares = try retiredCopies(count, in: area)
 
@@ -125,7 +176,7 @@ import Testing
 
     @Test func atMostTheLimitOfSparesIsKeptAndTheRestAreDeleted() throws {
         let state = TemporaryDirectory()
-        let area = try StagingArea(root: state.path + "/staging", spareLimit: 5)
+        let area = try StagingArea(root: state.path + "/staging", spareLimit: 5, heldSpareLimit: 0)
         let copies = try (0..<8).map { _ in try stage(randomBytes(100), in: area).0 }
         for copy in copies { #expect(area.retire(copy, size: 100)) }
         #expect(copies.allSatisfy { !area.contains($0) })
@@ -184,7 +235,7 @@ import Testing
     /// its own, so a run never waits while the file system frees its blocks.
     @Test func aLargeCopyLetGoLeavesItsNameAtOnceAndIsDeletedApartNotKept() async throws {
         let state = TemporaryDirectory()
-        let area = try StagingArea(root: state.path + "/staging", freedApartFrom: 4096)
+        let area = try StagingArea(root: state.path + "/staging", heldSpareLimit: 0, freedApartFrom: 4096)
         let (large, _) = try stage(randomBytes(10_000), in: area)
         let (small, inode) = try stage(randomBytes(4000), in: area)
 

@@ -178,12 +178,14 @@ public final class UploadRunner: Sendable {
     }
 
     /// Submits nothing more, waits for every queued upload, then deletes the staged copies
-    /// retention allows. Once per runner: the run that made it finishes it.
+    /// retention allows and gives the spares held meanwhile back to `.spare/`. Once per
+    /// runner: the run that made it finishes it.
     public func finish() async -> (UploadTotals, UploadError?) {
         machine.withLock { $0.drain() }
         queue.withLock { $0.finish() }?.resume()
         await worker.withLock { $0 }?.value
         await releases?.flush()
+        staging.shelveHeldSpares()
         let removed = await removeStagedCopies() + (releases?.count ?? 0)
         return machine.withLock { machine in
             machine.removedStagedCopies(removed)

@@ -9,16 +9,18 @@ import Synchronization
 /// staging/
 ///   3f/3f2a…e1       a complete, fsynced copy: its name is its XXH3-128 digest as
 ///                    xxh128sum prints it, under a fan-out directory of its first two digits
-///   .partial/        copies being written; never mistaken for complete ones
+///   .partial/        copies being written, and spares a live process holds; never
+///                    mistaken for complete ones
 ///   .spare/          copies let go, emptied but for small ones, for new copies to be written into
 ///   .freeing/        large copies let go, being deleted by a process of their own
 /// ```
 /// A copy enters its final place only by `link(2)` after it is on disk, so whatever has a
 /// fingerprint name is complete, and two processes staging the same content cannot clash.
 ///
-/// A copy let go after its upload (``retire(_:size:)``) leaves its name and is kept in
-/// `.spare/`, and the next copy is written into it (``createPartial()``), in this run or a
-/// later one: a card of small files stages without allocating, or freeing, an inode a file.
+/// A copy let go after its upload (``retire(_:size:)``) leaves its name and is kept as a
+/// spare (held by this process under a partial name, or in `.spare/`), and the next copy is
+/// written into it (``createPartial()``), in this run or a later one: a card of small files
+/// stages without allocating, or freeing, an inode a file.
 /// On an ext4 without a journal, allocating one skips, one by one, every inode freed in the
 /// last minutes: a card of 5,000 small files after another spent a fifth of its CPU time
 /// there. A copy of ``smallCopyLimit`` (64 KiB) or less keeps its blocks too, and the next
@@ -39,6 +41,10 @@ public struct StagingArea: Sendable {
     /// Spare files kept at most, by default: a card of up to this many files, after the
     /// first card, stages without allocating an inode.
     public static let spareLimit = 20_000
+    /// Spares a process holds under partial names at most, by default (``SpareFiles``): a run
+    /// lets copies go about as fast as it makes new ones, and what it holds when its uploads
+    /// end goes to `.spare/` then.
+    public static let heldSpareLimit = 256
     /// The size from which a copy let go is deleted apart rather than kept as a spare, by default.
     public static let freedApartFrom: Int64 = 64 << 20
     /// Shared by the copies of this value: the stager and the uploads that let copies go.
@@ -46,13 +52,15 @@ public struct StagingArea: Sendable {
     let freedApartFrom: Int64
 
     /// Opens (creating if needed) the staging area at `root`, keeping up to `spareLimit`
-    /// spare files and deleting copies of `freedApartFrom` bytes or more apart.
+    /// spare files in `.spare/` and `heldSpareLimit` under partial names, and deleting copies
+    /// of `freedApartFrom` bytes or more apart.
     public init(
-        root: String, spareLimit: Int = StagingArea.spareLimit, freedApartFrom: Int64 = StagingArea.freedApartFrom
+        root: String, spareLimit: Int = StagingArea.spareLimit, heldSpareLimit: Int = StagingArea.heldSpareLimit,
+        freedApartFrom: Int64 = StagingArea.freedApartFrom
     ) throws(IngestError) {
         self.root = root
         self.freedApartFrom = freedApartFrom
-        spares = SpareFiles(directory: root + "/.spare", limit: spareLimit)
+        spares = SpareFiles(directory: root + "/.spare", limit: spareLimit, heldLimit: heldSpareLimit)
         for directory in [root, root + "/.partial", spares.directory, freeingDirectory] {
             do { try makeDirectories(directory) } catch {
                 throw .stateUnusable(path: directory, reason: "cannot create it: \(error.reason)")
@@ -119,11 +127,15 @@ public struct StagingArea: Sendable {
     }
 
     /// Creates a partial file for one copy, named after this process so that leftovers of a
-    /// crashed run can be told from the copies of a live one: a spare file renamed, when
-    /// there is one. `stale`: the bytes the file holds already (a small spare keeps its old
-    /// copy's), which the copy is written over; one that ends shorter is cut to its length
-    /// (``cut(_:to:stale:path:)``) before it is synced.
+    /// crashed run can be told from the copies of a live one: a spare this process holds, or
+    /// else one renamed from `.spare/`, when there is one. `stale`: the bytes the file holds
+    /// already (a small spare keeps its old copy's), which the copy is written over; one that
+    /// ends shorter is cut to its length (``cut(_:to:stale:path:)``) before it is synced.
     func createPartial() throws(SystemError) -> (file: FileDescriptor, path: String, stale: Int64) {
+        if let held = spares.takeHeld() {
+            if let (fd, stale) = Self.openSpare(held) { return (fd, held, stale) }
+            unlink(held)
+        }
         let name = "\(partialDirectory)/\(UniqueName.next()).partial"
         while let spare = spares.take() {
             // Taken by another process meanwhile, or removed by a person: the next one.
@@ -135,7 +147,7 @@ public struct StagingArea: Sendable {
         return (fd, name, 0)
     }
 
-    /// A spare renamed to `path`, open for writing, and the bytes it holds; nil when it is
+    /// The spare at `path`, open for writing, and the bytes it holds; nil when it is
     /// anything but a file of its own (a link put there: written through, it would change
     /// another file).
     private static func openSpare(_ path: String) -> (FileDescriptor, Int64)? {
@@ -171,10 +183,24 @@ public struct StagingArea: Sendable {
     public func retire(_ fingerprint: Fingerprint, size: Int64) -> Bool {
         let path = path(for: fingerprint)
         if size >= freedApartFrom { return freeApart(path) }
-        guard let spare = spares.newName() else { return unlink(path) == 0 || errno == ENOENT }
+        let held = spares.mayHold ? "\(partialDirectory)/\(UniqueName.next()).partial" : nil
+        guard let spare = held ?? spares.newName() else { return unlink(path) == 0 || errno == ENOENT }
         guard rename(path, spare) == 0 else { return errno == ENOENT || unlink(path) == 0 }
-        if size <= smallCopyLimit || truncate(spare, 0) == 0 { spares.keep(spare) } else { unlink(spare) }
+        if size <= smallCopyLimit || truncate(spare, 0) == 0 {
+            if held != nil { spares.hold(spare) } else { spares.keep(spare) }
+        } else {
+            unlink(spare)
+        }
         return true
+    }
+
+    /// Gives the spares this process holds under partial names (``SpareFiles``) back to
+    /// `.spare/`, for later runs and other processes: when a run's uploads have ended.
+    /// Deleted when `.spare/` holds its limit already.
+    public func shelveHeldSpares() {
+        while let held = spares.takeHeld() {
+            if let spare = spares.newName(), rename(held, spare) == 0 { spares.keep(spare) } else { unlink(held) }
+        }
     }
 
     /// Moves the file at `path` into `.freeing/` and has a process of its own delete it there
