@@ -140,3 +140,36 @@ extension FileDescriptor {
         isDirect = false
     }
 }
+
+/// When one reader asks the page cache about the files it opens (``FileDescriptor/isInPageCache(firstBytes:)``).
+///
+/// A card just inserted is cold from its first file to its last, and asking costs a small
+/// file 16 µs (`mmap`, `mincore`, `munmap`): 2 % of the CPU time of a card of 5,000 files
+/// of 20 kB, to learn the same thing 5,000 times. So after ``coldBeforeSampling`` files
+/// found cold in a row, only one file in ``sampleEvery`` is asked, and the others are taken
+/// for cold; one found warm brings back the question for every file. A folder another
+/// program is writing is warm from its first file and is asked about all of them. A warm
+/// file behind a long cold run is, at worst, read as a cold one (from the disk rather than
+/// the cache, with the same bytes; or through the cache and dropped from it), and no more
+/// than 15 in a row.
+struct CacheSense {
+    /// Cold files in a row after which the question becomes a sample.
+    static let coldBeforeSampling = 64
+    /// One file asked in this many, while sampling.
+    static let sampleEvery = 16
+
+    private var coldInARow = 0
+    private var notAsked = 0
+
+    /// Whether the file is warm: `ask()`'s answer, or false for a file not asked.
+    mutating func isWarm(_ ask: () -> Bool) -> Bool {
+        if coldInARow >= Self.coldBeforeSampling {
+            notAsked += 1
+            guard notAsked >= Self.sampleEvery else { return false }
+            notAsked = 0
+        }
+        let warm = ask()
+        coldInARow = warm ? 0 : coldInARow + 1
+        return warm
+    }
+}
