@@ -33,3 +33,13 @@ static inline CURLcode ingest_curl_get_pointer(CURL *handle, CURLINFO info, void
 static inline CURLMcode ingest_curl_multi_set_long(CURLM *multi, CURLMoption option, long value) {
     return curl_multi_setopt(multi, option, value);
 }
+
+/* The multi handle's socket and timer callbacks (curl_multi_socket_action). */
+static inline CURLMcode ingest_curl_multi_set_socket_callback(CURLM *multi, curl_socket_callback value, void *data) {
+    CURLMcode code = curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, value);
+    return code != CURLM_OK ? code : curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, data);
+}
+static inline CURLMcode ingest_curl_multi_set_timer_callback(CURLM *multi, curl_multi_timer_callback value, void *data) {
+    CURLMcode code = curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, value);
+    return code != CURLM_OK ? code : curl_multi_setopt(multi, CURLMOPT_TIMERDATA, data);
+}

@@ -3,6 +3,7 @@
 
 #include <spawn.h>
 #include <stdint.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 
 /// Linux calls that glibc declares only under _GNU_SOURCE, which Swift's Glibc module does
