@@ -125,8 +125,8 @@ import Testing
     @Test func aVolumeKeepsItsFirstSightingAcrossRuns() async throws {
         let dir = TemporaryDirectory()
         let journal = try Journal(path: dir.path + "/journal.sqlite")
-        try await journal.noteVolume(volume, at: Date(timeIntervalSince1970: 1000))
-        try await journal.noteVolume(volume, at: Date(timeIntervalSince1970: 2000))
+        #expect(try await journal.noteVolume(volume, at: Date(timeIntervalSince1970: 1000)), "first seen")
+        #expect(try await !journal.noteVolume(volume, at: Date(timeIntervalSince1970: 2000)), "seen before")
         let record = try #require(try await journal.summary().volumes.first)
         #expect(record.firstSeen == Date(timeIntervalSince1970: 1000))
         #expect(record.lastSeen == Date(timeIntervalSince1970: 2000))

@@ -320,14 +320,16 @@ public final class Journal: Sendable {
         return migrator
     }
 
-    /// Records that a volume was seen now (inserting it the first time).
-    public func noteVolume(_ identity: VolumeIdentity, at date: Date = Date()) async throws(JournalError) {
+    /// Records that a volume was seen now (inserting it the first time); true the first time,
+    /// when the journal holds none of its files.
+    @discardableResult
+    public func noteVolume(_ identity: VolumeIdentity, at date: Date = Date()) async throws(JournalError) -> Bool {
         try await writing { db in
             var record = VolumeRecord(identity, seen: date)
-            if let existing = try VolumeRecord.fetchOne(db, key: identity.key) {
-                record.firstSeen = existing.firstSeen
-            }
+            let existing = try VolumeRecord.fetchOne(db, key: identity.key)
+            if let existing { record.firstSeen = existing.firstSeen }
             try record.save(db)
+            return existing == nil
         }
     }
 

@@ -292,10 +292,19 @@ public struct Ingestor: Sendable {
         sink.emit(.volume(volume))
         let lock = try await lockVolume(volume, stop: stop)
         defer { lock.release() }
-        do { try await journal.noteVolume(volume) } catch { throw .journal(error) }
+        let firstSeen: Bool
+        do { firstSeen = try await journal.noteVolume(volume) } catch { throw .journal(error) }
         let known = KnownFiles.journal(journal, volumeKey: volume.key)
 
-        let plan = try await ScanPlan.make(volume: volume, rules: config.scan, known: known)
+        // A card seen for the first time is all to copy: its copying starts while the scan
+        // counts it, on the core the scan leaves idle. What it copies is journalled, and
+        // told, only after the scan (``stage(_:known:summary:uploads:sink:stop:early:)``).
+        let early = firstSeen && stop.reason == nil ? try startCopying(volume, known: known, stop: stop) : nil
+        let plan: ScanPlan
+        do { plan = try await ScanPlan.make(volume: volume, rules: config.scan, known: known) } catch {
+            await early?.cancel()
+            throw error
+        }
         for (path, reason) in plan.notableSkips { sink.emit(.skipped(path, reason)) }
         for notice in plan.notices { sink.emit(.notice(notice.0, code: notice.code, message: notice.message)) }
         sink.emit(.scanned(plan.totals))
@@ -330,8 +339,10 @@ public struct Ingestor: Sendable {
             if unplanned, let uploads {
                 try await queueUnplanned(of: volume, planner: uploads.planner, runner: uploads.runner, summary: &summary, sink: sink)
             }
-            try await stage(plan, known: known, summary: &summary, uploads: uploads, sink: sink, stop: stop)
+            try await stage(plan, known: known, summary: &summary, uploads: uploads, sink: sink, stop: stop, early: early)
         } catch {
+            // Copying that started early and never reached `stage` ends here (a no-op if it did).
+            await early?.cancel()
             stopped = error
             summary.stoppedBy = error.description
         }
@@ -525,42 +536,40 @@ public struct Ingestor: Sendable {
         runner.planned(planned)
     }
 
-    /// Copies the plan's files, as a second walk of the card finds them, and journals their
-    /// outcomes as they arrive, in batches of whatever piled up during the last commit (the
-    /// stager waits when a full batch waits for the journal).
-    private func stage(
-        _ plan: ScanPlan, known: KnownFiles, summary: inout RunSummary,
-        uploads: (planner: UploadPlanner, runner: UploadRunner)?, sink: some EventSink, stop: IngestStop
-    ) async throws(IngestError) {
-        guard plan.totals.toStage > 0, stop.reason == nil else { return }
-        let area = if let uploads { uploads.runner.staging } else { try StagingArea(root: state.stagingPath) }
-        let abandoned = area.removeAbandonedPartials()
-        if abandoned > 0 { logger.info("removed partial copies left by an interrupted run", metadata: ["count": "\(abandoned)"]) }
-        let unfreed = area.freeLeftovers()
-        if unfreed > 0 { logger.info("deleting copies an interrupted run let go but did not delete", metadata: ["count": "\(unfreed)"]) }
+    /// The stager's settings: a run that uploads reads the card direct, and takes the parts'
+    /// checksums from that read.
+    private func stageSettings(uploading: Bool) -> StageSettings {
         var settings = config.staging
         // Uploads set the pace of a run that uploads: the card is read direct, for less CPU.
-        settings.directReads = uploads != nil
-        if uploads != nil, config.upload.checksum == .crc32c {
+        settings.directReads = uploading
+        if uploading, config.upload.checksum == .crc32c {
             // The parts' checksums come from this read of the card: the upload need not
             // read a copy twice, and the server checks the card's bytes.
             settings.partChecksums = config.upload.cut
         }
-        // Large files' parts go out as they are copied, with the CRC32Cs of that read.
-        let streamer = uploads.flatMap { uploads in
-            settings.partChecksums != nil && config.upload.streamParts ? uploads.runner.partStreamer(planner: uploads.planner) : nil
-        }
-        let stager = Stager(area: area, settings: settings, streams: streamer)
-        stop.attach(stager)
-        sink.emit(.stagingStarted(stager))
-        // Copying ends with the last outcome, before the claims still waiting for streams.
-        var stagingEnded = false
-        defer { if !stagingEnded { sink.emit(.stagingEnded) } }
+        return settings
+    }
 
+    /// Starts copying the files of `volume` that `known` says are to stage, as a second
+    /// walk of the card finds them, into `area`: the stager on a thread of its own, its
+    /// outcomes waiting (512 at most) for ``stage(_:known:summary:uploads:sink:stop:early:)``.
+    /// Large files stream to `streams` once they are known (``LateStreams/settle(_:)``).
+    private func startCopying(
+        _ volume: VolumeIdentity, known: KnownFiles, stop: IngestStop, area knownArea: StagingArea? = nil,
+        settings knownSettings: StageSettings? = nil
+    ) throws(IngestError) -> Copying {
+        let area: StagingArea
+        if let shared = knownArea ?? upload?.service.staging { area = shared } else { area = try StagingArea(root: state.stagingPath) }
+        let abandoned = area.removeAbandonedPartials()
+        if abandoned > 0 { logger.info("removed partial copies left by an interrupted run", metadata: ["count": "\(abandoned)"]) }
+        let unfreed = area.freeLeftovers()
+        if unfreed > 0 { logger.info("deleting copies an interrupted run let go but did not delete", metadata: ["count": "\(unfreed)"]) }
+        let streams = LateStreams()
+        let stager = Stager(area: area, settings: knownSettings ?? stageSettings(uploading: upload != nil), streams: streams)
+        stop.attach(stager)
         let outcomes = Batches<StageOutcome>()
-        let volume = plan.volume
         let rules = config.scan
-        let copying = Task { () async -> Result<Void, IngestError> in
+        let task = Task { () async -> Result<Void, IngestError> in
             defer { outcomes.finish() }
             do throws(IngestError) {
                 try await onDedicatedThread("ingest-stage") { () throws(IngestError) in
@@ -578,6 +587,37 @@ public struct Ingestor: Sendable {
                 return .failure(error)
             }
         }
+        return Copying(stager: stager, streams: streams, outcomes: outcomes, task: task)
+    }
+
+    /// Copies the plan's files, as a second walk of the card finds them (or found them
+    /// already: `early`, started before the scan), and journals their outcomes as they
+    /// arrive, in batches of whatever piled up during the last commit (the stager waits when
+    /// a full batch waits for the journal).
+    private func stage(
+        _ plan: ScanPlan, known: KnownFiles, summary: inout RunSummary,
+        uploads: (planner: UploadPlanner, runner: UploadRunner)?, sink: some EventSink, stop: IngestStop, early: Copying?
+    ) async throws(IngestError) {
+        guard plan.totals.toStage > 0, stop.reason == nil else {
+            await early?.cancel()
+            return
+        }
+        let settings = early?.stager.settings ?? stageSettings(uploading: uploads != nil)
+        // Large files' parts go out as they are copied, with the CRC32Cs of that read.
+        let streamer = uploads.flatMap { uploads in
+            settings.partChecksums != nil && config.upload.streamParts ? uploads.runner.partStreamer(planner: uploads.planner) : nil
+        }
+        let copying: Copying
+        if let early { copying = early } else {
+            copying = try startCopying(plan.volume, known: known, stop: stop, area: uploads?.runner.staging, settings: settings)
+        }
+        copying.streams.settle(streamer)
+        let stager = copying.stager, outcomes = copying.outcomes, volume = plan.volume
+        sink.emit(.stagingStarted(stager))
+        // Copying ends with the last outcome, before the claims still waiting for streams.
+        var stagingEnded = false
+        defer { if !stagingEnded { sink.emit(.stagingEnded) } }
+
         var streamedClaims = StreamedClaims()
         while let batch = await outcomes.next() {
             do {
@@ -589,9 +629,7 @@ public struct Ingestor: Sendable {
                     try await journal.record(batch, volumeKey: volume.key, quarantineAfter: config.upload.quarantineAfter)
                 }
             } catch {
-                stager.cancel()
-                outcomes.discard()
-                _ = await copying.value
+                await copying.cancel()
                 try? await streamedClaims.settle()
                 await streamer?.finish()
                 throw .journal(error)
@@ -617,9 +655,57 @@ public struct Ingestor: Sendable {
             throw .journal(error)
         }
         await streamer?.finish()
-        try await copying.value.get()
+        try await copying.task.value.get()
     }
 
+}
+
+/// A card's copying under way (``Ingestor``): its stager, the streams its large files will
+/// go to, its outcomes as they come, and the task that runs it.
+private struct Copying: Sendable {
+    let stager: Stager
+    let streams: LateStreams
+    let outcomes: Batches<StageOutcome>
+    let task: Task<Result<Void, IngestError>, Never>
+
+    /// Stops the copying, drops what it has not reported, and waits for its threads to let go
+    /// of the card. Again, or once it ended, nothing more.
+    func cancel() async {
+        stager.cancel()
+        streams.settle(nil)
+        outcomes.discard()
+        _ = await task.value
+    }
+}
+
+/// The streams of a stager started before its run knew them (the labels checked, the
+/// uploads planned): the reader asking whether to stream a file waits until the run says
+/// (``settle(_:)``), which it does once the card is scanned. Files too small to stream are
+/// never asked about, so they are copied meanwhile.
+final class LateStreams: CopyStreams, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var settled = false
+    private var streams: (any CopyStreams)?
+
+    /// The streams to use from now on, nil for none; only the first call counts.
+    func settle(_ streams: (any CopyStreams)?) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !settled else { return }
+        self.streams = streams
+        settled = true
+        condition.broadcast()
+    }
+
+    private var current: (any CopyStreams)? {
+        condition.lock()
+        defer { condition.unlock() }
+        while !settled { condition.wait() }
+        return streams
+    }
+
+    func partSize(toStream file: ScannedFile) -> Int64? { current?.partSize(toStream: file) }
+    func stream(_ copy: GrowingCopy) { current?.stream(copy) }
 }
 
 /// The claims of streamed files (``PartStreamer``), each waiting in a task of its own for its
