@@ -90,9 +90,15 @@ public struct StagedObjectRecord: Codable, Sendable, Equatable, FetchableRecord,
 /// The journal: what has been seen, staged (and, later, uploaded), in SQLite.
 ///
 /// WAL mode lets one process write while others read, and a busy timeout makes a second
-/// `ingest` wait for a write lock instead of failing. `synchronous=NORMAL` is enough: a
-/// commit lost to a power cut only means a file is staged again, and the staging area
-/// recognises its content.
+/// `ingest` wait for a write lock instead of failing.
+///
+/// Every commit is durable when it returns (`synchronous = FULL`: the write-ahead log is
+/// synced at each commit), because what follows a commit depends on it: a staged copy is
+/// deleted or reused once its upload's completion is committed, a part's acknowledgement
+/// lets a resume skip it, and a run exits 0 or reports a card done once its records are
+/// written. With `NORMAL` a power cut could undo commits whose effects had reached the disk
+/// (a copy deleted, its upload still pending). Commits are few: staging journals a batch of
+/// files at a time and completions are grouped (``completions``).
 public final class Journal: Sendable {
     public let path: String
     let database: DatabaseQueue
@@ -109,7 +115,7 @@ public final class Journal: Sendable {
         configuration.busyMode = .timeout(busyTimeout)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = WAL")
-            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.execute(sql: "PRAGMA synchronous = FULL")
             // 2 MiB of pages: with 512 KiB, a card of 5,000 small files re-read 20,000 journal
             // pages (a pread each) that the indexes' random inserts had pushed out, and took
             // 6 % more CPU time; at 100,000 files peak RSS grew 0.2 MiB.
