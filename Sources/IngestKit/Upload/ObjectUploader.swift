@@ -58,10 +58,13 @@ struct ObjectUploader: Sendable {
         -> UploadResult
     {
         var checksums = checksums
+        var parts = parts
         if resumed {
             sink.emit(.upload(.resuming(record, acknowledgedBytes: parts.reduce(0) { $0 + $1.size })))
             switch await checkStagedCopy() {
-            case .success(let computed): checksums = computed
+            case .success(let computed):
+                checksums = computed
+                parts = Self.parts(parts, matching: computed)
             case .failure(let problem): return await conclude(await handle(problem))
             }
         } else if !confirming {
@@ -69,7 +72,6 @@ struct ObjectUploader: Sendable {
             hooks.damage(stagedCopy: stagedPath)
         }
         var uploader = self
-        var parts = parts
         if confirming {
             switch await lookAtKey() {
             case .failure(let error): return await conclude(.failed(error))
@@ -99,6 +101,18 @@ struct ObjectUploader: Sendable {
                 }
                 parts = []
             }
+        }
+    }
+
+    /// The journalled parts whose digest is the staged copy's for their range: a part sent
+    /// from other bytes (a stream adopted after a kill, of a file staged afresh since) is
+    /// sent again rather than completed into the object.
+    static func parts(_ parts: [UploadPartRecord], matching checksums: PartChecksums?) -> [UploadPartRecord] {
+        guard let checksums else { return parts }
+        return parts.filter { part in
+            guard let journalled = part.digest, let staged = checksums.digest(ofPart: part.number, partSize: checksums.partSize)
+            else { return true }
+            return staged.journalText == journalled
         }
     }
 
@@ -266,8 +280,12 @@ struct ObjectUploader: Sendable {
     func handle(_ problem: StagedCopyProblem) async -> UploadResult {
         switch problem {
         case .unreadable(let error) where error.errno == ENOENT:
+            // Gone is no error when the object is there: a run cut off after its upload
+            // verified may have lost the journal's word of it, not the object.
+            if case .success(.ours) = await lookAtKey() { return .uploaded(alreadyThere: true) }
             return await restage(
-                because: "the staged copy \(stagedPath) is gone", movedTo: nil)
+                because: "the staged copy \(stagedPath) is gone and \(record.key) is not in \(record.target.displayName)",
+                movedTo: nil, exitStatus: .partial)
         case .unreadable(let error):
             return .failed(UploadError(
                 exitStatus: .cantCreate, scope: .object,
@@ -277,7 +295,7 @@ struct ObjectUploader: Sendable {
             let aside = StagingArea.moveAside(stagedPath)
             return await restage(
                 because: "the staged copy \(stagedPath) no longer has its fingerprint (it reads as \(found.hex), "
-                    + "the card's bytes made \(record.fingerprint))", movedTo: aside)
+                    + "the card's bytes made \(record.fingerprint))", movedTo: aside, exitStatus: .integrity)
         case .refusedByServer(let part):
             let what = part.map { "part \($0)" } ?? "the object"
             switch await checkStagedCopy() {
@@ -295,8 +313,10 @@ struct ObjectUploader: Sendable {
     }
 
     /// The copy is not there to upload from: the server's upload is aborted, and the files
-    /// go back to pending so the next ingest of the card copies them again.
-    private func restage(because problem: String, movedTo aside: String?) async -> UploadResult {
+    /// go back to pending so the next ingest of the card copies them again. `exitStatus`:
+    /// `.integrity` when the copy was proven wrong, `.partial` when it is only missing (the
+    /// files need their card again).
+    private func restage(because problem: String, movedTo aside: String?, exitStatus: ExitStatus) async -> UploadResult {
         if let uploadID = record.uploadID {
             try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID)
         }
@@ -306,7 +326,7 @@ struct ObjectUploader: Sendable {
         do { try await journal.restage(uploadID: record.id, reason: message) } catch {
             return .failed(.journal(error))
         }
-        return .failed(UploadError(exitStatus: .integrity, scope: .object, message: message))
+        return .failed(UploadError(exitStatus: exitStatus, scope: .object, message: message))
     }
 
     // MARK: sending
