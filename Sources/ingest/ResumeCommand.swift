@@ -34,6 +34,8 @@ struct ResumeCommand: AsyncParsableCommand {
             try rate.apply(to: &config)
             let (state, journal) = try common.openState(config)
             let (sink, reports) = common.makeReporting(progress, uploads: true, systemd: systemd)
+            let service = try common.makeUploadService(config: config, state: state, journal: journal, events: sink, logger: logger)
+            try await service.recover(sink: sink)
             var records: [UploadRecord] = []
             if ids.isEmpty {
                 records = try await PendingUploads.all(in: journal)
@@ -46,7 +48,6 @@ struct ResumeCommand: AsyncParsableCommand {
                     records.append(record)
                 }
             }
-            let service = try common.makeUploadService(config: config, state: state, journal: journal, events: sink, logger: logger)
             reports.start()
             outcome = await PendingUploads.resume(records, service: service, sink: sink)
             reports.stop()

@@ -323,6 +323,22 @@ public final class Journal: Sendable {
                 CREATE INDEX upload_quarantined ON upload(quarantined) WHERE quarantined = 1;
                 """)
         }
+        // A large file's parts sent while it is copied belong to no upload until the file is
+        // staged and claimed: each stream and its acknowledged parts are journalled as they
+        // happen, so that a kill or a power cut before the claim leaves an upload to adopt
+        // (``Journal/adoptableStreams()``), not parts that nothing will ever complete.
+        migrator.registerMigration("v10: streams of files being copied") { db in
+            try db.execute(sql: """
+                CREATE TABLE stream (
+                  "id" INTEGER PRIMARY KEY NOT NULL, "volumeKey" TEXT NOT NULL, "path" BLOB NOT NULL,
+                  "size" INTEGER NOT NULL, "mtime" INTEGER NOT NULL, "endpoint" TEXT NOT NULL, "bucket" TEXT NOT NULL,
+                  "region" TEXT NOT NULL, "addressing" TEXT NOT NULL, "key" TEXT NOT NULL, "uploadID" TEXT NOT NULL,
+                  "partSize" INTEGER NOT NULL, "headers" TEXT NOT NULL, "createdAt" DATETIME NOT NULL);
+                CREATE TABLE streamPart (
+                  "stream" INTEGER NOT NULL REFERENCES stream(id) ON DELETE CASCADE, "number" INTEGER NOT NULL,
+                  "etag" TEXT NOT NULL, "size" INTEGER NOT NULL, "digest" TEXT, PRIMARY KEY ("stream", "number"));
+                """)
+        }
         return migrator
     }
 

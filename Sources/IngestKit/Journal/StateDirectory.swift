@@ -6,7 +6,10 @@ import Glibc
 /// ```
 /// journal.sqlite   (+ -wal, -shm)   the journal
 /// staging/                          staged copies, named by fingerprint
-/// locks/                            one lock file per volume and device; uploads.lock, one byte per upload
+/// locks/                            one lock file per volume and device; uploads.lock, one byte per
+///                                   upload; streams.lock, one byte per stream
+/// runs/                             one empty file per process that uploads (`<boot id>-<pid>`),
+///                                   removed when it ends: one left behind tells of an unclean stop
 /// ```
 public struct StateDirectory: Sendable {
     public let path: String
@@ -73,6 +76,19 @@ public struct StateDirectory: Sendable {
         }
     }
 
+    /// Takes the lock of one stream (``StreamRecord``), byte `id` of `locks/streams.lock`:
+    /// its owner holds it while it sends the stream's parts, so a stream whose lock is free
+    /// is one a kill or a power cut left, for another process to adopt. Nil when another
+    /// process holds it.
+    public func lockStream(_ id: Int64) throws(IngestError) -> VolumeLock? {
+        let path = "\(locksPath)/streams.lock"
+        do {
+            return try ByteLock.ifFree(path: path, slot: id).map(VolumeLock.init)
+        } catch {
+            throw .stateUnusable(path: path, reason: error.reason)
+        }
+    }
+
     /// The byte of `locks/uploads.lock` that locks upload `id`.
     static func lockSlot(ofUpload id: String) -> Int64 {
         if id.utf8.count <= 15, let number = UInt64(id, radix: 16) { return Int64(number) }
@@ -95,6 +111,62 @@ public struct StateDirectory: Sendable {
         _ = text.withCString { pwrite(lock.file.raw, $0, strlen($0), 0) }
         return VolumeLock(lock)
     }
+}
+
+extension StateDirectory {
+    var runsPath: String { path + "/runs" }
+
+    /// Marks this process as one that uploads from this state directory, until the mark
+    /// ends (``RunMark/end()``, or the mark is dropped); the mark is on disk before this
+    /// returns, so that a power cut leaves it. Returns it with the number of marks found of
+    /// processes that are gone (killed, crashed, or the power went out), which it removes.
+    public func markRun() throws(IngestError) -> RunMark {
+        let directory = runsPath
+        do { try makeDirectories(directory) } catch {
+            throw .stateUnusable(path: directory, reason: "cannot create it: \(error.reason)")
+        }
+        let boot = Self.bootID
+        var unclean = 0
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
+            guard let dash = name.lastIndex(of: "-"), let pid = Int32(name[name.index(after: dash)...]) else { continue }
+            let alive = name[..<dash] == boot && (kill(pid, 0) == 0 || errno == EPERM)
+            if !alive, unlink("\(directory)/\(name)") == 0 { unclean += 1 }
+        }
+        let mark = "\(directory)/\(boot)-\(getpid())"
+        do {
+            _ = try FileDescriptor(path: mark, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o640)
+            let fd = try FileDescriptor(path: directory, flags: O_RDONLY | O_DIRECTORY)
+            try retryingEINTR("fsync", path: directory) { fsync(fd.raw) }
+        } catch {
+            throw .stateUnusable(path: mark, reason: error.reason)
+        }
+        return RunMark(path: mark, uncleanStops: unclean)
+    }
+
+    /// This boot's id (`/proc/sys/kernel/random/boot_id`): a mark of another boot is an
+    /// unclean stop whatever its pid, which may be another process's now.
+    static let bootID: String = {
+        guard let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8) else { return "boot" }
+        return text.trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "-", with: "")
+    }()
+}
+
+/// A process's mark in `runs/` (``StateDirectory/markRun()``).
+public final class RunMark: Sendable {
+    let path: String
+    /// Processes found gone without removing their marks.
+    public let uncleanStops: Int
+
+    init(path: String, uncleanStops: Int) {
+        self.path = path
+        self.uncleanStops = uncleanStops
+    }
+
+    /// The process ends cleanly: its mark goes. (Not made durable: a power cut that brings
+    /// it back only makes the next process say it recovered from an unclean stop.)
+    public func end() { unlink(path) }
+
+    deinit { end() }
 }
 
 /// A held lock (of a volume, a device or an upload); released when released or dropped, or

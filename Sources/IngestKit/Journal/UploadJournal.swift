@@ -204,13 +204,17 @@ public struct StreamedParts: Sendable, Equatable {
     public var uploadID: String
     /// What `CreateMultipartUpload` was sent with: every label but the fingerprint.
     public var headers: [SigV4Header]
-    /// Every part, acknowledged.
+    /// The parts acknowledged: every part when the stream ended, those acknowledged before
+    /// a kill when the stream is adopted after one (the upload sends the rest).
     public var parts: [UploadStateMachine.AcknowledgedPart]
+    /// The journal's record of the stream (``StreamRecord``), which the claim deletes.
+    public var streamID: Int64?
 
-    public init(uploadID: String, headers: [SigV4Header], parts: [UploadStateMachine.AcknowledgedPart]) {
+    public init(uploadID: String, headers: [SigV4Header], parts: [UploadStateMachine.AcknowledgedPart], streamID: Int64? = nil) {
         self.uploadID = uploadID
         self.headers = headers
         self.parts = parts
+        self.streamID = streamID
     }
 }
 
@@ -287,6 +291,11 @@ extension Journal {
     }
 
     private static func claim(_ db: Database, _ claim: UploadClaim, volumeKey: String, at date: Date) throws -> ClaimResult {
+        // The stream's parts become the upload's below, or the caller aborts its upload: either
+        // way it is no longer a stream to adopt.
+        if let stream = claim.streamed?.streamID {
+            try db.cachedStatement(sql: "DELETE FROM stream WHERE id = ?").execute(arguments: [stream])
+        }
         let target = claim.target
         let pathBytes = Data(claim.path.bytes)
         let streamed = claim.streamed
@@ -629,11 +638,16 @@ extension Journal {
     }
 
     /// The server's multipart upload ids the journal holds for uploads to this bucket: the
-    /// uploads a run started and has not finished (completed uploads forget theirs).
+    /// uploads a run started and has not finished (completed uploads forget theirs), and the
+    /// streams of files being copied (``StreamRecord``).
     public func multipartUploadIDs(endpoint: String, bucket: String) async throws(JournalError) -> Set<String> {
         try await reading { db in
             Set(try String.fetchAll(
-                db, sql: "SELECT uploadID FROM upload WHERE endpoint = ? AND bucket = ? AND uploadID IS NOT NULL",
+                db,
+                sql: """
+                    SELECT uploadID FROM upload WHERE endpoint = ?1 AND bucket = ?2 AND uploadID IS NOT NULL
+                    UNION SELECT uploadID FROM stream WHERE endpoint = ?1 AND bucket = ?2
+                    """,
                 arguments: [endpoint, bucket]))
         }
     }

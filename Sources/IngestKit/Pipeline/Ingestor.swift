@@ -314,6 +314,8 @@ public struct Ingestor: Sendable {
 
         var summary = RunSummary(volume: volume.displayName)
         summary.scan = plan.totals
+        // What a process that stopped uncleanly left is taken up before anything is planned.
+        if let upload { try await upload.service.recover(sink: sink) }
         // From here on the run ends below, its uploads awaited, whatever happens.
         let runner = upload.map { $0.service.runner(sink: sink) }
         if let runner { stop.attach(runner) }
@@ -494,8 +496,10 @@ public struct Ingestor: Sendable {
             for (staged, claim) in streamed {
                 try await streamedClaims.add { [claim] () async throws(JournalError) in
                     var claim = claim
-                    claim.streamed = await streamer.handOff(staged)
+                    let stream = await streamer.handOff(staged)
+                    claim.streamed = stream?.parts
                     try await submit([claim], volume: volume, runner: runner, streamer: streamer)
+                    withExtendedLifetime(stream) {}
                 }
             }
         }

@@ -168,6 +168,7 @@ public struct Rescanner: Sendable {
     public func run(sink: some EventSink, progress: (RescanEvent) -> Void) async throws(IngestError) -> RescanReport {
         let started = Date()
         let sources = try await sources()
+        try await uploads.recover(sink: sink)
         let others = try await PendingUploads.all(in: journal, exceptOfVolumes: Set(sources.compactMap(\.volumeKey)))
         let resumed = await PendingUploads.resume(others, service: uploads, sink: sink)
         progress(.resumed(resumed))

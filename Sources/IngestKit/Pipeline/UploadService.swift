@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 
 /// What uploading needs once per process, whatever the command: one libcurl transport (its
 /// thread and connection pool), one credentials provider (so `credential_process` runs once
@@ -21,6 +22,11 @@ public final class UploadService: Sendable {
     /// Bodies and bytes on the wire, over every runner of the process.
     let limiter: TransferLimiter
     let hooks = FaultHooks()
+    /// This process's mark in the state directory (``StateDirectory/markRun()``), held while
+    /// the service lives.
+    private let runMark: RunMark
+    /// Processes found gone without ending their runs, until ``recover(sink:)`` tells of them.
+    let uncleanStopsToTell: Atomic<Int>
 
     /// - Parameters:
     ///   - events: hears what concerns a destination rather than a run (a server that does
@@ -34,6 +40,8 @@ public final class UploadService: Sendable {
         self.journal = journal
         stateDirectory = state
         staging = try StagingArea(root: state.stagingPath)
+        runMark = try state.markRun()
+        uncleanStopsToTell = Atomic(runMark.uncleanStops)
         self.settings = settings
         self.logger = logger
         destinations = Destinations(

@@ -172,7 +172,7 @@ public final class JobProgress: Sendable {
             // Starts again at another key: what its parts counted is to be sent again.
             state.bytesUploaded -= state.credited.updateValue(0, forKey: record.id) ?? 0
         case .preparing, .initiating, .reconciling, .completing, .refreshingCredentials, .quarantined,
-            .conditionalWritesNotHonoured:
+            .conditionalWritesNotHonoured, .recovered:
             break
         }
     }

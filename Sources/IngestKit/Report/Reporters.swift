@@ -164,8 +164,11 @@ public final class ConsoleReporter: EventSink, Sendable {
     /// Upload events worth a line: the rest shows in the progress line.
     private func report(_ event: UploadEvent) {
         switch event {
-        case .resuming(let record, _):
+        case .resuming(let record, _) where record.phase != .created:
+            // An upload planned and never started has nothing to say as it starts.
             print("  resuming upload \(record.id) of \(record.sourceDisplay) (\(record.phase.rawValue))")
+        case .recovered(let recovery):
+            print(recovery.text)
         case .refreshingCredentials:
             print("  refreshing credentials")
         case .failed(let record, let error):
@@ -181,7 +184,8 @@ public final class ConsoleReporter: EventSink, Sendable {
         case let .conditionalWritesNotHonoured(target, reason):
             print("  warning: \(target.displayName) does not honour If-None-Match (\(reason)); every write is "
                 + "checked with HEAD first, but two writers to one key can still race there")
-        case .queued, .completed, .partUploaded, .streamStarted, .partStreamed, .streamAborted, .preparing, .initiating, .reconciling, .completing:
+        case .queued, .resuming, .completed, .partUploaded, .streamStarted, .partStreamed, .streamAborted, .preparing, .initiating,
+            .reconciling, .completing:
             break
         }
     }

@@ -46,6 +46,44 @@ public enum UploadEvent: Sendable {
     /// The server ignores `If-None-Match: *`: every write to it is preceded by a `HEAD`,
     /// which leaves two writers to one key a race.
     case conditionalWritesNotHonoured(S3Destination, reason: String)
+    /// What this process took up that a process which stopped uncleanly left.
+    case recovered(Recovery)
+}
+
+/// What a process takes up from one that stopped without ending its run (killed, crashed,
+/// or the power went out): said once, by the first run after it.
+public struct Recovery: Sendable, Equatable {
+    /// Processes found gone without ending their runs.
+    public var uncleanStops = 0
+    /// Streams of large files (parts sent as the file was copied) adopted as their files'
+    /// uploads, and the parts they kept.
+    public var streamsAdopted = 0
+    public var streamedPartsKept = 0
+    /// Streams aborted because their file's copy never completed: the card's next run sends
+    /// those files again.
+    public var streamsAborted = 0
+    /// Uploads pending in the journal now, and the parts the server acknowledged of them.
+    public var uploadsPending = 0
+    public var partsKept = 0
+    /// Files that need their card again: not staged, or their staged copy lost (`ingest
+    /// status` lists them).
+    public var filesNeedingCard = 0
+
+    public init() {}
+
+    /// Whether there is anything to say.
+    public var isEmpty: Bool { uncleanStops == 0 && streamsAdopted == 0 && streamsAborted == 0 }
+
+    /// One line for people.
+    public var text: String {
+        let what = uncleanStops > 0 ? "after an unclean stop" : "from an interrupted run"
+        var line = "recovered \(what): \(uploadsPending) uploads resume with \(partsKept) parts kept"
+        if streamsAdopted > 0 { line += " (\(streamsAdopted) streamed files adopted, \(streamedPartsKept) parts)" }
+        if streamsAborted > 0 { line += "; \(streamsAborted) streamed files whose copy did not finish start over" }
+        line += "; \(filesNeedingCard) files need their card again"
+        if filesNeedingCard > 0 { line += " (ingest status lists them)" }
+        return line
+    }
 }
 
 extension UploadEvent {
@@ -114,6 +152,15 @@ extension UploadEvent {
             var json = object("upload_quarantined", record)
             json["failures"] = .int(Int64(failures))
             return json
+        case .recovered(let recovery):
+            return [
+                "event": "recovered", "unclean_stops": .int(Int64(recovery.uncleanStops)),
+                "uploads_pending": .int(Int64(recovery.uploadsPending)), "parts_kept": .int(Int64(recovery.partsKept)),
+                "streams_adopted": .int(Int64(recovery.streamsAdopted)),
+                "streamed_parts_kept": .int(Int64(recovery.streamedPartsKept)),
+                "streams_aborted": .int(Int64(recovery.streamsAborted)),
+                "files_needing_card": .int(Int64(recovery.filesNeedingCard)),
+            ]
         case let .conditionalWritesNotHonoured(target, reason):
             return [
                 "event": "conditional_writes_not_honoured", "bucket": .string(target.bucket),
