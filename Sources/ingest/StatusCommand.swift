@@ -88,6 +88,17 @@ struct StatusCommand: AsyncParsableCommand {
             }
             lines.append("They are still tried; fix the cause, or give one up with ingest forget ID (its staged copy is freed).")
         }
+        let needingCard = summary.files[.pending, default: .zero].count
+        if needingCard > 0 {
+            let names = Dictionary(summary.volumes.map { ($0.key, $0.name) }, uniquingKeysWith: { first, _ in first })
+            lines.append(
+                "Need their card again: \(needingCard) files (ingest each card again to copy them; do not format it yet)"
+                    + (needingCard > summary.needingCard.count ? ", the latest \(summary.needingCard.count):" : ":"))
+            for file in summary.needingCard {
+                let card = names[file.volumeKey] ?? file.volumeKey
+                lines.append("  \(card): \(file.cardPath.display): \(file.lastError ?? "not copied yet")")
+            }
+        }
         if !summary.recentFailures.isEmpty {
             lines.append("Recent failures (retried on the next run):")
             for file in summary.recentFailures {
@@ -110,6 +121,7 @@ struct StatusCommand: AsyncParsableCommand {
         object["staged_bytes"] = .int(summary.stagedObjects.bytes)
         object["volumes"] = .int(Int64(summary.volumes.count))
         object["recent_failures"] = .int(Int64(summary.recentFailures.count))
+        object["files_needing_card"] = .int(Int64(summary.files[.pending, default: .zero].count))
         object["uploads_completed"] = .int(Int64(uploads.byPhase[.completed, default: .zero].count))
         object["uploads_pending"] = .int(Int64(uploads.pending.count))
         object["quarantined_files"] = .int(Int64(quarantine.files.count))
@@ -131,6 +143,14 @@ struct StatusCommand: AsyncParsableCommand {
                 "key": .string(record.key), "size": .int(record.size), "failures": .int(Int64(record.failures)),
             ]
             line["last_error"] = record.lastError.map(JSONValue.string)
+            text += JSONValue.line(line) + "\n"
+        }
+        for file in summary.needingCard {
+            var line: [String: JSONValue] = [
+                "event": "needs_card", "volume": .string(file.volumeKey), "path": .string(file.cardPath.display),
+                "size": .int(file.size),
+            ]
+            line["last_error"] = file.lastError.map(JSONValue.string)
             text += JSONValue.line(line) + "\n"
         }
         for record in uploads.pending {

@@ -408,4 +408,27 @@ import Testing
         #expect(bench.store.calls(.put) == 2)
         #expect(try await bench.journalled().0.phase == .completed)
     }
+
+    @Test func aStagedCopyLostAfterItsObjectVerifiedCountsAsUploadedNotAsAnIntegrityError() async throws {
+        let bench = try await Bench(size: 12 << 20, partSize: Self.partSize)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        // A power cut took the completion's record but not the copy's deletion.
+        _ = try await bench.journal.restartUpload(id: bench.uploadID, key: Self.key)
+        try FileManager.default.removeItem(atPath: bench.stagedPath)
+
+        #expect(try await bench.run(resumed: true) == .uploaded(alreadyThere: true))
+        #expect(try await bench.fileState() == .uploaded)
+        #expect(bench.store.calls(.create) == 1, "nothing sent again")
+    }
+
+    @Test func aStagedCopyLostBeforeItsObjectExistedSendsItsFileBackToItsCardWithExitStatusOne() async throws {
+        let bench = try await Bench(size: 100_000, partSize: nil)
+        try FileManager.default.removeItem(atPath: bench.stagedPath)
+
+        let failed = try #require(Self.failed(try await bench.run(resumed: true)))
+        #expect(failed.exitStatus == .partial, "a copy missing is no object that failed to verify: \(failed)")
+        #expect(failed.message.contains("is gone"), "\(failed)")
+        #expect(try await bench.fileState() == .pending)
+        #expect(try await bench.journal.upload(id: bench.uploadID) == nil)
+    }
 }

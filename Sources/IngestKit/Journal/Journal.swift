@@ -433,11 +433,13 @@ public final class Journal: Sendable {
             let objects = try Row.fetchOne(
                 db, sql: "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM stagedObject WHERE removedAt IS NULL")!
             let volumes = try VolumeRecord.order(Column("lastSeen").desc).fetchAll(db)
-            let failures = try FileRecord.filter(Column("lastError") != nil).order(Column("updatedAt").desc)
+            let needingCard = try FileRecord.filter(Column("state") == FileState.pending).order(Column("updatedAt").desc)
                 .limit(20).fetchAll(db)
+            let failures = try FileRecord.filter(Column("lastError") != nil && Column("state") != FileState.pending)
+                .order(Column("updatedAt").desc).limit(20).fetchAll(db)
             return JournalSummary(
                 files: byState, stagedObjects: .init(count: objects[0], bytes: objects[1]), volumes: volumes,
-                recentFailures: failures)
+                needingCard: needingCard, recentFailures: failures)
         }
     }
 }
@@ -450,11 +452,15 @@ public struct JournalSummary: Sendable, Equatable {
         public static let zero = Tally(count: 0, bytes: 0)
     }
     /// What a journal that does not exist yet holds.
-    public static let empty = JournalSummary(files: [:], stagedObjects: .zero, volumes: [], recentFailures: [])
+    public static let empty = JournalSummary(files: [:], stagedObjects: .zero, volumes: [], needingCard: [], recentFailures: [])
     public var files: [FileState: Tally]
     /// Staged copies held in the staging area now (those deleted after their upload are not).
     public var stagedObjects: Tally
     public var volumes: [VolumeRecord]
-    /// Files whose last attempt failed, newest first (at most 20).
+    /// Files that need their card again, newest first (at most 20): pending, because their
+    /// copy failed, or because their staged copy was lost before their object verified.
+    public var needingCard: [FileRecord]
+    /// Other files whose last attempt failed (staged, their upload not planned), newest
+    /// first (at most 20).
     public var recentFailures: [FileRecord]
 }
