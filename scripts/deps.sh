@@ -12,8 +12,10 @@ packages=(
   systemd                       # systemd-analyze: verify the shipped units, expand their syscall filters
   make                          # make install, run by the install tests
   libsqlite3-dev pkg-config     # journal; pkg-config finds the system libraries
+  sqlite3                       # PRAGMA integrity_check of journals in make faults
   e2fsprogs util-linux          # mkfs.ext4, losetup, mount for card images
   strace time                   # syscall checks; GNU time for peak RSS
+  xfsprogs                      # xfs_io, whose `shutdown` simulates a power cut (make faults)
   openssl                       # MD5 digests as the oracle in S3 tests
   man-db                        # man -l, to check the man pages render
   python3-venv                  # the venv for test tools from PyPI (make venv)

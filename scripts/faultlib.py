@@ -469,6 +469,64 @@ class Tmpfs:
         CLEANUP.remove(self.release)
 
 
+class PowerCutState:
+    """A state directory that loses power, the way xfstests cuts it: an ext4 file system of its
+    own (a sparse image, mounted on a loop device) that `cut()` shuts down without flushing its
+    log (`xfs_io -x -c shutdown`, no -f), so that every write not synced before is gone once
+    `remount()` has mounted the image again. The mount point is the state directory. As a
+    control, each cut is preceded by a write of its own that is never synced: `kept` counts the
+    cuts it outlived (a cut that loses nothing tests nothing). Unmounted by `release()`, or at
+    the end whatever happens."""
+
+    def __init__(self, image: str, mountpoint: str, size_mib: int) -> None:
+        self.image = image
+        self.mountpoint = mountpoint
+        self.canary = os.path.join(mountpoint, ".power-cut-canary")
+        self.cuts = 0
+        self.kept = 0
+        os.makedirs(mountpoint, exist_ok=True)
+        with open(image, "wb") as out:
+            out.truncate(size_mib * 1048576)
+        subprocess.run(["mkfs.ext4", "-q", "-F", image], check=True, capture_output=True)
+        self.mount()
+        CLEANUP.push("power-cut state", self.release)
+
+    def mount(self) -> None:
+        subprocess.run(["mount", "-o", "loop", self.image, self.mountpoint], check=True)
+        os.chmod(self.mountpoint, 0o700)
+        if os.path.exists(self.canary):
+            self.kept += 1
+            os.unlink(self.canary)
+
+    def cut(self) -> None:
+        """The power goes: the file system refuses every call from now on (EIO), and what it had
+        not written to its log is lost."""
+        with open(self.canary, "w") as out:
+            out.write("not synced\n")
+        subprocess.run(["xfs_io", "-x", "-c", "shutdown", self.mountpoint], check=True, capture_output=True)
+        self.cuts += 1
+
+    def unmount(self) -> None:
+        """Unmounts (after a cut, once the processes that used it are gone); lazily if it stays
+        busy for 5 s."""
+        for _ in range(50):
+            if not os.path.ismount(self.mountpoint):
+                return
+            if subprocess.run(["umount", self.mountpoint], capture_output=True).returncode == 0:
+                return
+            time.sleep(0.1)
+        subprocess.run(["umount", "-l", self.mountpoint], check=False)
+
+    def remount(self) -> None:
+        """The power is back: the image mounted again (its journal replayed), on a new loop device."""
+        self.unmount()
+        self.mount()
+
+    def release(self) -> None:
+        self.unmount()
+        CLEANUP.remove(self.release)
+
+
 # ---------------------------------------------------------------------------
 # Running ingest
 
@@ -513,23 +571,37 @@ class Ingest:
 
     def run(self, args: list[str], timeout: float = 120, kill_when=None, kill_after: float | None = None,
             env: dict[str, str] | None = None, on_event=None, cgroup: str | None = None,
-            wrapper: list[str] = ()) -> Run:
+            wrapper: list[str] = (), before_kill=None, watch=None) -> Run:
         """Runs ingest; `kill_when(event, run)` returning True sends SIGKILL from here at that event,
         `kill_after` seconds after the start likewise; `on_event(event, run)` sees every event;
-        `wrapper` runs it under another program (strace)."""
+        `wrapper` runs it under another program (strace; a kill then kills ingest under it too);
+        `before_kill()` is called right before that SIGKILL (a power cut goes first);
+        `watch(kill, ended)` runs in a thread beside the run, with the function that kills it and an
+        Event set once the run has ended."""
         process, run = self.start(args, env, cgroup, wrapper)
         started = time.monotonic()
         stderr_chunks: list[bytes] = []
         reader = threading.Thread(target=lambda: stderr_chunks.append(process.stderr.read()), daemon=True)
         reader.start()
         lock = threading.Lock()
+        ended = threading.Event()
 
         def kill() -> None:
             with lock:
                 if process.poll() is None and not run.killed:
                     run.killed = True
-                    os.kill(process.pid, signal.SIGKILL)
+                    if before_kill is not None:
+                        before_kill()
+                    # Each may have ended meanwhile (during a power cut, on the EIO it got).
+                    for pid in (children(process.pid) if wrapper else []) + [process.pid]:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
 
+        if watch is not None:
+            watcher = threading.Thread(target=watch, args=(kill, ended), daemon=True)
+            watcher.start()
         timers = []
         if kill_after is not None:
             timers.append(threading.Timer(kill_after, kill))
@@ -561,8 +633,11 @@ class Ingest:
             if kill_when is not None and not run.killed and kill_when(event, run):
                 kill()
         process.wait()
+        ended.set()
         for timer in timers:
             timer.cancel()
+        if watch is not None:
+            watcher.join(10)
         reader.join(10)
         CLEANUP.remove(process.kill)
         run.status = process.returncode
@@ -570,6 +645,15 @@ class Ingest:
         run.stderr = b"".join(stderr_chunks).decode("utf-8", "replace")
         run.seconds = time.monotonic() - started
         return run
+
+
+def children(pid: int) -> list[int]:
+    """The PIDs of a process's children (its main thread's)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as listing:
+            return [int(child) for child in listing.read().split()]
+    except FileNotFoundError:
+        return []
 
 
 # ---------------------------------------------------------------------------

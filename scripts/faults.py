@@ -5,6 +5,9 @@ Each scenario makes its cards, runs `ingest` (with --json, so that it can be kil
 outside at a chosen event), injects its faults, then reruns / resumes until ingest says it is
 done (bounded), and counts by DOWNLOADING every version of every object it left in the bucket
 and comparing xxh128sum with the card's files — never by trusting ingest's journal or output.
+A power cut, as xfstests makes one, shuts down the ext4 file system that holds the state
+directory without flushing its log (F.PowerCutState), then kills ingest: what was not synced is
+gone when it is mounted again.
 
 Counted per scenario (summed over its repetitions):
   runs       ingest invocations          faults    faults injected (kills, proxy faults, …)
@@ -55,6 +58,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import faultlib as F  # noqa: E402
 
 MiB = 1048576
+PART_SIZE = 5 * MiB  # [upload] part_size of every repetition's configuration
 CARD_MTIME = 1780315200.0  # 2026-06-01 12:00 UTC: one {date} for every card, so paths collide as on real cards
 BUCKET = "faults"
 
@@ -177,7 +181,7 @@ connect_timeout = "3s"
 stall_timeout = "5s"
 
 [upload]
-part_size = "5MiB"
+part_size = "{PART_SIZE // MiB}MiB"
 single_put_threshold = "5MiB"
 
 [staging]
@@ -204,7 +208,7 @@ reserve = "1MiB"
         root = root or os.path.join(self.dir, name)
         os.makedirs(root, exist_ok=True)
         for relative, size in spec:
-            F.write_file(root, relative, self.rng.randbytes(size), CARD_MTIME)
+            F.write_file(root, relative, random_bytes(self.rng, size), CARD_MTIME)
         return root
 
     def mixed_spec(self, big: bool = True) -> list[tuple[str, int]]:
@@ -229,8 +233,16 @@ reserve = "1MiB"
 
     # -- ingest --
 
+    def configure(self, section: str, line: str) -> None:
+        """One more setting in this repetition's configuration: `line` under `[section]`."""
+        with open(self.config) as file:
+            text = file.read()
+        with open(self.config, "w") as file:
+            file.write(text.replace(f"[{section}]\n", f"[{section}]\n{line}\n", 1))
+
     def run(self, card: str | None, state: str, *, resume: bool = False, timeout: float = 180,
-            device: str | None = None, json: bool = True, **kw) -> F.Run:
+            device: str | None = None, json: bool = True, options: list[str] = (), **kw) -> F.Run:
+        """`options`: more command-line options (--max-rate …)."""
         if resume:
             args = ["resume", "--state-dir", state, "--config", self.config]
         elif device:
@@ -239,7 +251,7 @@ reserve = "1MiB"
         else:
             args = [card, "--endpoint", self.h.proxy.endpoint, "--bucket", BUCKET, "--state-dir", state,
                     "--config", self.config]
-        return self.command(args + (["--json"] if json else []), timeout=timeout, **kw)
+        return self.command(args + list(options) + (["--json"] if json else []), timeout=timeout, **kw)
 
     def command(self, args: list[str], timeout: float = 180, **kw) -> F.Run:
         """Any ingest command line, bounded by `timeout`; a crash or a hang is a failed check."""
@@ -279,6 +291,11 @@ reserve = "1MiB"
         self.row.faults += self.faults
         self.row.add(count)
         return count
+
+
+def random_bytes(rng: random.Random, size: int) -> bytes:
+    """`size` bytes from `rng`, 64 MiB at a time (randbytes takes at most 256 MiB less a byte)."""
+    return b"".join(rng.randbytes(min(64 * MiB, size - start)) for start in range(0, size, 64 * MiB))
 
 
 def tail(text: str, limit: int = 300) -> str:
@@ -623,6 +640,263 @@ def check_journal(ctx: Context, state: str) -> None:
         ctx.row.checks_failed.append(f"journal integrity_check: {answer.stdout.strip()[:200]} {answer.stderr.strip()[:200]}")
 
 
+# ---------------------------------------------------------------------------
+# Power cuts: the state directory's file system shut down without flushing its log
+
+
+class PowerCuts:
+    """One repetition's power cuts: its state directory on an ext4 file system of its own
+    (F.PowerCutState); a run is cut where it would be killed (kill_after, kill_when, watch): the
+    file system shut down first, then ingest killed (it could only get EIO from then on), and
+    the image mounted again. At each cut the server is asked how many of the card's bytes it
+    holds, and the journal must pass SQLite's integrity check as the cut left it."""
+
+    def __init__(self, ctx: Context, size_mib: int) -> None:
+        self.ctx = ctx
+        self.fs = F.PowerCutState(os.path.join(ctx.dir, "state.img"), os.path.join(ctx.dir, "state"), size_mib)
+        self.state = self.fs.mountpoint
+        self.unacknowledged: list[int] = []  # at each cut
+
+    def __enter__(self) -> "PowerCuts":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.fs.release()
+
+    def run(self, card: str | None, **kw) -> F.Run:
+        run = self.ctx.run(card, self.state, before_kill=self.fs.cut, **kw)
+        if run.killed:
+            self.power_back()
+        return run
+
+    def seconds_left(self, rate: int) -> float:
+        """How long the upload of what the server had not acknowledged at the last cut (before
+        any: of everything) takes at `rate` bytes/s."""
+        return (self.unacknowledged or [needed_bytes(self.ctx)])[-1] / rate
+
+    def cut_now(self) -> None:
+        """The power cut while no ingest runs."""
+        self.fs.cut()
+        self.ctx.faults += 1
+        self.power_back()
+
+    def power_back(self) -> None:
+        self.unacknowledged.append(unacknowledged_bytes(self.ctx))
+        self.fs.remount()
+        check_journal(self.ctx, self.state)
+
+    def finish(self, card: str) -> None:
+        """After the cuts: the card is run again until it exits 0 (bounded; failing that is a
+        failed check), then `ingest resume` must exit 0, and the journal pass its integrity
+        check. A note gives the acknowledged bytes sent again against the bytes the server had
+        not acknowledged at the cuts."""
+        last = self.ctx.finish(card, self.state, resume_first=False)
+        if last.status != 0:
+            self.ctx.row.checks_failed.append(f"the card after {self.fs.cuts} power cut(s): last exit {last.status}: "
+                                              f"{tail(last.stderr)}")
+        resume = self.ctx.run(None, self.state, resume=True)
+        if resume.status != 0:
+            self.ctx.row.checks_failed.append(f"resume after the power cuts: exit {resume.status}: "
+                                              f"{tail(resume.stderr)}")
+        check_journal(self.ctx, self.state)
+        if self.fs.kept:
+            self.ctx.row.notes.append(f"{self.fs.kept} of {self.fs.cuts} cut(s) kept a write that was not synced")
+            if self.fs.kept == self.fs.cuts:
+                self.ctx.row.checks_failed.append("no power cut lost a write that was not synced: nothing was tested")
+        resent = self.ctx.h.proxy.stats().get("resent_acknowledged_bytes", 0)
+        at_cuts = ", ".join(f"{b / MiB:.1f}" for b in self.unacknowledged) or "-"
+        self.ctx.row.notes.append(
+            f"{self.fs.cuts} cut(s); not acknowledged at them: {at_cuts} MiB of {needed_bytes(self.ctx) / MiB:.1f}; "
+            f"acknowledged bytes sent again: {resent / MiB:.1f} MiB")
+
+
+def needed_bytes(ctx: Context) -> int:
+    """One copy of each distinct content of the repetition's cards."""
+    return sum({f.xxh128: f.size for f in ctx.files}.values())
+
+
+def unacknowledged_bytes(ctx: Context) -> int:
+    """The cards' bytes the server holds no copy of: one copy of each distinct content, less the
+    current objects under the repetition's prefix and the parts of its open multipart uploads
+    (each part number of a key once)."""
+    client, prefix = ctx.h.client, ctx.device_id + "/"
+    held = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+        held += sum(item["Size"] for item in page.get("Contents", []))
+    parts: dict[tuple[str, int], int] = {}
+    for upload in client.list_multipart_uploads(Bucket=BUCKET, Prefix=prefix).get("Uploads", []):
+        for page in client.get_paginator("list_parts").paginate(Bucket=BUCKET, Key=upload["Key"],
+                                                                UploadId=upload["UploadId"]):
+            for part in page.get("Parts", []):
+                parts[(upload["Key"], part["PartNumber"])] = part["Size"]
+    return max(0, needed_bytes(ctx) - held - sum(parts.values()))
+
+
+def small_files_spec(ctx: Context) -> list[tuple[str, int]]:
+    """60 photos of 1 to 200 KiB and two files a little over 1 MiB."""
+    spec = [(f"DCIM/100MEDIA/IMG_{i:04d}.JPG", ctx.rng.randint(1024, 200 * 1024)) for i in range(1, 61)]
+    return spec + [("DCIM/100MEDIA/IMG_0061.MOV", MiB + 4321), ("DCIM/100MEDIA/IMG_0062.MOV", MiB + 65537)]
+
+
+def power_cut_small(cuts: int):
+    """60 small files and two a little over 1 MiB (8 MiB, uploaded at 2MiB/s so that the first
+    run lasts about 4 s); the power cut at a random moment of each of `cuts` runs (within the
+    time what is left would take, a run's start included), each run taking up what the last
+    left; then the card is run to the end: nothing lost or duplicated, the journal intact."""
+    def scenario(ctx: Context) -> None:
+        card = ctx.card("card", small_files_spec(ctx))
+        ctx.expect(card)
+        with PowerCuts(ctx, 512) as power:
+            for _ in range(cuts):
+                run = power.run(card, options=["--max-rate", "2MiB/s"],
+                                kill_after=ctx.rng.uniform(0.02, 0.75) * (0.2 + power.seconds_left(2 * MiB)))
+                if not run.killed:
+                    ctx.row.notes.append(f"a run ended (status {run.status}) before its power cut")
+            power.finish(card)
+    return scenario
+
+
+def power_cut_large(size: int, rate: int, cuts: int, stream: bool):
+    """Two large files uploaded slowly (--max-rate `rate` bytes/s), their parts streamed while
+    they are copied (the default) or sent once staged (stream_parts = false); the power cut lands
+    in the middle of their uploads (once the first parts in flight could be done, at 20 to 70 %
+    of the time what is left would take), `cuts` times, each run taking up what the last left;
+    then the card is run to the end: nothing lost, duplicated or left open."""
+    def scenario(ctx: Context) -> None:
+        if not stream:
+            ctx.configure("upload", "stream_parts = false")
+        card = ctx.card("card", [("DCIM/100MEDIA/DJI_0001.MP4", size), ("DCIM/100MEDIA/DJI_0002.MP4", size + 12345)])
+        ctx.expect(card)
+        streamed = 0
+        with PowerCuts(ctx, 2 * size // MiB + 512) as power:
+            for _ in range(cuts):
+                left = power.seconds_left(rate)
+                first_parts = 8 * PART_SIZE / rate  # [upload] parts_in_flight: 8
+                run = power.run(card, options=["--max-rate", f"{rate // MiB}MiB/s"], timeout=left * 2 + 120,
+                                kill_after=first_parts + ctx.rng.uniform(0.2, 0.7) * left)
+                streamed += run.count("stream_started")
+                if not run.killed:
+                    ctx.row.notes.append(f"a run ended (status {run.status}) before its power cut")
+                elif not run.count("part_uploaded"):
+                    ctx.row.notes.append("a power cut came before the first part was uploaded")
+            if stream and not streamed:
+                ctx.row.checks_failed.append("no file was streamed (no stream_started): nothing was tested")
+            if not stream and streamed:
+                ctx.row.checks_failed.append(f"{streamed} file(s) streamed with stream_parts = false")
+            power.finish(card)
+    return scenario
+
+
+def power_cut_after_success(ctx: Context) -> None:
+    """A run that exits 0 has told the station the card is done; the power cut right after it
+    (before the file system's log went to disk on its own, every 5 s) must undo none of it: the
+    card's next run finds every file known, stages nothing and sends nothing (no staged,
+    stream_started, upload_initiating, part_uploaded or uploaded event, no PUT acknowledged by
+    the server)."""
+    card = ctx.card("card", small_files_spec(ctx) + [("DCIM/100MEDIA/DJI_0063.MP4", 16 * MiB + 99)])
+    ctx.expect(card)
+    with PowerCuts(ctx, 512) as power:
+        first = ctx.run(card, power.state)
+        if first.status != 0:
+            ctx.row.checks_failed.append(f"the first run (no fault yet): exit {first.status}: {tail(first.stderr)}")
+        power.cut_now()
+        before = ctx.h.proxy.stats()
+        again = ctx.run(card, power.state)
+        puts = ctx.h.proxy.stats()["acknowledged_puts"] - before["acknowledged_puts"]
+        work = {name: again.count(name) for name in ("staged", "stream_started", "upload_initiating", "part_uploaded",
+                                                     "uploaded")}
+        done = ", ".join(f"{count} {name}" for name, count in work.items() if count)
+        ctx.row.notes.append(f"after the cut: exit {again.status}, {done or 'no work'}, {puts} PUT(s) acknowledged")
+        if first.status == 0 and (again.status != 0 or done or puts):
+            ctx.row.checks_failed.append(f"a run exited 0 for work the power cut right after it undid: the next run "
+                                         f"(exit {again.status}) did {done or 'no staging or upload'}, "
+                                         f"{puts} PUT(s) acknowledged")
+        power.finish(card)
+
+
+def power_cut_checkpoints(cuts: int, files: int):
+    """Many small files, so that the journal's write-ahead log is checkpointed into the database
+    again and again; the power cut lands inside a checkpoint: strace holds ingest for a second
+    right after its Nth write (N at random) to journal.sqlite itself, which in WAL mode only a
+    checkpoint makes, and the cut comes then, the checkpoint's pages written, the database not
+    yet synced. (Until the journal exists, a run is cut at a random moment instead: the writes
+    that create it are no checkpoint.) The row fails when no cut landed inside a checkpoint. Then
+    the card is run to the end: nothing lost, the journal intact."""
+    def scenario(ctx: Context) -> None:
+        spec = [(f"DCIM/{100 + i // 200}MEDIA/IMG_{i:04d}.JPG", ctx.rng.randint(1, 8192)) for i in range(files)]
+        card = ctx.card("card", spec)
+        ctx.expect(card)
+        inside = 0
+        with PowerCuts(ctx, 512) as power:
+            journal = os.path.join(power.state, "journal.sqlite")
+            for index in range(cuts):
+                if not os.path.exists(journal):
+                    power.run(card, kill_after=ctx.rng.uniform(0.1, 1.0))
+                    continue
+                trace = os.path.join(ctx.dir, f"strace-{index}.out")
+                held: list[str] = []
+
+                def watch(kill, ended: threading.Event) -> None:
+                    while not os.path.exists(trace) and not ended.wait(0.005):
+                        pass
+                    with open(trace, errors="replace") as lines:
+                        while not ended.is_set():
+                            line = lines.readline()
+                            if not line:
+                                ended.wait(0.005)
+                            elif line.rstrip().endswith("(DELAYED)"):
+                                held.append(line.strip())
+                                kill()
+                                return
+
+                nth = ctx.rng.randint(1, 800)
+                run = power.run(card, watch=watch, wrapper=[
+                    "strace", "-f", "-qq", "--seccomp-bpf", "-e", "signal=none", "-y", "-o", trace, "-P", journal,
+                    "-e", "trace=pwrite64,pwritev,fsync,fdatasync,ftruncate",
+                    "-e", f"inject=pwrite64:delay_exit=1000000:when={nth}"])
+                if held and run.killed:
+                    inside += 1
+                else:
+                    ctx.row.notes.append(f"a run ended (status {run.status}) before its write {nth} to journal.sqlite")
+            ctx.row.notes.append(f"{inside} of {cuts} cuts landed inside a checkpoint")
+            if inside == 0:
+                ctx.row.checks_failed.append("no power cut landed inside a checkpoint: nothing was tested")
+            power.finish(card)
+    return scenario
+
+
+def killed_streaming_card_removed(ctx: Context) -> None:
+    """kill -9 while a 256 MiB file streams (its parts sent while it is copied, --max-rate
+    8MiB/s), then the card taken out of the reader: `ingest resume` must land the object byte
+    for byte from what was staged, sending no more than the server had not acknowledged at the
+    kill plus two parts (parts the server took as ingest died, which it cannot know of)."""
+    loop = F.LoopCard(os.path.join(ctx.dir, "card.img"), os.path.join(ctx.dir, "mnt"), 300, "STREAMCARD")
+    ctx.card("card", [("DCIM/100MEDIA/DJI_0001.MP4", 256 * MiB)], root=loop.mountpoint)
+    ctx.expect(loop.mountpoint)
+    loop.remount_ro()
+    state = ctx.state()
+    run = ctx.run(loop.mountpoint, state, options=["--max-rate", "8MiB/s"], kill_after=14)
+    if not run.count("stream_started"):
+        ctx.row.checks_failed.append(f"the file was not streamed (no stream_started; exit {run.status}): "
+                                     f"nothing was tested")
+    unacknowledged = unacknowledged_bytes(ctx)
+    loop.release()
+    ctx.faults += 1
+    before = ctx.h.proxy.stats()["bytes_to_upstream"]
+    resume = ctx.run(None, state, resume=True)
+    sent = ctx.h.proxy.stats()["bytes_to_upstream"] - before
+    ctx.row.notes.append(f"killed after 14 s ({run.count('part_uploaded')} parts uploaded): "
+                         f"{unacknowledged / MiB:.1f} MiB not acknowledged; resume (exit {resume.status}) sent "
+                         f"{sent / MiB:.1f} MiB")
+    if resume.status != 0:
+        ctx.row.checks_failed.append(f"resume with the card gone: exit {resume.status}: {tail(resume.stderr)}")
+        ctx.finish(None, state, resume_first=False)
+    if sent > unacknowledged + 2 * PART_SIZE:
+        ctx.row.checks_failed.append(f"resume sent {sent / MiB:.1f} MiB, more than the {unacknowledged / MiB:.1f} MiB "
+                                     f"not acknowledged at the kill plus two parts")
+    check_journal(ctx, state)
+
+
 def racing(ctx: Context) -> None:
     card = ctx.mixed_card()
     ctx.expect(card)
@@ -706,10 +980,7 @@ def server_ignoring_conditions(ctx: Context) -> None:
     files meet at one key (a template without {card_id}), ingested one after the other, must leave
     the first card's objects as they were and send the second's to their alternative keys. A write
     made without looking would be answered 200 and lost (the server kept the first card's bytes)."""
-    with open(ctx.config) as file:
-        text = file.read()
-    with open(ctx.config, "w") as file:
-        file.write(text.replace("[s3]\n", '[s3]\nkey_template = "{device}/{path}"\n', 1))
+    ctx.configure("s3", 'key_template = "{device}/{path}"')
     a, b = twin_cards(ctx)
     state = ctx.state()
     ctx.h.proxy.rules(["unconditional:PUT,POST:*"])
@@ -1110,6 +1381,16 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
         ("credentials expiring mid-upload", credentials_expiring, r, True),
         ("journal: kill -9 at random moments", journal_kills(3, 1000) if short else journal_kills(8, 2500), 1, True),
         ("journal: kill -9 inside a commit (strace, at a write to the WAL)", journal_commit_kills(5, 1000), 1, False),
+        ("power cut: small files at random moments", power_cut_small(4), r, True),
+        ("power cut: streamed uploads of two large files",
+         power_cut_large(96 * MiB, 16 * MiB, 2, True) if short else power_cut_large(512 * MiB, 32 * MiB, 3, True),
+         r, True),
+        ("power cut: staged multipart uploads of two large files (stream_parts = false)",
+         power_cut_large(512 * MiB, 32 * MiB, 3, False), r, False),
+        ("power cut: right after a run exits 0", power_cut_after_success, r, True),
+        ("power cut: inside a journal checkpoint (strace holds a write to journal.sqlite)",
+         power_cut_checkpoints(6, 2500), 1, False),
+        ("kill -9 while streaming, then the card removed; resume", killed_streaming_card_removed, 1, True),
         ("racing triggers (one card, two ingests)", racing, r, True),
         ("racing triggers (ingest --device twice at once)", racing_device, 1, True),
         ("same label, other bytes, one after the other", same_label(False), 1, True),
