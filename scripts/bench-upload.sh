@@ -22,7 +22,8 @@
 #              time ≤ the fastest peer's (issue 14: do not lose to a peer when the data is cached),
 #              CPU and peak RSS as the cold case.
 #   env: CASES, BIG, FILES (big only), REPEAT (overrides every case's), SETTLE (seconds between
-#        runs, 3), CONTENDERS (default "ingest aws rclone s5cmd"), TIMEOUT (seconds a run, 1800),
+#        runs, 3), CONTENDERS (default "ingest aws rclone s5cmd"; add ingest-base with BASELINE=path
+#        to another ingest binary, to compare two builds in one run), TIMEOUT (seconds a run, 1800),
 #        WORK (default out/bench-upload, not tmpfs: SeaweedFS data, ingest's state directories),
 #        CARD_DIR (where the card's image lives: default /dev/shm when it has room, as
 #        bench-card.sh explains: a card is a device of its own, not the disk the uploads write
@@ -30,7 +31,7 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-ingest=${INGEST:-$repo/.build/release/ingest}
+ingest=${INGEST:-$repo/.build/release/ingest} ingest_base=${BASELINE:-}
 venv=${VENV:-$repo/.venv}
 big=${BIG:-1G} files=${FILES:-200} settle=${SETTLE:-3} timeout=${TIMEOUT:-1800}
 rss_target_mib=64 mib=1048576
@@ -133,7 +134,7 @@ for case in "${cases[@]}"; do
   echo "|---|--:|---|--:|---|---|"
   fast="" lean=""
   for name in "${names[@]}"; do
-    [[ $name == ingest || -n ${late[$name]:-} ]] && continue
+    [[ $name == ingest* || -n ${late[$name]:-} ]] && continue
     [[ -n $fast ]] && (($(calc "${med[$name]} >= ${med[$fast]}"))) || fast=$name
     [[ -n $lean ]] && (($(calc "${medcpu[$name]} >= ${medcpu[$lean]}"))) || lean=$name
   done
