@@ -92,13 +92,16 @@ public struct StagedObjectRecord: Codable, Sendable, Equatable, FetchableRecord,
 /// WAL mode lets one process write while others read, and a busy timeout makes a second
 /// `ingest` wait for a write lock instead of failing.
 ///
-/// Every commit is durable when it returns (`synchronous = FULL`: the write-ahead log is
-/// synced at each commit), because what follows a commit depends on it: a staged copy is
-/// deleted or reused once its upload's completion is committed, a part's acknowledgement
-/// lets a resume skip it, and a run exits 0 or reports a card done once its records are
-/// written. With `NORMAL` a power cut could undo commits whose effects had reached the disk
-/// (a copy deleted, its upload still pending). Commits are few: staging journals a batch of
-/// files at a time and completions are grouped (``completions``).
+/// A record is on disk before any effect that depends on it: a power cut may undo commits
+/// that are only in the page cache, and must never undo one whose effect (a staged copy
+/// deleted or reused, a part not sent again, a request to the server that assumes it, exit
+/// status 0) has happened. A write is durable by default (``writing(durable:_:)``: the
+/// write-ahead log synced at its commit, which makes every commit before it durable too).
+/// The writes a card makes per file are not, because nothing irreversible follows them at
+/// once: a batch of staged files and their claims (a lost one is staged again, and found by
+/// its content), an upload's completion (its staged copy waits for ``sync()`` before it is
+/// deleted, ``StagedCopyReleases``) and the record of deleted copies (the sweep finds them
+/// gone). A run syncs the journal before it reports its end; a kill never loses a commit.
 public final class Journal: Sendable {
     public let path: String
     let database: DatabaseQueue
@@ -115,7 +118,7 @@ public final class Journal: Sendable {
         configuration.busyMode = .timeout(busyTimeout)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = WAL")
-            try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
             // 2 MiB of pages: with 512 KiB, a card of 5,000 small files re-read 20,000 journal
             // pages (a pread each) that the indexes' random inserts had pushed out, and took
             // 6 % more CPU time; at 100,000 files peak RSS grew 0.2 MiB.
@@ -327,7 +330,7 @@ public final class Journal: Sendable {
         // staged and claimed: each stream and its acknowledged parts are journalled as they
         // happen, so that a kill or a power cut before the claim leaves an upload to adopt
         // (``Journal/adoptableStreams()``), not parts that nothing will ever complete.
-        migrator.registerMigration("v10: streams of files being copied") { db in
+        migrator.registerMigration("v10: streams of files being copied, the sync point") { db in
             try db.execute(sql: """
                 CREATE TABLE stream (
                   "id" INTEGER PRIMARY KEY NOT NULL, "volumeKey" TEXT NOT NULL, "path" BLOB NOT NULL,
@@ -337,9 +340,21 @@ public final class Journal: Sendable {
                 CREATE TABLE streamPart (
                   "stream" INTEGER NOT NULL REFERENCES stream(id) ON DELETE CASCADE, "number" INTEGER NOT NULL,
                   "etag" TEXT NOT NULL, "size" INTEGER NOT NULL, "digest" TEXT, PRIMARY KEY ("stream", "number"));
+                CREATE TABLE syncPoint ("id" INTEGER PRIMARY KEY NOT NULL CHECK ("id" = 1), "count" INTEGER NOT NULL);
                 """)
         }
         return migrator
+    }
+
+    /// Makes every commit so far durable: one small write (the `syncPoint` row), committed
+    /// with the write-ahead log synced. What a batch of non-durable writes allows (deleting
+    /// the staged copies of uploads whose completions it holds, exit status 0) follows it.
+    public func sync() async throws(JournalError) {
+        try await writing { db in
+            try db.cachedStatement(sql: """
+                INSERT INTO syncPoint (id, count) VALUES (1, 1) ON CONFLICT(id) DO UPDATE SET count = count + 1
+                """).execute()
+        }
     }
 
     /// Records that a volume was seen now (inserting it the first time); true the first time,
@@ -372,7 +387,9 @@ public final class Journal: Sendable {
         _ outcomes: [StageOutcome], volumeKey: String, quarantineAfter: Int = .max, at date: Date = Date()
     ) async throws(JournalError) {
         guard !outcomes.isEmpty else { return }
-        try await writing { db in try Self.record(db, outcomes, volumeKey: volumeKey, quarantineAfter: quarantineAfter, at: date) }
+        try await writing(durable: false) { db in
+            try Self.record(db, outcomes, volumeKey: volumeKey, quarantineAfter: quarantineAfter, at: date)
+        }
     }
 
     static func record(

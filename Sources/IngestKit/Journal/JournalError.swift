@@ -49,9 +49,18 @@ extension Journal {
     }
 
     /// Runs `body` in a write transaction; whatever fails becomes a ``JournalError``.
-    func writing<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws(JournalError) -> T {
+    ///
+    /// `durable` (the default): the commit is on disk when this returns, and so is every
+    /// commit before it (the write-ahead log is synced: `synchronous = FULL` for this
+    /// commit). Only writes that nothing irreversible follows pass false (see ``Journal``).
+    func writing<T: Sendable>(durable: Bool = true, _ body: @Sendable (Database) throws -> T) async throws(JournalError) -> T {
         do {
-            return try await database.writeWithoutTransaction { db in try Self.inTransaction(db, begin: "BEGIN IMMEDIATE", body) }
+            return try await database.writeWithoutTransaction { db in
+                guard durable else { return try Self.inTransaction(db, begin: "BEGIN IMMEDIATE", body) }
+                try db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute()
+                defer { try? db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute() }
+                return try Self.inTransaction(db, begin: "BEGIN IMMEDIATE", body)
+            }
         } catch {
             throw JournalError(path: path, operation: .write, reason: "\(error)")
         }

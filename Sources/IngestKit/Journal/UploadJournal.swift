@@ -269,7 +269,7 @@ extension Journal {
     /// rides along), otherwise a new one is planned.
     public func claim(_ claims: [UploadClaim], volumeKey: String, at date: Date = Date()) async throws(JournalError) -> [ClaimResult] {
         guard !claims.isEmpty else { return [] }
-        return try await writing { db in
+        return try await writing(durable: false) { db in
             try claims.map { claim in try Self.claim(db, claim, volumeKey: volumeKey, at: date) }
         }
     }
@@ -284,7 +284,7 @@ extension Journal {
         at date: Date = Date()
     ) async throws(JournalError) -> [ClaimResult] {
         guard !outcomes.isEmpty else { return [] }
-        return try await writing { db in
+        return try await writing(durable: false) { db in
             try Self.record(db, outcomes, volumeKey: volumeKey, quarantineAfter: quarantineAfter, at: date)
             return try claims.map { claim in try Self.claim(db, claim, volumeKey: volumeKey, at: date) }
         }
@@ -495,14 +495,15 @@ extension Journal {
     /// the copy, then records it with ``noteStagedCopiesRemoved(_:at:)``.
     ///
     /// Completions that come while another is being written are written together, in one
-    /// transaction (``GroupCommit``); each returns once its own is committed.
+    /// transaction (``GroupCommit``); each returns once its own is committed, not synced:
+    /// the caller deletes the staged copy only after a ``sync()``.
     @discardableResult
     public func completeUpload(
         id: String, etag: String?, releasingStagedCopy: Bool = false, at date: Date = Date()
     ) async throws(JournalError) -> Fingerprint? {
         try await completions.submit(Completion(id: id, etag: etag, releasingStagedCopy: releasingStagedCopy, date: date)) {
             batch throws(JournalError) in
-            try await self.writing { db in try batch.map { try Self.complete($0, in: db) } }
+            try await self.writing(durable: false) { db in try batch.map { try Self.complete($0, in: db) } }
         }
     }
 
@@ -612,7 +613,7 @@ extension Journal {
     /// Records that these staged copies were deleted.
     public func noteStagedCopiesRemoved(_ fingerprints: [Fingerprint], at date: Date = Date()) async throws(JournalError) {
         guard !fingerprints.isEmpty else { return }
-        try await writing { db in
+        try await writing(durable: false) { db in
             for fingerprint in fingerprints {
                 try db.cachedStatement(sql: "UPDATE stagedObject SET removedAt = ? WHERE fingerprint = ?")
                     .execute(arguments: [JournalDate(date), fingerprint.hex])

@@ -353,7 +353,11 @@ public struct Ingestor: Sendable {
             summary.uploads = totals
             summary.uploadError = uploadError
         }
-        do { summary.quarantined = try await journal.quarantinedCount(ofVolume: volume.key) } catch {
+        do {
+            // What the summary, the exit status and the card's end report rests on the records.
+            try await journal.sync()
+            summary.quarantined = try await journal.quarantinedCount(ofVolume: volume.key)
+        } catch {
             if stopped == nil { stopped = .journal(error) }
         }
         if stopped == nil, let reason = stop.reason { summary.stoppedBy = reason.rawValue }

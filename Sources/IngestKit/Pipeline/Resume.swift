@@ -53,7 +53,9 @@ public enum PendingUploads {
     public static func resume(_ records: [UploadRecord], service: UploadService, sink: any EventSink) async -> ResumeOutcome {
         let runner = service.runner(sink: sink)
         for record in records { runner.submit(record, resumed: true) }
-        let (totals, problem) = await runner.finish()
+        var (totals, problem) = await runner.finish()
+        // What the outcome and the exit status report rests on the records.
+        do { try await service.journal.sync() } catch { problem = problem ?? .journal(error) }
         return ResumeOutcome(pending: records.count, totals: totals, problem: problem)
     }
 }

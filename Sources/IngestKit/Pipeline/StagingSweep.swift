@@ -18,6 +18,8 @@ extension StagingArea {
         let cutoff = now.addingTimeInterval(-retention.inSeconds)
         let candidates = try await journal.stagedCopiesToRemove(completedBefore: cutoff)
         guard !candidates.isEmpty else { return 0 }
+        // Their uploads' completions may not be on disk yet (``Journal/sync()``).
+        try await journal.sync()
         // Unlinking a large copy frees its extents there and then: not on the concurrency pool.
         let removed = await BlockingWorkers.shared.run {
             candidates.filter { unlink(path(for: $0)) == 0 || errno == ENOENT }

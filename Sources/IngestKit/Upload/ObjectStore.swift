@@ -80,6 +80,8 @@ protocol UploadLog: Sendable {
     func completeUpload(id: String, etag: String?, releasingStagedCopy: Bool) async throws(JournalError) -> Fingerprint?
     /// These staged copies were deleted.
     func noteStagedCopiesRemoved(_ fingerprints: [Fingerprint]) async throws(JournalError)
+    /// Every commit so far is on disk.
+    func sync() async throws(JournalError)
     /// The upload starts again from nothing at `key`; returns it as it is now.
     func restartUpload(id: String, key: String) async throws(JournalError) -> UploadRecord?
     /// The staged copy is gone or wrong: the files go back to pending, the upload goes.
