@@ -11,7 +11,10 @@ struct ResumeCommand: AsyncParsableCommand {
             it: no card and no configuration of the destination is needed. The staged copy is \
             checked against its fingerprint first; the server's parts are compared with the \
             journal's (ListParts) and only the missing ones are sent. An upload the server \
-            completed before a crash is recognised and not sent again.
+            completed before a crash is recognised and not sent again. The parts of a large \
+            file sent while it was copied, by a run killed or cut off before it ended, become \
+            that file's upload first, if the file was staged. After an unclean stop, one line \
+            says what was recovered.
 
             `ingest status` lists the pending uploads and their ids; an id may be shortened \
             to any unique prefix.
