@@ -300,7 +300,9 @@ final class UploadTests {
         }
     }
 
-    /// Also: a staged copy goes as soon as its object verifies, not when the run ends.
+    /// Also: a staged copy goes only once its object verified and that is on disk (a batch of
+    /// copies after one sync of the journal), so a kill before then leaves it for the resume,
+    /// which deletes it.
     @Test(.timeLimit(.minutes(5)))
     func aKillDuringPartsCostsOnlyTheMissingPartsOnResume() throws {
         let dir = TemporaryDirectory()
@@ -325,8 +327,8 @@ final class UploadTests {
         let photoDone = killed.events("uploaded").compactMap { $0.string("path") } == ["DCIM/A_PHOTO.JPG"]
         #expect(photoDone || killed.events("uploaded").isEmpty, "\(killed.events("uploaded"))")
         #expect(
-            FileManager.default.fileExists(atPath: try stagedCopy(photo)) == !photoDone,
-            "the photo's copy goes once its object verified, and only then")
+            FileManager.default.fileExists(atPath: try stagedCopy(photo)),
+            "the photo's copy waits for a sync that makes its completion durable, which the kill came before")
         #expect(FileManager.default.fileExists(atPath: try stagedCopy(source)), "the clip's copy stays for the resume")
         let pending = try pendingUploads(state, config: config)
         #expect(pending.count == (photoDone ? 1 : 2))
@@ -354,6 +356,8 @@ final class UploadTests {
         let photoKey = try #require((killed.events("uploaded") + resumedPhoto).first?.string("key"))
         #expect(try xxh128sum(try object(photoKey, into: dir)) == (try xxh128sum(photo)))
         #expect(try pendingUploads(state, config: config).isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: try stagedCopy(photo)), "the resume let the photo's copy go")
+        #expect(!FileManager.default.fileExists(atPath: try stagedCopy(source)), "and the clip's")
     }
 
     /// A log that grew on the card while the upload of its old content was still pending
