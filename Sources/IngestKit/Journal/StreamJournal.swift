@@ -57,8 +57,7 @@ public struct StreamRecord: Sendable, Equatable, FetchableRecord {
         key = try row.decode(forColumn: "key")
         uploadID = try row.decode(forColumn: "uploadID")
         partSize = try row.decode(forColumn: "partSize")
-        let pairs = StringArraysJSON.decode(try row.decode(String.self, forColumn: "headers")) ?? []
-        headers = pairs.compactMap { $0.count == 2 ? SigV4Header($0[0], $0[1]) : nil }
+        headers = UploadRecord.decode(headers: try row.decode(forColumn: "headers"))
         createdAt = try row.decode(JournalDate.self, forColumn: "createdAt").date
     }
 }

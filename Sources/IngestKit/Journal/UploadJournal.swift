@@ -65,13 +65,15 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
     /// The upload's fingerprint, as recorded (the journal only ever stores valid ones).
     public var contentFingerprint: Fingerprint? { Fingerprint(hex: fingerprint) }
 
-    public var requestHeaders: [SigV4Header] {
-        let pairs = StringArraysJSON.decode(headers) ?? []
-        return pairs.compactMap { $0.count == 2 ? SigV4Header($0[0], $0[1]) : nil }
-    }
+    public var requestHeaders: [SigV4Header] { Self.decode(headers: headers) }
 
     static func encode(headers: [SigV4Header]) -> String {
         StringArraysJSON.encode(headers.map { [$0.name, $0.value] })
+    }
+
+    /// Headers as ``encode(headers:)`` wrote them; a pair that is not one is left out.
+    static func decode(headers: String) -> [SigV4Header] {
+        (StringArraysJSON.decode(headers) ?? []).compactMap { $0.count == 2 ? SigV4Header($0[0], $0[1]) : nil }
     }
 
     /// The logical id of the upload of `fingerprint` to `target`: 15 hex digits (60 bits) of a

@@ -72,8 +72,9 @@ final class StagedCopyReleases: Sendable {
         await delete(batch)
     }
 
-    /// At the end of a run: syncs the journal (what the run reports rests on it), deletes the
-    /// copies waiting, and journals the deletions not yet journalled.
+    /// At the end of a run's uploads: deletes the copies waiting, after a sync, and journals
+    /// the deletions not yet journalled (the run syncs the journal once more before it
+    /// reports its end).
     func flush() async {
         let batch = waiting.withLock { waiting in
             defer {
@@ -82,7 +83,7 @@ final class StagedCopyReleases: Sendable {
             }
             return waiting.toDelete
         }
-        await delete(batch, always: true)
+        await delete(batch)
         let unrecorded = waiting.withLock { waiting in defer { waiting.unrecorded.removeAll() }; return waiting.unrecorded }
         // A failed write only delays the record: the sweep finds these copies gone.
         try? await journal.noteStagedCopiesRemoved(unrecorded)
@@ -91,8 +92,8 @@ final class StagedCopyReleases: Sendable {
     /// Syncs the journal, then deletes `batch` and records the deletions of the batch before
     /// (that write needs no sync of its own: the next sync carries it). A failed sync keeps
     /// the copies: the sweep deletes them once their completions are on disk.
-    private func delete(_ batch: [(fingerprint: Fingerprint, size: Int64)], always: Bool = false) async {
-        guard !batch.isEmpty || always else { return }
+    private func delete(_ batch: [(fingerprint: Fingerprint, size: Int64)]) async {
+        guard !batch.isEmpty else { return }
         do { try await journal.sync() } catch { return }
         var gone: [Fingerprint] = []
         for (fingerprint, size) in batch {
