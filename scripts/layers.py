@@ -31,6 +31,7 @@ ORDER = [
     "HTTP",       # the libcurl transport
     "S3",         # SigV4, credentials, the S3 client, part digests and S3's limits
     "Multipart",  # part plans, part checksums, the upload state machine: no I/O
+    "Custody",    # ASC MHL manifests of a card, their chain, C4 ids: no I/O
     "Tags",       # labels, metadata, key templates, scene files
     "Stage",      # the staging area and the stager
     "Journal",    # SQLite: files, uploads, parts; the state directory
