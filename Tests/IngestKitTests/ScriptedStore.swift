@@ -18,7 +18,7 @@ import Synchronization
 /// with any ``S3ClientError``. Every call is counted.
 final class ScriptedStore: ObjectStore {
     enum Operation: Hashable, Sendable, CaseIterable {
-        case head, put, create, uploadPart, listParts, complete, abort, abortUploads, getTagging, putTagging
+        case head, put, create, uploadPart, listParts, complete, abort, abortUploads, getTagging, putTagging, copy, uploadPartCopy
     }
 
     /// When a scripted failure strikes.
@@ -192,6 +192,34 @@ final class ScriptedStore: ObjectStore {
             state.objects[key] = Object(bytes: bytes, metadata: upload.metadata, etag: etag, checksumCRC32C: composite)
             state.uploads[uploadID] = nil
             return etag
+        }
+    }
+
+    /// As S3 does with `x-amz-metadata-directive: REPLACE`: the source's bytes, the request's metadata.
+    func copyObject(key: String, from source: String, headers: [SigV4Header]) async throws(S3ClientError) -> String {
+        let honours = honoursConditionalWrites
+        return try perform(.copy) { state throws(S3ClientError) in
+            guard let bytes = state.objects[source]?.bytes else {
+                throw .server(S3Error(status: 404, code: .noSuchKey, message: "The specified key does not exist."), attempts: 1)
+            }
+            if honours, headers.contains(.ifNoneMatchAny), state.objects[key] != nil { throw Self.preconditionFailed() }
+            let object = Object(bytes: bytes, metadata: Self.metadata(headers), etag: Self.etag(of: bytes))
+            state.objects[key] = object
+            return object.etag
+        }
+    }
+
+    func uploadPartCopy(key: String, uploadID: String, partNumber: Int, from source: String, range: ClosedRange<Int64>)
+        async throws(S3ClientError) -> String
+    {
+        try perform(.uploadPartCopy) { state throws(S3ClientError) in
+            guard let bytes = state.objects[source]?.bytes, range.upperBound < bytes.count else {
+                throw .server(S3Error(status: 404, code: .noSuchKey, message: "The specified key does not exist."), attempts: 1)
+            }
+            guard state.uploads[uploadID]?.key == key else { throw Self.noSuchUpload() }
+            let part = Array(bytes[Int(range.lowerBound)...Int(range.upperBound)])
+            state.uploads[uploadID]?.parts[partNumber] = part
+            return Self.etag(of: part)
         }
     }
 

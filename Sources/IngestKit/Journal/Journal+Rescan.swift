@@ -123,7 +123,7 @@ extension Journal {
         }
     }
 
-    /// Pending uploads, oldest first, but for those carrying a file of one of `volumeKeys`
+    /// Pending uploads in the order planned (a content's before its copies), but for those carrying a file of one of `volumeKeys`
     /// (the cards a rescan is about to ingest, which finish their own).
     public func pendingUploads(exceptOfVolumes volumeKeys: Set<String>) async throws(JournalError) -> [UploadRecord] {
         try await reading { db in
@@ -134,7 +134,7 @@ extension Journal {
                 sql: """
                     SELECT * FROM upload WHERE phase NOT IN ('completed', 'aborted')
                     AND NOT EXISTS (SELECT 1 FROM file WHERE file.uploadID = upload.id AND file.volumeKey IN (\(placeholders)))
-                    ORDER BY createdAt, id
+                    ORDER BY rowid
                     """, arguments: StatementArguments(keys))
         }
     }

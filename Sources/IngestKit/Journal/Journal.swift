@@ -343,6 +343,22 @@ public final class Journal: Sendable {
                 CREATE TABLE syncPoint ("id" INTEGER PRIMARY KEY NOT NULL CHECK ("id" = 1), "count" INTEGER NOT NULL);
                 """)
         }
+        // Every file of a card gets its own object: a content already planned for the bucket
+        // is copied there by the server (``UploadRecord/copyKey``), so an upload is unique by
+        // its content and its copy key, '' for the one that sends the bytes; lookups by
+        // content alone still lead the index. The card's skips that lose content (a folder
+        // too deep, one that cannot be read) are journalled per card, for `status` and the
+        // card's verdict, each scan replacing the last's.
+        migrator.registerMigration("v11: a copy per file of a known content, a card's lost skips") { db in
+            try db.execute(sql: """
+                ALTER TABLE upload ADD COLUMN "copyKey" TEXT NOT NULL DEFAULT '';
+                DROP INDEX upload_by_content;
+                CREATE UNIQUE INDEX upload_by_content ON upload(fingerprint, endpoint, bucket, copyKey);
+                CREATE TABLE cardSkip (
+                  "volumeKey" TEXT NOT NULL REFERENCES volume(key) ON DELETE CASCADE, "path" BLOB NOT NULL,
+                  "reason" TEXT NOT NULL, "code" TEXT NOT NULL, PRIMARY KEY ("volumeKey", "path"));
+                """)
+        }
         return migrator
     }
 

@@ -5,10 +5,13 @@ extension S3AddressingStyle: DatabaseValueConvertible {}
 extension UploadStateMachine.Phase: DatabaseValueConvertible {}
 extension PartDigestAlgorithm: DatabaseValueConvertible {}
 
-/// One object to upload: one content (fingerprint) to one bucket, whichever files carry it.
+/// One object to upload. A content (fingerprint) is sent to a bucket once, by the upload of
+/// the first file that brought it (``copyKey`` empty); every other file carrying it gets its
+/// own object, a server-side copy of that one (``copyKey`` its key), so that each file of a
+/// card is at its own key and no byte of a known content is sent twice.
 ///
-/// Its id is derived from the target and the fingerprint, so two runs, or two cards holding
-/// the same photo, arrive at the same upload rather than two objects.
+/// Its id is derived from the target, the fingerprint and, for a copy, its key, so two
+/// runs arrive at the same upload rather than two objects.
 public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord, JournalRecord {
     public static let databaseTableName = "upload"
     /// The logical upload id people type (`ingest abort ID`): 15 hex digits (12 when an
@@ -53,6 +56,15 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
     /// `UInt32`s, at ``partSize``), when it did: the upload, taken from the journal later,
     /// sends the card's checksums without keeping them in memory until then.
     public var cardChecksums: Data? = nil
+    /// Empty for the upload that sends the content's bytes. Otherwise the key this file's
+    /// object was planned at (``key`` moves to the alternative key if that one is taken): the
+    /// object is made by a server-side copy of the content's upload once that is verified
+    /// (``ObjectUploader/copy(from:)``), and found again by this key when the file is
+    /// claimed again.
+    public var copyKey: String = ""
+
+    /// A server-side copy of its content's upload, not an upload of bytes.
+    public var isCopy: Bool { !copyKey.isEmpty }
 
     public var target: S3Destination {
         S3Destination(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
@@ -80,8 +92,10 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
     /// hash of both, short enough to type and to lock as a number (``StateDirectory/lockUpload(_:)``).
     /// `attempt` (0 first) gives another id for the same upload, when an id is taken by
     /// another content.
-    public static func logicalID(target: S3Destination, fingerprint: Fingerprint, attempt: Int = 0) -> String {
-        let text = "\(target.endpoint)\n\(target.bucket)\n\(fingerprint.hex)" + (attempt == 0 ? "" : "\n\(attempt)")
+    /// A copy's id (``copyKey``) hashes its key too.
+    public static func logicalID(target: S3Destination, fingerprint: Fingerprint, copyKey: String = "", attempt: Int = 0) -> String {
+        let text = "\(target.endpoint)\n\(target.bucket)\n\(fingerprint.hex)" + (copyKey.isEmpty ? "" : "\ncopy\n\(copyKey)")
+            + (attempt == 0 ? "" : "\n\(attempt)")
         return String(Fingerprint.of(Array(text.utf8)).hex.prefix(15))
     }
 
@@ -136,6 +150,7 @@ extension UploadRecord {
         failures = try row.decode(forColumn: "failures")
         quarantined = try row.decode(forColumn: "quarantined")
         cardChecksums = try row.decode(forColumn: "cardChecksums")
+        copyKey = try row.decode(forColumn: "copyKey")
     }
 
     /// Written column by column, for the same reason; the columns ``init(row:)`` reads.
@@ -158,7 +173,7 @@ extension UploadRecord {
                 return
             } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY && attempt < Self.idAttempts {
                 guard let content = contentFingerprint else { throw error }
-                id = Self.logicalID(target: target, fingerprint: content, attempt: attempt)
+                id = Self.logicalID(target: target, fingerprint: content, copyKey: copyKey, attempt: attempt)
             }
         }
     }
@@ -169,18 +184,18 @@ extension UploadRecord {
     static let columns = [
         "id", "endpoint", "bucket", "region", "addressing", "key", "fingerprint", "size", "partSize", "checksum", "phase",
         "uploadID", "restartCount", "headers", "volumeKey", "sourcePath", "etag", "lastError", "createdAt", "updatedAt",
-        "completedAt", "failures", "quarantined", "cardChecksums",
+        "completedAt", "failures", "quarantined", "cardChecksums", "copyKey",
     ]
     /// Built once: the claim runs it for every file of a card.
     private static let insertUnlessPlannedSQL =
         "INSERT INTO upload (\(columns.joined(separator: ", "))) VALUES (\(columns.map { _ in "?" }.joined(separator: ", ")))"
-        + " ON CONFLICT(endpoint, bucket, fingerprint) DO NOTHING"
+        + " ON CONFLICT(fingerprint, endpoint, bucket, copyKey) DO NOTHING"
 
     private var columnValues: [(any DatabaseValueConvertible)?] {
         [
             id, endpoint, bucket, region, addressing, key, fingerprint, size, partSize, checksum, phase,
             uploadID, restartCount, headers, volumeKey, sourcePath, etag, lastError, JournalDate(createdAt), JournalDate(updatedAt),
-            completedAt.map(JournalDate.init), failures, quarantined, cardChecksums,
+            completedAt.map(JournalDate.init), failures, quarantined, cardChecksums, copyKey,
         ]
     }
 }
@@ -260,15 +275,19 @@ public enum ClaimResult: Sendable, Equatable {
     case planned(UploadRecord)
     /// Upload this: pending from before (then it resumes), or planned by another file.
     case upload(UploadRecord)
-    /// The bucket already holds this content, verified: the file is recorded as uploaded
-    /// and nothing is sent (content dedupe).
+    /// The bucket already holds this file's object, verified: the file is recorded as
+    /// uploaded, and the object is looked at before that is believed.
     case alreadyInBucket(UploadRecord)
+    /// A new copy, planned by this claim: the file's content is planned already, by the
+    /// upload `of` (pending or verified), and this file's object is copied from it.
+    case copy(UploadRecord, of: UploadRecord)
 }
 
 extension Journal {
-    /// Links staged files to their uploads, in one transaction: an upload of the same content
-    /// to the same bucket is reused (completed: the file is uploaded at once; pending: it
-    /// rides along), otherwise a new one is planned.
+    /// Links staged files to their uploads, in one transaction: a file claimed again joins
+    /// the upload planned for it before (completed: the file is uploaded at once); a file
+    /// whose content another file planned for the same bucket gets a copy of that upload;
+    /// otherwise a new upload is planned.
     public func claim(_ claims: [UploadClaim], volumeKey: String, at date: Date = Date()) async throws(JournalError) -> [ClaimResult] {
         guard !claims.isEmpty else { return [] }
         return try await writing(durable: false) { db in
@@ -311,29 +330,66 @@ extension Journal {
             cardChecksums: UploadRecord.encode(checksums: claim.cardChecksums.flatMap { $0.partSize == claim.partSize ? $0 : nil }))
         // A new content is inserted without a look first (a statement a file less); a content
         // some file planned already, found by what it is (endpoint, bucket, fingerprint) and
-        // never by its id, keeps its upload, which this file joins.
+        // never by its id, keeps its upload.
         try record.insertUnlessPlanned(db)
         if db.changesCount == 0 {
             guard
                 let existing = try UploadRecord.fetchOne(
-                    db.cachedStatement(sql: "SELECT * FROM upload WHERE endpoint = ? AND bucket = ? AND fingerprint = ?"),
-                    arguments: [target.endpoint, target.bucket, claim.fingerprint.hex])
+                    db.cachedStatement(sql: "SELECT * FROM upload WHERE fingerprint = ? AND endpoint = ? AND bucket = ? AND copyKey = ''"),
+                    arguments: [claim.fingerprint.hex, target.endpoint, target.bucket])
             else { throw DatabaseError(resultCode: .SQLITE_INTERNAL, message: "upload of \(claim.fingerprint.hex) neither inserted nor there") }
-            let done = existing.phase == .completed
-            try db.cachedStatement(sql: "UPDATE file SET uploadID = ?, state = ?, updatedAt = ? WHERE volumeKey = ? AND path = ?")
-                .execute(arguments: [existing.id, done ? FileState.uploaded : FileState.staged, JournalDate(date), volumeKey, pathBytes])
-            return done ? .alreadyInBucket(existing) : .upload(existing)
+            // The file that brought the content, claimed again (a later run, or a restage).
+            if existing.volumeKey == volumeKey, existing.sourcePath == pathBytes {
+                return try join(db, existing, claim, volumeKey: volumeKey, at: date)
+            }
+            // Another file of the same bytes: its own object, copied from the content's.
+            var copy = record
+            copy.copyKey = claim.key
+            copy.id = UploadRecord.logicalID(target: target, fingerprint: claim.fingerprint, copyKey: claim.key)
+            copy.phase = .created
+            copy.uploadID = nil
+            copy.headers = UploadRecord.encode(headers: claim.headers)
+            copy.cardChecksums = nil
+            copy.partSize = nil
+            try copy.insertUnlessPlanned(db)
+            if db.changesCount == 0 {
+                guard
+                    let planned = try UploadRecord.fetchOne(
+                        db.cachedStatement(sql: "SELECT * FROM upload WHERE fingerprint = ? AND endpoint = ? AND bucket = ? AND copyKey = ?"),
+                        arguments: [claim.fingerprint.hex, target.endpoint, target.bucket, claim.key])
+                else { throw DatabaseError(resultCode: .SQLITE_INTERNAL, message: "copy to \(claim.key) neither inserted nor there") }
+                return try join(db, planned, claim, volumeKey: volumeKey, at: date)
+            }
+            try link(db, claim, to: copy.id, volumeKey: volumeKey, at: date)
+            return .copy(copy, of: existing)
         }
         let id = record.id
         for part in streamed?.parts ?? [] {
             try db.cachedStatement(sql: "INSERT INTO uploadPart (upload, number, etag, size, digest) VALUES (?, ?, ?, ?, ?)")
                 .execute(arguments: [id, part.number, part.etag, part.size, part.digest])
         }
+        try link(db, claim, to: id, volumeKey: volumeKey, at: date)
+        return .planned(record)
+    }
+
+    /// The file joins an upload planned before: done at once if it is verified, else waiting for it.
+    private static func join(_ db: Database, _ existing: UploadRecord, _ claim: UploadClaim, volumeKey: String, at date: Date)
+        throws -> ClaimResult
+    {
+        let done = existing.phase == .completed
+        try db.cachedStatement(sql: "UPDATE file SET uploadID = ?, state = ?, updatedAt = ? WHERE volumeKey = ? AND path = ?")
+            .execute(arguments: [
+                existing.id, done ? FileState.uploaded : FileState.staged, JournalDate(date), volumeKey, Data(claim.path.bytes),
+            ])
+        return done ? .alreadyInBucket(existing) : .upload(existing)
+    }
+
+    /// The file's upload is `id`, new: its failures are forgotten.
+    private static func link(_ db: Database, _ claim: UploadClaim, to id: String, volumeKey: String, at date: Date) throws {
         try db.cachedStatement(sql: """
             UPDATE file SET uploadID = ?, updatedAt = ?, lastError = NULL, failures = 0, quarantined = 0
             WHERE volumeKey = ? AND path = ?
-            """).execute(arguments: [id, JournalDate(date), volumeKey, pathBytes])
-        return .planned(record)
+            """).execute(arguments: [id, JournalDate(date), volumeKey, Data(claim.path.bytes)])
     }
 
     /// Files of a volume that are staged but linked to no upload (staged with `--no-upload`,
@@ -356,8 +412,9 @@ extension Journal {
 
     /// Pending uploads carrying files of this volume that its run does not take from
     /// ``pendingUploadPage(ofVolume:after:limit:)``: those planned by another volume's file
-    /// (shared content), and those planned for it but never started at a destination other
-    /// than `target` (which follow the run to its own).
+    /// (shared content, by a version before copies), those planned for it but never started
+    /// at a destination other than `target` (which follow the run to its own), and another
+    /// volume's pending uploads of contents this volume's pending copies are made from.
     ///
     /// Asked from the pending uploads' side (their partial index, then each one's files by
     /// `file_by_upload`): from the card's side it looked up the upload of every file the
@@ -372,6 +429,12 @@ extension Journal {
                     AND EXISTS (SELECT 1 FROM file WHERE file.uploadID = upload.id AND file.volumeKey = ?1)
                     AND (volumeKey IS NOT ?1 OR (phase = 'created'
                       AND NOT (endpoint = ?2 AND bucket = ?3 AND region = ?4 AND addressing = ?5)))
+                    UNION
+                    SELECT s.* FROM upload c INDEXED BY upload_pending_by_volume
+                    JOIN upload s ON s.fingerprint = c.fingerprint AND s.endpoint = c.endpoint AND s.bucket = c.bucket
+                      AND s.copyKey = ''
+                    WHERE c.volumeKey = ?1 AND c.phase NOT IN ('completed', 'aborted') AND c.copyKey != ''
+                    AND s.phase NOT IN ('completed', 'aborted') AND s.volumeKey IS NOT ?1
                     ORDER BY createdAt
                     """, arguments: [key, target.endpoint, target.bucket, target.region, target.addressing])
         }
@@ -407,11 +470,21 @@ extension Journal {
         try await reading { db in try Int64.fetchOne(db, sql: "SELECT MAX(rowid) FROM upload") ?? 0 }
     }
 
-    /// Every pending upload (not completed, not aborted), oldest first.
+    /// Every pending upload (not completed, not aborted), in the order planned: a content's
+    /// upload comes before its copies.
     public func pendingUploads() async throws(JournalError) -> [UploadRecord] {
         try await reading { db in
-            try UploadRecord.filter(!["completed", "aborted"].contains(Column("phase")))
-                .order(Column("createdAt"), Column("id")).fetchAll(db)
+            try UploadRecord.filter(!["completed", "aborted"].contains(Column("phase"))).order(Column.rowID).fetchAll(db)
+        }
+    }
+
+    /// The upload that sends the bytes a copy is made from; nil when there is none any more
+    /// (its staged copy was found wrong, and its file waits for the card).
+    public func contentUpload(of copy: UploadRecord) async throws(JournalError) -> UploadRecord? {
+        try await reading { db in
+            try UploadRecord.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM upload WHERE fingerprint = ? AND endpoint = ? AND bucket = ? AND copyKey = ''"),
+                arguments: [copy.fingerprint, copy.endpoint, copy.bucket])
         }
     }
 

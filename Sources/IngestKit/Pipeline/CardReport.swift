@@ -95,6 +95,7 @@ public struct CardReport: Sendable {
             parts.append("\(summary.staged) files staged (\(ByteCount(summary.stagedBytes)))")
             if let uploads = summary.uploads {
                 var uploaded = "\(uploads.uploaded) uploaded (\(ByteCount(uploads.uploadedBytes)))"
+                if uploads.copied > 0 { uploaded += ", \(uploads.copied) of them copied in the bucket" }
                 if uploads.alreadyThere > 0 { uploaded += ", \(uploads.alreadyThere) already in the bucket" }
                 parts.append(uploaded)
             }
@@ -125,6 +126,7 @@ public struct CardReport: Sendable {
                 object["uploaded"] = .int(uploads.uploaded)
                 object["uploaded_bytes"] = .int(uploads.uploadedBytes)
                 object["already_in_bucket"] = .int(uploads.alreadyThere)
+                object["copied_in_bucket"] = .int(uploads.copied)
                 object["uploads_pending"] = .int(uploadsPending)
             }
         }

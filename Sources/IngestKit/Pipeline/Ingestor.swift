@@ -15,6 +15,11 @@ public struct ScanPlan: Sendable {
     /// Skipped entries worth telling (litter and exclusions are only counted), the first
     /// ``reportLimit``.
     public var notableSkips: [(CardPath, SkipReason)] = []
+    /// Of ``notableSkips``, those that lose content (``SkipReason/losesContent``): journalled
+    /// with the card, for `status` and its verdict.
+    public var lostSkips: [(CardPath, SkipReason)] {
+        notableSkips.filter { $0.1.losesContent }
+    }
     /// Files ingested that deserve a word (names that are not UTF-8, empty files), the first
     /// ``reportLimit``.
     public var notices: [(ScannedFile, code: String, message: String)] = []
@@ -37,6 +42,7 @@ public struct ScanPlan: Sendable {
         switch finding {
         case let .skipped(path, reason):
             totals.skipped += 1
+            if reason.losesContent { totals.lost += 1 }
             if reason.isNotable {
                 if notableSkips.count < Self.reportLimit { notableSkips.append((path, reason)) } else { totals.unlisted += 1 }
             }
@@ -314,6 +320,7 @@ public struct Ingestor: Sendable {
 
         var summary = RunSummary(volume: volume.displayName)
         summary.scan = plan.totals
+        do { try await journal.noteLostSkips(plan.lostSkips, ofVolume: volume.key) } catch { throw .journal(error) }
         // What a process that stopped uncleanly left is taken up before anything is planned.
         if let upload { try await upload.service.recover(sink: sink) }
         // From here on the run ends below, its uploads awaited, whatever happens.
@@ -511,9 +518,9 @@ public struct Ingestor: Sendable {
     }
 
     /// Journals the uploads of `claims` and hands them to the runner: those planned now are
-    /// read from the journal by the runner (it follows the card), a file riding along on
-    /// another card's pending upload queues that one, and content the bucket holds already
-    /// is looked at there.
+    /// read from the journal by the runner (it follows the card), a copy of another card's
+    /// pending upload queues that one first, and an object the bucket holds already is
+    /// looked at there.
     /// A claim whose parts were streamed and that plans no new upload has its stream aborted.
     private func submit(
         _ claims: [UploadClaim], volume: VolumeIdentity, runner: UploadRunner, streamer: PartStreamer? = nil
@@ -539,6 +546,12 @@ public struct Ingestor: Sendable {
                 runner.submit(record, resumed: record.phase != .created, checksums: record.partChecksums)
             case .alreadyInBucket(let record):
                 runner.confirmInBucket(record)
+            case let .copy(record, source):
+                // Another card's pending upload of the content runs first, in this run.
+                if source.isPending, source.volumeKey != volume.key {
+                    runner.submit(source, resumed: source.phase != .created, checksums: source.partChecksums)
+                }
+                planned.append(record)
             }
         }
         runner.planned(planned)

@@ -20,6 +20,7 @@ public struct ResumeOutcome: Sendable, Equatable {
         var object: [String: JSONValue] = [
             "event": "resume_summary", "pending": .int(pending), "uploaded": .int(totals.uploaded),
             "uploaded_bytes": .int(totals.uploadedBytes), "already_in_bucket": .int(totals.alreadyThere),
+            "copied_in_bucket": .int(totals.copied),
             "failed": .int(totals.failed), "not_attempted": .int(totals.notAttempted),
             "staged_copies_removed": .int(totals.stagedCopiesRemoved),
         ]
@@ -29,7 +30,8 @@ public struct ResumeOutcome: Sendable, Equatable {
 
     /// One line for people.
     public var text: String {
-        "Resumed \(pending) uploads: \(totals.uploaded) uploaded (\(ByteCount(totals.uploadedBytes))), "
+        "Resumed \(pending) uploads: \(totals.uploaded) uploaded (\(ByteCount(totals.uploadedBytes))"
+            + (totals.copied > 0 ? ", \(totals.copied) of them copied in the bucket), " : "), ")
             + "\(totals.alreadyThere) already in the bucket, \(totals.failed) failed, "
             + "\(totals.notAttempted) not attempted"
     }

@@ -25,6 +25,8 @@ struct UploadRunMachine: Sendable {
     enum Ending: Sendable, Equatable {
         /// Verified in the bucket: sent now (`bytes`), or found there.
         case uploaded(alreadyThere: Bool, bytes: Int64)
+        /// Verified in the bucket, made now by the server from another object.
+        case copied
         /// Failed; `started`: false when it never got as far as its first request (its
         /// destination failed before it, its lock or its journal record could not be had).
         case failed(UploadError, started: Bool)
@@ -54,6 +56,9 @@ struct UploadRunMachine: Sendable {
         guard phase != .finished else { impossible("submit(\(uploadID))") }
         return active.insert(uploadID).inserted
     }
+
+    /// Whether this run has the upload queued or running.
+    func isActive(_ uploadID: String) -> Bool { active.contains(uploadID) }
 
     /// A queued upload ended, or was dropped without running.
     mutating func release(_ uploadID: String) {
@@ -86,6 +91,9 @@ struct UploadRunMachine: Sendable {
                 totals.uploaded += 1
                 totals.uploadedBytes += bytes
             }
+        case .copied:
+            totals.uploaded += 1
+            totals.copied += 1
         case let .failed(error, started):
             if started { totals.failed += 1 } else { totals.notAttempted += 1 }
             if error.scope == .destination {

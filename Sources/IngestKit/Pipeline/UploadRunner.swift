@@ -44,6 +44,9 @@ public final class UploadRunner: Sendable {
     /// once, while other uploads run, rather than in one long sweep after the last, so a
     /// long card's copies never all hold the staging space at once.
     private let releases: StagedCopyReleases?
+    /// Copies (``UploadRecord/isCopy``) waiting for their content's upload, which this run
+    /// is running, to end: by that upload's id.
+    private let waitingForContent = Mutex<[String: [CheckedContinuation<Void, Never>]]>([:])
 
     private var journal: Journal { service.journal }
     /// The staging area whose copies this runner lets go: a stager feeding it writes its
@@ -203,6 +206,23 @@ public final class UploadRunner: Sendable {
             $0.ended(ending)
             $0.release(job.id)
         }
+        for copy in waitingForContent.withLock({ $0.removeValue(forKey: job.id) }) ?? [] { copy.resume() }
+    }
+
+    /// Returns once the upload `id` is not queued or running in this run. A content's upload
+    /// is taken from the queue, and holds a file slot, before any copy of it (it was planned
+    /// first), so a copy waiting here never waits for a slot it holds.
+    private func untilEnded(_ id: String) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            // Looked at under the waits' lock: an upload that ends after the look resumes this
+            // continuation; one that ended before it lets it go on at once.
+            let waiting = waitingForContent.withLock { waits in
+                guard machine.withLock({ $0.isActive(id) }) else { return false }
+                waits[id, default: []].append(continuation)
+                return true
+            }
+            if !waiting { continuation.resume() }
+        }
     }
 
     private func upload(_ job: Job, slot: FileSlot) async -> UploadRunMachine.Ending {
@@ -238,9 +258,19 @@ public final class UploadRunner: Sendable {
             record: fresh, client: destination.client, journal: journal, stagedPath: stagedPath(fresh), limiter: service.limiter,
             settings: settings, sink: sink, hooks: service.hooks, stop: stopping, releases: releases,
             conditionalWrites: destination.conditionalWrites, verified: slot.release)
-        let confirming = job.confirming && !fresh.isPending
-        switch await uploader.run(parts: parts, resumed: job.resumed, checksums: job.checksums, confirming: confirming) {
+        let result: UploadResult
+        if fresh.isCopy {
+            switch await content(of: fresh) {
+            case .success(let source): result = await uploader.copy(from: source)
+            case .failure(let error): result = await uploader.conclude(.failed(error))
+            }
+        } else {
+            let confirming = job.confirming && !fresh.isPending
+            result = await uploader.run(parts: parts, resumed: job.resumed, checksums: job.checksums, confirming: confirming)
+        }
+        switch result {
         case .uploaded(let alreadyThere):
+            if fresh.isCopy, !alreadyThere { return .copied }
             return .uploaded(alreadyThere: alreadyThere, bytes: fresh.size)
         case .failed(let error):
             logger.warning("upload failed", metadata: ["upload": "\(fresh.id)", "key": "\(fresh.key)", "error": "\(error)"])
@@ -251,6 +281,35 @@ public final class UploadRunner: Sendable {
         case .interrupted:
             return .interrupted
         }
+    }
+
+    /// The verified upload a copy is made from: once this run's attempt at it ended, if it
+    /// has one; a content that is not verified fails the copy for this run, naming why.
+    private func content(of copy: UploadRecord) async -> Result<UploadRecord, UploadError> {
+        var source: UploadRecord?
+        do {
+            source = try await journal.contentUpload(of: copy)
+            if let pending = source, pending.isPending, machine.withLock({ $0.isActive(pending.id) }) {
+                await untilEnded(pending.id)
+                source = try await journal.contentUpload(of: copy)
+            }
+        } catch {
+            return .failure(.journal(error))
+        }
+        guard let source else {
+            return .failure(UploadError(
+                exitStatus: .partial, scope: .object,
+                message: "\(copy.key) is a copy of content \(copy.fingerprint), whose upload is gone from the journal "
+                    + "(its staged copy was found wrong): the card's next run stages that file again, then this one is copied."))
+        }
+        guard source.phase == .completed else {
+            let why = source.lastError.map { ": \($0)" } ?? ""
+            return .failure(UploadError(
+                exitStatus: .partial, scope: .object,
+                message: "\(copy.key) is to be copied from \(source.key), whose upload \(source.id) is not verified yet\(why); "
+                    + "the file stays staged until that upload ends (ingest resume)."))
+        }
+        return .success(source)
     }
 
     private func stagedPath(_ record: UploadRecord) -> String {

@@ -10,6 +10,9 @@ public struct ScanTotals: Sendable, Equatable, Codable {
     public var knownBytes: Int64 = 0
     /// Entries passed over (litter, exclusions, special files, links…).
     public var skipped = 0
+    /// Of ``skipped``, entries whose content is not ingested by no rule of the user's
+    /// (``SkipReason/losesContent``): the run fails, and the card is not safe to erase.
+    public var lost = 0
     /// Skips and notices counted but not reported one by one, past ``ScanPlan/reportLimit``.
     public var unlisted = 0
     public init() {}
@@ -43,7 +46,7 @@ public struct RunSummary: Sendable, Equatable, Codable {
     public var exitStatus: ExitStatus {
         if let errorStatus { return errorStatus }
         if let uploadError { return uploadError.exitStatus }
-        return failed > 0 || quarantined > 0 ? .partial : .success
+        return failed > 0 || quarantined > 0 || scan.lost > 0 ? .partial : .success
     }
 }
 
@@ -129,6 +132,7 @@ extension IngestEvent {
                 object["uploaded"] = .int(uploads.uploaded)
                 object["uploaded_bytes"] = .int(uploads.uploadedBytes)
                 object["already_in_bucket"] = .int(uploads.alreadyThere)
+                object["copied_in_bucket"] = .int(uploads.copied)
                 object["upload_failed"] = .int(uploads.failed)
                 object["upload_not_attempted"] = .int(uploads.notAttempted)
                 object["upload_interrupted"] = .int(uploads.interrupted)
@@ -191,6 +195,9 @@ public struct UploadTotals: Sendable, Equatable, Codable {
     public var uploadedBytes: Int64 = 0
     /// Objects the bucket already held (content dedupe, or completed by a killed run).
     public var alreadyThere = 0
+    /// Of ``uploaded``, objects the server made by copying another object of the same
+    /// content: no byte was sent.
+    public var copied = 0
     public var failed = 0
     /// Uploads not attempted because their destination failed first; they stay pending.
     public var notAttempted = 0

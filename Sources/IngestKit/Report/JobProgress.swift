@@ -165,7 +165,7 @@ public final class JobProgress: Sendable {
             }
         case let .completed(record, alreadyThere):
             // A single PutObject's body is sent whole; a multipart upload's parts were counted.
-            state.end(record, uploaded: true, sent: !alreadyThere && record.partSize == nil)
+            state.end(record, uploaded: true, sent: !alreadyThere && record.partSize == nil && !record.isCopy)
         case .failed(let record, _), .aborted(let record):
             state.end(record, uploaded: false, sent: false)
         case .keyTaken(let record, _, _, _):

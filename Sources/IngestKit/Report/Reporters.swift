@@ -149,6 +149,7 @@ public final class ConsoleReporter: EventSink, Sendable {
             print(line)
             if let uploads = summary.uploads {
                 var line = "Uploaded \(uploads.uploaded) objects (\(ByteCount(uploads.uploadedBytes))), verified"
+                if uploads.copied > 0 { line += ", \(uploads.copied) of them copied in the bucket" }
                 if uploads.alreadyThere > 0 { line += "; \(uploads.alreadyThere) already in the bucket" }
                 if uploads.failed > 0 { line += "; \(uploads.failed) failed" }
                 if uploads.notAttempted > 0 { line += "; \(uploads.notAttempted) not attempted" }

@@ -17,6 +17,9 @@ public enum S3UploadLimits {
     public static let maxKeyBytes = 1024
     /// The largest object a single `PutObject` may send: 5 GiB.
     public static let maxSinglePutSize: Int64 = 5 * gibibyte
+    /// The largest object a single `CopyObject` may copy: 5 GiB; larger ones are copied in
+    /// parts (`UploadPartCopy`).
+    public static let maxSingleCopySize: Int64 = 5 * gibibyte
 
     static let mebibyte: Int64 = 1 << 20
     static let gibibyte: Int64 = 1 << 30

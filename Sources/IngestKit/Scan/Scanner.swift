@@ -53,6 +53,17 @@ public enum SkipReason: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// Content of the card that is not ingested, and not by the user's choice: a folder too
+    /// deep to enter, or one that cannot be read, may hold files. The run fails (exit 1)
+    /// and the card is not safe to erase. Links, special files and other mounts hold no
+    /// content of the card; litter and exclusions are the rules'.
+    public var losesContent: Bool {
+        switch self {
+        case .tooDeep, .unreadable: true
+        default: false
+        }
+    }
+
     /// Worth telling a person about (litter and exclusions are expected and only counted).
     public var isNotable: Bool {
         switch self {

@@ -43,6 +43,11 @@ struct ObjectUploader: Sendable {
     /// (``UploadRunner``'s files in flight) goes to the next file then, so a completion
     /// waiting for its batch (``GroupCommit``) holds no upload back.
     var verified: (@Sendable () async -> Void)? = nil
+    /// A copy (``copy(from:)``) larger than this is made in parts of ``copyPartSize``; tests
+    /// lower both to copy in parts without 5 GiB objects.
+    var singleCopyLimit = S3UploadLimits.maxSingleCopySize
+    /// 1 GiB: 5 TiB, the largest object, in 5,120 parts, within S3's 10,000.
+    var copyPartSize = S3UploadLimits.gibibyte
 
     /// Uploads, or resumes from `parts` (the journal's acknowledged parts). `resumed`: the
     /// upload was started by an earlier process, so the staged copy is checked against its
@@ -203,7 +208,7 @@ struct ObjectUploader: Sendable {
     }
 
     /// This upload, started again from nothing at `key`.
-    private func restarted(atKey key: String) async -> Result<ObjectUploader, UploadError> {
+    func restarted(atKey key: String) async -> Result<ObjectUploader, UploadError> {
         let moved: UploadRecord?
         do { moved = try await journal.restartUpload(id: record.id, key: key) } catch {
             return .failure(.journal(error))
@@ -219,7 +224,7 @@ struct ObjectUploader: Sendable {
 
     /// The key holds other bytes: the upload goes to the alternative key, journalled first.
     /// Fails when the key already is the alternative one (both are taken).
-    private func movedAside(from head: ObjectHead) async -> Result<ObjectUploader, UploadError> {
+    func movedAside(from head: ObjectHead) async -> Result<ObjectUploader, UploadError> {
         let found = head.metadata[ObjectLabelKeys.fingerprint] ?? "none"
         let alternative: String
         do {
@@ -411,7 +416,7 @@ struct ObjectUploader: Sendable {
     // MARK: the end
 
     /// Journals the outcome; lets the staged copy go when nothing is to be kept.
-    private func conclude(_ result: UploadResult) async -> UploadResult {
+    func conclude(_ result: UploadResult) async -> UploadResult {
         switch result {
         case .uploaded(let alreadyThere):
             await verified?()

@@ -1,0 +1,103 @@
+import Foundation
+
+/// A file whose content another file sent to the bucket gets its own object by a copy the
+/// server makes (``UploadRecord/copyKey``): no byte of the content crosses the network again.
+extension ObjectUploader {
+    /// Makes this copy's object from `source`, the verified upload of its content, then
+    /// verifies it as any object: size and recorded fingerprint, by `HEAD`.
+    ///
+    /// The same no-replace rule as a write: the key is looked at first (a copy request's
+    /// `If-None-Match` is not honoured by every server that honours it on `PutObject`, so
+    /// the look is what keeps an object there), and the copy is sent with `If-None-Match: *`
+    /// where the server honours it. A key holding other bytes sends the copy to its
+    /// alternative key. An empty file is one empty `PutObject` rather than a copy.
+    ///
+    /// A copy has nothing on the server to resume: an unfinished one starts again.
+    func copy(from source: UploadRecord) async -> UploadResult {
+        var copier = self
+        while true {
+            switch await copier.copyOnce(from: source) {
+            case .done(let result):
+                return await copier.conclude(result)
+            case .keyTaken(let head):
+                switch await copier.movedAside(from: head) {
+                case .success(let moved): copier = moved
+                case .failure(let error): return await copier.conclude(.failed(error))
+                }
+            }
+        }
+    }
+
+    private func copyOnce(from source: UploadRecord) async -> Attempt {
+        if let decided = Self.decided(by: await lookAtKey()) { return decided }
+        let condition = conditionalWrites ? [SigV4Header.ifNoneMatchAny] : []
+        do {
+            if record.size == 0 {
+                _ = try await client.putObject(
+                    key: record.key, body: .bytes([]), payloadHash: .emptyBody, headers: record.requestHeaders + condition)
+            } else if record.size <= singleCopyLimit {
+                _ = try await client.copyObject(key: record.key, from: source.key, headers: record.requestHeaders + condition)
+            } else {
+                try await copyInParts(from: source)
+            }
+        } catch {
+            if error.isPreconditionFailed { return await afterPreconditionFailed() }
+            if case .server(let problem, _) = error, problem.code == .noSuchKey || problem.status == 404 {
+                return .done(await sourceGone(source))
+            }
+            return .done(.failed(UploadError(error, what: "CopyObject \(source.key) to \(record.key)", target: record.target)))
+        }
+        switch await lookAtKey() {
+        case .failure(let error): return .done(.failed(error))
+        case .success(.ours): return .done(.uploaded(alreadyThere: false))
+        case .success(.free):
+            return .done(.failed(UploadError(
+                exitStatus: .partial, scope: .object,
+                message: "\(record.key) in \(record.target.displayName) was copied from \(source.key), then had no object: "
+                    + "the file stays staged; run ingest resume.")))
+        case .success(.taken(let head)):
+            return .done(.failed(UploadError(
+                exitStatus: .integrity, scope: .object,
+                message: "\(record.key) in \(record.target.displayName) was copied from \(source.key), then held other "
+                    + "bytes (\(head.size) bytes, fingerprint \(head.metadata[ObjectLabelKeys.fingerprint] ?? "none")): "
+                    + "the file stays staged; run ingest resume.")))
+        }
+    }
+
+    /// A copy above ``S3UploadLimits/maxSingleCopySize``: a multipart upload whose parts are
+    /// ranges of the source, completed with `If-None-Match` where honoured. Aborted if any
+    /// step fails, so no unfinished upload is left at the key.
+    private func copyInParts(from source: UploadRecord) async throws(S3ClientError) {
+        let uploadID = try await client.createMultipartUpload(key: record.key, headers: record.requestHeaders)
+        do {
+            var parts: [CompletedPart] = []
+            var offset: Int64 = 0
+            while offset < record.size {
+                let end = min(offset + copyPartSize, record.size) - 1
+                let etag = try await client.uploadPartCopy(
+                    key: record.key, uploadID: uploadID, partNumber: parts.count + 1, from: source.key, range: offset...end)
+                parts.append(CompletedPart(number: parts.count + 1, etag: etag))
+                offset = end + 1
+            }
+            _ = try await client.completeMultipartUpload(
+                key: record.key, uploadID: uploadID, parts: parts,
+                headers: conditionalWrites ? [SigV4Header.ifNoneMatchAny] : [])
+        } catch {
+            try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID)
+            throw error
+        }
+    }
+
+    /// The object the copy is made from is not in the bucket: its upload starts again (from
+    /// its staged copy, or from the card when that is gone), and the copy waits for it.
+    private func sourceGone(_ source: UploadRecord) async -> UploadResult {
+        var note = "the upload of its content starts again"
+        do { _ = try await journal.restartUpload(id: source.id, key: source.key) } catch {
+            note = "its content's upload could not be started again (\(error))"
+        }
+        return .failed(UploadError(
+            exitStatus: .partial, scope: .object,
+            message: "\(record.key) is to be copied from \(source.key) in \(record.target.displayName), which is gone from "
+                + "the bucket: \(note); the file stays staged until the next run (ingest resume) copies it."))
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import Testing
+
+@testable import IngestKit
+
+/// Every file of a card at its own key: a second file of a known content is claimed as a
+/// copy of the content's upload (``UploadRecord/copyKey``) and made by the server from it,
+/// through a ``ScriptedStore`` that keeps S3's copy rules.
+@Suite struct ObjectCopyTests {
+    typealias Bench = ObjectUploaderTests.Bench
+
+    /// Stages and claims another file of the bench's content, at `key`.
+    static func claimCopy(
+        _ bench: Bench, path: String, key: String, volume: String? = nil
+    ) async throws -> ClaimResult {
+        let file = ScannedFile(path: CardPath(path), size: Int64(bench.bytes.count), mtime: 2)
+        try await bench.journal.record(
+            [.staged(StagedFile(file: file, fingerprint: bench.fingerprint, deduplicated: true, verified: false))],
+            volumeKey: volume ?? bench.volume.key)
+        let claim = UploadClaim(
+            path: file.path, fingerprint: bench.fingerprint, size: file.size, target: Bench.target, key: key,
+            headers: [SigV4Header("x-amz-meta-" + ObjectLabelKeys.fingerprint, bench.fingerprint.hex), SigV4Header("x-amz-meta-path", path)],
+            partSize: bench.partSize)
+        return try #require(try await bench.journal.claim([claim], volumeKey: volume ?? bench.volume.key).first)
+    }
+
+    /// Runs the copy as the runner does, from the journal's records.
+    static func copy(
+        _ bench: Bench, _ id: String, singleCopyLimit: Int64 = S3UploadLimits.maxSingleCopySize, partSize: Int64 = 1 << 30
+    ) async throws -> UploadResult {
+        let (record, _) = try #require(try await bench.journal.upload(id: id))
+        let source = try #require(try await bench.journal.contentUpload(of: record))
+        var uploader = ObjectUploader(
+            record: record, client: bench.store, journal: bench.journal, stagedPath: "/nonexistent",
+            limiter: TransferLimiter(maxRequests: 4, maxBytes: 1 << 30), settings: UploadSettings(), sink: DiscardingSink(),
+            hooks: FaultHooks(), stop: StopFlag(), releases: nil, conditionalWrites: bench.store.honoursConditionalWrites)
+        uploader.singleCopyLimit = singleCopyLimit
+        uploader.copyPartSize = partSize
+        return await uploader.copy(from: source)
+    }
+
+    @Test func aSecondFileOfAKnownContentIsPlannedAsACopyAtItsOwnKey() async throws {
+        let bench = try await Bench(size: 1000, partSize: nil)
+        guard case let .copy(copy, source) = try await Self.claimCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG") else {
+            Issue.record("not planned as a copy")
+            return
+        }
+        #expect(source.id == bench.uploadID)
+        #expect(copy.isCopy && copy.key == "k/COPY.JPG" && copy.id != source.id)
+        // Claimed again (a later run), the same copy, not a second one.
+        guard case .upload(let again) = try await Self.claimCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG") else {
+            Issue.record("claimed again, not the same copy")
+            return
+        }
+        #expect(again.id == copy.id)
+        // The file that brought the content, claimed again, keeps its upload.
+        let file = ScannedFile(path: CardPath("DCIM/DJI_0001.JPG"), size: Int64(bench.bytes.count), mtime: 1)
+        let first = UploadClaim(
+            path: file.path, fingerprint: bench.fingerprint, size: file.size, target: Bench.target, key: ObjectUploaderTests.key,
+            headers: [], partSize: nil)
+        #expect(try await bench.journal.claim([first], volumeKey: bench.volume.key).first == .upload(source))
+    }
+
+    @Test func theCopyIsMadeByTheServerWithItsOwnLabelsAndTheFileIsUploaded() async throws {
+        let bench = try await Bench(size: 1000, partSize: nil)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        guard case let .copy(copy, _) = try await Self.claimCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG") else {
+            Issue.record("not planned as a copy")
+            return
+        }
+        #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: false))
+
+        let object = try #require(bench.store.objects["k/COPY.JPG"])
+        #expect(object.bytes == bench.bytes)
+        #expect(object.metadata["path"] == "DCIM/COPY.JPG")
+        #expect(bench.store.calls(.copy) == 1 && bench.store.calls(.put) == 1)
+        #expect(try await bench.journal.upload(id: copy.id)?.0.phase == .completed)
+        #expect(try await bench.journal.files(ofVolume: bench.volume.key)[CardPath("DCIM/COPY.JPG")]?.state == .uploaded)
+        // Run again: the object is there, nothing is copied twice.
+        #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: true))
+        #expect(bench.store.calls(.copy) == 1)
+    }
+
+    @Test func aCopyAboveTheSingleCopyLimitIsCopiedInParts() async throws {
+        let bench = try await Bench(size: 2_500_000, partSize: nil)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        guard case let .copy(copy, _) = try await Self.claimCopy(bench, path: "DCIM/BIG.MP4", key: "k/BIG.MP4") else {
+            Issue.record("not planned as a copy")
+            return
+        }
+        #expect(try await Self.copy(bench, copy.id, singleCopyLimit: 1_000_000, partSize: 1_000_000) == .uploaded(alreadyThere: false))
+        #expect(bench.store.objects["k/BIG.MP4"]?.bytes == bench.bytes)
+        #expect(bench.store.calls(.uploadPartCopy) == 3 && bench.store.calls(.copy) == 0)
+        #expect(bench.store.openUploads.isEmpty)
+    }
+
+    @Test func aKeyHoldingOtherBytesIsNotReplacedTheCopyGoesToItsAlternativeKey() async throws {
+        let bench = try await Bench(size: 1000, partSize: nil)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        guard case let .copy(copy, _) = try await Self.claimCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG") else {
+            Issue.record("not planned as a copy")
+            return
+        }
+        bench.store.place("k/COPY.JPG", bytes: Array("someone else's".utf8))
+        #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: false))
+        #expect(bench.store.objects["k/COPY.JPG"]?.bytes == Array("someone else's".utf8))
+        let moved = try #require(try await bench.journal.upload(id: copy.id)?.0)
+        #expect(moved.key != "k/COPY.JPG" && bench.store.objects[moved.key]?.bytes == bench.bytes)
+    }
+
+    @Test func aSourceGoneFromTheBucketFailsTheCopyAndStartsTheContentsUploadAgain() async throws {
+        let bench = try await Bench(size: 1000, partSize: nil)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        guard case let .copy(copy, _) = try await Self.claimCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG") else {
+            Issue.record("not planned as a copy")
+            return
+        }
+        bench.store.remove(ObjectUploaderTests.key)
+        let error = try #require(ObjectUploaderTests.failed(try await Self.copy(bench, copy.id)))
+        #expect(error.message.contains("gone from the bucket"))
+        #expect(try await bench.journal.upload(id: bench.uploadID)?.0.phase == .created)
+        #expect(try await bench.journal.files(ofVolume: bench.volume.key)[CardPath("DCIM/COPY.JPG")]?.state == .staged)
+        // The content sent again, the copy follows.
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: false))
+        #expect(bench.store.objects["k/COPY.JPG"]?.bytes == bench.bytes)
+    }
+
+    @Test func anEmptyFileIsItsOwnEmptyPutObjectNotACopy() async throws {
+        let bench = try await Bench(size: 0, partSize: nil)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        guard case let .copy(copy, _) = try await Self.claimCopy(bench, path: "DCIM/EMPTY2", key: "k/EMPTY2") else {
+            Issue.record("not planned as a copy")
+            return
+        }
+        #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: false))
+        #expect(bench.store.objects["k/EMPTY2"]?.bytes == [])
+        #expect(bench.store.calls(.copy) == 0 && bench.store.calls(.put) == 2)
+    }
+}
