@@ -1227,6 +1227,7 @@ def far_dates(ctx: Context) -> None:
     """An ext4 card with files dated 2300, 1901, the last second of 1969 and the epoch: no
     crash, every file lands byte for byte, each key's {date} is the documented one."""
     loop = ext4_card(ctx, "time", "TIMECARD")
+    ctx.configure("s3", 'key_template = "{device}/{date}/{label}-{card_id}/{path}"')
     for relative, mtime, _ in DATED_FILES:
         F.write_file(loop.mountpoint, relative, ctx.rng.randbytes(ctx.rng.randint(1000, 90000)), mtime)
     loop.remount_ro()

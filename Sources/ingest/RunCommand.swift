@@ -33,7 +33,7 @@ struct RunCommand: AsyncParsableCommand {
             and operating-system litter are reported and skipped. Empty files are ingested \
             like any other.
 
-            Object keys follow [s3] key_template (default {device}/{date}/{label}-{card_id}/{path}); \
+            Object keys follow [s3] key_template (default {device}/{card_date}/{label}-{card_id}/{path}); \
             no object is ever replaced: a key that holds other bytes sends the file to \
             NAME~<xxh128>.EXT. \
             Every object carries its labels as metadata (x-amz-meta-*): the fingerprint \

@@ -39,6 +39,12 @@ final class NoReplaceTests {
             environment: environment)
     }
 
+    func resume(state: TemporaryDirectory, config: String) throws -> IngestRun {
+        var environment = server.awsEnvironment
+        environment["INGEST_CONFIG"] = config
+        return try IngestRun.ingest(["resume", "--state-dir", state.path, "--json"], environment: environment)
+    }
+
     /// Every object in the bucket, by key, with the `xxh128sum` of its downloaded bytes.
     func objects(in dir: TemporaryDirectory) throws -> [String: String] {
         let listed = try server.json(["s3api", "list-objects-v2", "--bucket", bucket])["Contents"] as? [[String: Any]] ?? []
@@ -122,10 +128,12 @@ final class NoReplaceTests {
         #expect(try objects(in: dir) == expected)
     }
 
-    /// Content dedupe looks at the object before believing the journal: gone from the
-    /// bucket, it is sent again; replaced behind ingest's back, it goes to its own key.
+    /// A content the bucket holds is not sent again: each later file of it is a copy the
+    /// server makes at the file's own key, from the object looked at first. Gone from the
+    /// bucket, or replaced behind ingest's back, the content is sent again (to its
+    /// alternative key when another object holds its own), and the copy follows it.
     @Test(.timeLimit(.minutes(5)))
-    func dedupeLooksAtTheObjectBeforeCountingItThere() throws {
+    func aKnownContentIsCopiedByTheServerFromTheObjectLookedAtFirst() throws {
         let dir = TemporaryDirectory()
         let photo = randomBytes(300_000)
         let cards = (0..<4).map { _ in TemporaryDirectory() }
@@ -133,30 +141,40 @@ final class NoReplaceTests {
         let sum = try xxh128sum(sources[0])
         let config = try config(template: "{device}/{path}", in: dir)
         let state = TemporaryDirectory()
+        func keyOf(_ run: IngestRun) -> String? { run.events("uploaded").first?.string("key") }
 
         let first = try ingest(cards[0].path, state: state, config: config)
         #expect(first.status == 0, "\(first.stderr)")
-        let key = try #require(first.events("uploaded").first?.string("key"))
+        let key = try #require(keyOf(first))
 
-        // Still there: nothing is sent.
+        // Still there: the second card's file is copied to its own key, nothing is sent.
         let second = try ingest(cards[1].path, state: state, config: config)
         #expect(second.status == 0, "\(second.stderr)")
-        #expect(second.events("uploaded").first?["already_there"] as? Bool == true)
-        #expect(second.events("upload_initiating").isEmpty)
+        #expect(second.summary?.int("copied_in_bucket") == 1 && second.summary?.int("uploaded_bytes") == 0)
+        let secondKey = try #require(keyOf(second))
+        #expect(try objects(in: dir) == [key: sum, secondKey: sum])
 
-        // Deleted behind ingest's back: sent again, to the same key.
+        // Deleted behind ingest's back: the copy fails, the content's upload starts again, and
+        // the next run sends it (from the staged copy the third card's run made) and copies.
         _ = try server.aws(["s3api", "delete-object", "--bucket", bucket, "--key", key])
         let third = try ingest(cards[2].path, state: state, config: config)
-        #expect(third.status == 0, "\(third.stderr)")
-        #expect(third.events("uploaded").first?["already_there"] as? Bool == false)
-        #expect(try objects(in: dir) == [key: sum])
+        #expect(third.status == 1, "\(third.stderr)")
+        #expect(third.stderr.contains("gone from the bucket"), "\(third.stderr)")
+        let resumed = try resume(state: state, config: config)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        var landed = try objects(in: dir)
+        #expect(landed[key] == sum && landed.count == 3 && Set(landed.values) == [sum], "\(landed)")
 
-        // Replaced by other bytes: the content goes to its alternative key, the other bytes stay.
-        let other = try dir.write("other.bin", randomBytes(1000))
+        // Replaced by other bytes of the same size: never copied from, never replaced; the
+        // content goes to its alternative key and the fourth card's file is copied from there.
+        let other = try dir.write("other.bin", randomBytes(300_000))
         _ = try server.aws(["s3api", "put-object", "--bucket", bucket, "--key", key, "--body", other])
         let fourth = try ingest(cards[3].path, state: state, config: config)
-        #expect(fourth.status == 0, "\(fourth.stderr)")
-        let moved = try #require(fourth.events("key_taken").first?.string("new_key"))
-        #expect(try objects(in: dir) == [key: try xxh128sum(other), moved: sum])
+        #expect(fourth.status == 1, "\(fourth.stderr)")
+        let again = try resume(state: state, config: config)
+        #expect(again.status == 0, "\(again.stderr)")
+        landed = try objects(in: dir)
+        #expect(landed[key] == (try xxh128sum(other)), "the other bytes stay")
+        #expect(landed.count == 5 && landed.values.filter { $0 == sum }.count == 4, "\(landed)")
     }
 }

@@ -117,15 +117,16 @@ final class UploadTests {
         let refused = try ingest([card.path] + destination(), state: state, config: config, secret: "wrong-\(UInt32.random(in: 0...UInt32.max))")
         #expect(refused.status == 77, "\(refused.stderr)")
         #expect(refused.summary?.int("staged") == count + 1)
-        #expect(refused.summary?.int("upload_not_attempted") == count, "one upload per content, none sent")
+        #expect(refused.summary?.int("upload_not_attempted") == count + 1, "one upload per file (one a copy), none sent")
         let pending = try ingest(["status"], state: state, config: config).events("status").first
         #expect(pending?.int("files_staged") == count + 1 && pending?.int("files_uploaded") == 0)
 
         let resumed = try ingest([card.path] + destination(), state: state, config: config)
         #expect(resumed.status == 0, "\(resumed.stderr)")
         #expect(resumed.summary?.int("staged") == 0, "the card is known: nothing is copied again")
-        #expect(resumed.events("uploaded").count == count)
-        #expect(Set(resumed.events("upload_queued").compactMap { $0.string("upload_id") }).count == count)
+        #expect(resumed.events("uploaded").count == count + 1)
+        #expect(Set(resumed.events("upload_queued").compactMap { $0.string("upload_id") }).count == count + 1)
+        #expect(resumed.summary?.int("copied_in_bucket") == 1, "the file of a known content is copied by the server")
         #expect(try pendingUploads(state, config: config).isEmpty)
         let status = try ingest(["status"], state: state, config: config).events("status").first
         #expect(status?.int("files_uploaded") == count + 1)
@@ -134,9 +135,9 @@ final class UploadTests {
         let fresh = TemporaryDirectory()
         let whole = try ingest([card.path] + destination(bucket: "whole"), state: fresh, config: config)
         #expect(whole.status == 0, "\(whole.stderr)")
-        #expect(whole.summary?.int("uploaded") == count)
+        #expect(whole.summary?.int("uploaded") == count + 1)
         let listed = try json(["s3api", "list-objects-v2", "--bucket", "whole"])["Contents"] as? [[String: Any]] ?? []
-        #expect(listed.count == count, "every content is on the server")
+        #expect(listed.count == count + 1, "every file is on the server, at its own key")
         #expect(try pendingUploads(fresh, config: config).isEmpty)
     }
 
@@ -167,12 +168,12 @@ final class UploadTests {
     }
 
     /// Two cards holding the same photos, ingested at once into one journal and one bucket:
-    /// each content's upload is planned by one process and may be run by either; whichever
-    /// sends it, the other finds the object there (a run starts the single `PutObject`s it
-    /// planned from the record it read, not from the journal again). Each content lands once,
-    /// whole, and neither run fails.
+    /// each content's upload is planned by one process and may be run by either; the other
+    /// card's file of that content is a copy, which waits for the upload, in its own process
+    /// or the other. Each file lands at its own key, each content's bytes are sent once, and
+    /// neither run fails.
     @Test(.timeLimit(.minutes(5)))
-    func twoCardsWithTheSamePhotosIngestedAtOnceLandEachContentOnceAndNeitherFails() throws {
+    func twoCardsWithTheSamePhotosIngestedAtOnceSendEachContentOnceAndLandEveryFileAndNeitherFails() throws {
         let dir = TemporaryDirectory()
         let contents = (0..<150).map { _ in randomBytes(3000) }
         let cards = [TemporaryDirectory(), TemporaryDirectory()]
@@ -191,12 +192,15 @@ final class UploadTests {
             #expect(result.status == 0, "\(result.stderr)")
             #expect(result.summary?.int("failed") == 0)
         }
-        #expect(results.compactMap { $0.summary?.int("uploaded") }.reduce(0, +) == contents.count, "each content sent once")
+        #expect(results.compactMap { $0.summary?.int("uploaded") }.reduce(0, +) == 2 * contents.count, "an object a file")
+        #expect(
+            results.compactMap { $0.summary?.int("uploaded_bytes") }.reduce(0, +) == contents.count * 3000,
+            "each content's bytes sent once")
         let landed = TemporaryDirectory()
         let copied = try server.aws(["s3", "cp", "--recursive", "--quiet", "s3://\(bucket)/", landed.path])
         #expect(copied.status == 0)
         let sums = try xxh128sums(under: landed.path)
-        #expect(sums.count == contents.count, "one object a content")
+        #expect(sums.count == 2 * contents.count, "one object a file")
         #expect(Set(sums.values) == Set(try xxh128sums(under: cards[0].path).values))
     }
 
@@ -218,14 +222,15 @@ final class UploadTests {
         let first = try ingest([card.path, "--tag", "operator=li"] + destination(), state: state, config: config)
         #expect(first.status == 0, "\(first.stderr)")
         let uploaded = first.events("uploaded")
-        #expect(uploaded.count == 4, "five files, four contents: the copy rides along with its original")
+        #expect(uploaded.count == 5, "five files, five objects: the copy made by the server from its original")
         let status = try ingest(["status"], state: state, config: config).events("status").first
         #expect(status?.int("files_uploaded") == 5)
         #expect(first.events("part_uploaded").count == 5, "the 23 MiB file went as five parts of 5 MiB")
-        #expect(first.summary?.int("uploaded") == 4)
+        #expect(first.summary?.int("uploaded") == 5)
+        #expect(first.summary?.int("copied_in_bucket") == 1)
 
         let listed = try json(["s3api", "list-objects-v2", "--bucket", bucket])["Contents"] as? [[String: Any]] ?? []
-        #expect(listed.count == 4)
+        #expect(listed.count == 5)
         for source in sources {
             let relative = String(source.dropFirst(card.path.count + 1))
             let key = try #require(
@@ -475,7 +480,7 @@ final class UploadTests {
     }
 
     @Test(.timeLimit(.minutes(5)))
-    func aStreamOfContentTheBucketHoldsIsAbortedAndOneObjectStays() throws {
+    func aStreamOfContentTheBucketHoldsIsAbortedAndTheFileIsCopiedByTheServer() throws {
         let dir = TemporaryDirectory()
         let first = TemporaryDirectory()
         let second = TemporaryDirectory()
@@ -489,9 +494,9 @@ final class UploadTests {
         let again = try ingest([second.path] + destination(), state: state, config: config)
         #expect(again.status == 0, "\(again.stderr)")
         #expect(again.events("stream_aborted").count == 1)
-        #expect(again.events("uploaded").first?["already_there"] as? Bool == true)
+        #expect(again.summary?.int("copied_in_bucket") == 1 && again.summary?.int("uploaded_bytes") == 0)
         let listed = try json(["s3api", "list-objects-v2", "--bucket", bucket])["Contents"] as? [[String: Any]] ?? []
-        #expect(listed.count == 1, "one content, one object")
+        #expect(listed.count == 2, "one object a file, the second copied by the server")
         #expect(try openMultipartUploads().isEmpty, "the stream's upload is aborted")
     }
 

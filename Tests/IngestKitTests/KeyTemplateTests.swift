@@ -23,8 +23,25 @@ import Testing
 
     @Test func theDefaultTemplateGroupsByDeviceDayAndCard() throws {
         let template = try KeyTemplate()
-        #expect(template.prefix == "" && template.template == "{device}/{date}/{label}-{card_id}/{path}")
-        #expect(try template.key(for: context()) == "station-3/2024-03-05/DRONE-5e1f09a2/DCIM/100MEDIA/DJI_0001.JPG")
+        #expect(template.prefix == "" && template.template == "{device}/{card_date}/{label}-{card_id}/{path}")
+        var context = context()
+        context.cardDate = Date(timeIntervalSince1970: 1_709_251_200)  // 2024-03-01, the card first seen
+        #expect(try template.key(for: context) == "station-3/2024-03-01/DRONE-5e1f09a2/DCIM/100MEDIA/DJI_0001.JPG")
+        context.cardDate = nil
+        #expect(try template.key(for: context) == "station-3/2024-03-07/DRONE-5e1f09a2/DCIM/100MEDIA/DJI_0001.JPG", "the run's day")
+    }
+
+    /// One card, one folder: the default template puts every file of a card under the same
+    /// prefix, where its ASC MHL history goes; a template that may spread a card has none.
+    @Test func aTemplateOfCardFieldsBeforeAFinalPathGivesTheCardsFolder() throws {
+        var context = context()
+        context.cardDate = Date(timeIntervalSince1970: 1_709_251_200)
+        #expect(try KeyTemplate().cardPrefix(for: context) == "station-3/2024-03-01/DRONE-5e1f09a2/")
+        #expect(try KeyTemplate(prefix: "cards", template: "{uuid}/{path}").cardPrefix(for: context) == "cards/1B6E-2F0A/")
+        #expect(try KeyTemplate(template: "{path}").cardPrefix(for: context) == "")
+        for spreading in ["{device}/{date}/{path}", "{ingest_date}/{path}", "{card_id}/{name}", "{card_id}-{path}", "{path}/{xxh128}"] {
+            #expect(try KeyTemplate(template: spreading).cardPrefix(for: context) == nil, "\(spreading)")
+        }
     }
 
     @Test func everyFieldRenders() throws {
@@ -46,7 +63,7 @@ import Testing
         let context = KeyContext(device: "host", volume: volume, file: file, fingerprint: fingerprint, runDate: runDate)
         #expect(context.label == "incoming" && context.fsUUID == nil)
         let cardID = KeyContext.cardID(volumeKey: "path:/srv/incoming")
-        #expect(try KeyTemplate().key(for: context) == "host/2024-03-05/incoming-\(cardID)/a.jpg")
+        #expect(try KeyTemplate().key(for: context) == "host/2024-03-07/incoming-\(cardID)/a.jpg")
     }
 
     @Test func aWholeCardIsLabelledByItsLabelAndAFolderOfADiskByItsName() throws {

@@ -196,12 +196,15 @@ final class ScriptedStore: ObjectStore {
     }
 
     /// As S3 does with `x-amz-metadata-directive: REPLACE`: the source's bytes, the request's metadata.
-    func copyObject(key: String, from source: String, headers: [SigV4Header]) async throws(S3ClientError) -> String {
+    func copyObject(key: String, from source: String, sourceETag: String, headers: [SigV4Header]) async throws(S3ClientError)
+        -> String
+    {
         let honours = honoursConditionalWrites
         return try perform(.copy) { state throws(S3ClientError) in
             guard let bytes = state.objects[source]?.bytes else {
                 throw .server(S3Error(status: 404, code: .noSuchKey, message: "The specified key does not exist."), attempts: 1)
             }
+            guard state.objects[source]?.etag == sourceETag else { throw Self.preconditionFailed() }
             if honours, headers.contains(.ifNoneMatchAny), state.objects[key] != nil { throw Self.preconditionFailed() }
             let object = Object(bytes: bytes, metadata: Self.metadata(headers), etag: Self.etag(of: bytes))
             state.objects[key] = object
@@ -209,13 +212,14 @@ final class ScriptedStore: ObjectStore {
         }
     }
 
-    func uploadPartCopy(key: String, uploadID: String, partNumber: Int, from source: String, range: ClosedRange<Int64>)
-        async throws(S3ClientError) -> String
-    {
+    func uploadPartCopy(
+        key: String, uploadID: String, partNumber: Int, from source: String, sourceETag: String, range: ClosedRange<Int64>
+    ) async throws(S3ClientError) -> String {
         try perform(.uploadPartCopy) { state throws(S3ClientError) in
             guard let bytes = state.objects[source]?.bytes, range.upperBound < bytes.count else {
                 throw .server(S3Error(status: 404, code: .noSuchKey, message: "The specified key does not exist."), attempts: 1)
             }
+            guard state.objects[source]?.etag == sourceETag else { throw Self.preconditionFailed() }
             guard state.uploads[uploadID]?.key == key else { throw Self.noSuchUpload() }
             let part = Array(bytes[Int(range.lowerBound)...Int(range.upperBound)])
             state.uploads[uploadID]?.parts[partNumber] = part

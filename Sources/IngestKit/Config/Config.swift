@@ -21,7 +21,7 @@ import TOMLKit
 /// bucket = "field-cards"
 /// region = "us-east-1"
 /// prefix = "cards/"
-/// key_template = "{device}/{date}/{label}-{card_id}/{path}"
+/// key_template = "{device}/{card_date}/{label}-{card_id}/{path}"
 ///
 /// [upload]
 /// part_size = "16MiB"

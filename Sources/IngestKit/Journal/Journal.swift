@@ -386,6 +386,13 @@ public final class Journal: Sendable {
         }
     }
 
+    /// When the journal first saw the volume; nil if it never did.
+    public func firstSeen(ofVolume key: String) async throws(JournalError) -> Date? {
+        try await reading { db in
+            try JournalDate.fetchOne(db, sql: "SELECT firstSeen FROM volume WHERE key = ?", arguments: [key])?.date
+        }
+    }
+
     /// What the journal knows of a volume's files, by path, all at once. A scan never asks
     /// this (a card of 100,000 files would hold every record): it asks
     /// ``knownFiles(ofVolume:paths:)`` a batch of paths at a time.

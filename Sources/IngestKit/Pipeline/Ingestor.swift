@@ -386,7 +386,9 @@ public struct Ingestor: Sendable {
                 try SceneFile.read(cardRoot: root)
             }
         } catch { throw .labels(error.description) }
-        return try UploadPlanner(config: config, request: upload, volume: volume, sceneFile: sceneFile)
+        let cardDate: Date?
+        do { cardDate = try await journal.firstSeen(ofVolume: volume.key) } catch { throw .journal(error) }
+        return try UploadPlanner(config: config, request: upload, volume: volume, sceneFile: sceneFile, cardDate: cardDate)
     }
 
     /// The volume's lock; when another process holds it, tried again each second for up to

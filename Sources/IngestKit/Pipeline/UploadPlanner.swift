@@ -18,12 +18,16 @@ public struct UploadPlanner: Sendable {
     let device: String
     let volume: VolumeIdentity
     let runDate: Date
+    /// When the journal first saw the card: its `{card_date}`.
+    let cardDate: Date?
 
     /// Checks the run's labels and the card's (its identity and its scene file, read with
     /// ``SceneFile/read(cardRoot:)``) before anything of the card is uploaded.
     public init(
-        config: Config, request: UploadRequest, volume: VolumeIdentity, sceneFile: SceneFile?, runDate: Date = Date()
+        config: Config, request: UploadRequest, volume: VolumeIdentity, sceneFile: SceneFile?, runDate: Date = Date(),
+        cardDate: Date? = nil
     ) throws(IngestError) {
+        self.cardDate = cardDate
         target = request.target
         settings = config.upload
         self.volume = volume
@@ -75,7 +79,7 @@ public struct UploadPlanner: Sendable {
             key = try template.key(
                 for: KeyContext(
                     device: device, volume: volume, file: file, fingerprint: fingerprint ?? Self.unknownFingerprint,
-                    runDate: runDate))
+                    runDate: runDate, cardDate: cardDate))
         } catch { throw .key(error) }
         let labels: ObjectLabels
         do { labels = try policy.objectLabels(base: cardLabels, path: file.path, fingerprint: fingerprint) } catch {

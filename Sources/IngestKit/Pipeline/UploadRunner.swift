@@ -284,13 +284,18 @@ public final class UploadRunner: Sendable {
     }
 
     /// The verified upload a copy is made from: once this run's attempt at it ended, if it
-    /// has one; a content that is not verified fails the copy for this run, naming why.
+    /// has one, or another process's (two cards of the same photos ingested at once); a
+    /// content that is not verified then fails the copy for this run, naming why.
     private func content(of copy: UploadRecord) async -> Result<UploadRecord, UploadError> {
         var source: UploadRecord?
         do {
             source = try await journal.contentUpload(of: copy)
-            if let pending = source, pending.isPending, machine.withLock({ $0.isActive(pending.id) }) {
-                await untilEnded(pending.id)
+            if let pending = source, pending.isPending {
+                if machine.withLock({ $0.isActive(pending.id) }) {
+                    await untilEnded(pending.id)
+                } else {
+                    await untilOtherProcessEnds(pending.id)
+                }
                 source = try await journal.contentUpload(of: copy)
             }
         } catch {
@@ -310,6 +315,21 @@ public final class UploadRunner: Sendable {
                     + "the file stays staged until that upload ends (ingest resume)."))
         }
         return .success(source)
+    }
+
+    /// Returns once no other process holds the upload `id`'s lock (at once when none does,
+    /// or the lock cannot be taken at all: the copy then finds its content pending), or this
+    /// run is asked to stop.
+    private func untilOtherProcessEnds(_ id: String) async {
+        while !stopping.isRaised {
+            let held: VolumeLock?
+            do { held = try service.stateDirectory.lockUpload(id) } catch { return }
+            if let held {
+                held.release()
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(250))
+        }
     }
 
     private func stagedPath(_ record: UploadRecord) -> String {

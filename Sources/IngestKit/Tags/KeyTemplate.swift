@@ -5,12 +5,12 @@ import Foundation
 /// ```toml
 /// [s3]
 /// prefix = "cards/"
-/// key_template = "{device}/{date}/{label}-{card_id}/{path}"   # the default
+/// key_template = "{device}/{card_date}/{label}-{card_id}/{path}"   # the default
 /// ```
 ///
-/// Fields (``KeyField``): `{device}`, `{date}` (the file's modification day, UTC,
-/// `YYYY-MM-DD`), `{ingest_date}` (the run's day, UTC), `{label}`, `{uuid}`, `{card_id}`,
-/// `{path}`, `{name}` and `{xxh128}`. A template needs `{path}`, `{name}` or `{xxh128}`, or
+/// Fields (``KeyField``): `{device}`, `{card_date}` (the day the card was first seen, UTC,
+/// `YYYY-MM-DD`), `{date}` (the file's modification day), `{ingest_date}` (the run's day),
+/// `{label}`, `{uuid}`, `{card_id}`, `{path}`, `{name}` and `{xxh128}`. A template needs `{path}`, `{name}` or `{xxh128}`, or
 /// every file of a card would get the same key.
 ///
 /// **One key, one file.** Field values are escaped so that two different values never
@@ -39,9 +39,11 @@ import Foundation
 /// is empty.
 public struct KeyTemplate: Sendable, Equatable, CustomStringConvertible {
     /// By station, then day, then card, then the card's own folders: what a person looking
-    /// for "yesterday's flight from station 3" browses by.
+    /// for "yesterday's flight from station 3" browses by. The day is the card's (first
+    /// seen), not each file's: a card shot over three days is one folder, which its ASC MHL
+    /// history covers (``cardPrefix(for:)``), and later runs of the card land beside the first.
     /// `{card_id}` keeps two cards labelled alike (or not at all) apart.
-    public static let defaultTemplate = "{device}/{date}/{label}-{card_id}/{path}"
+    public static let defaultTemplate = "{device}/{card_date}/{label}-{card_id}/{path}"
 
     /// The prefix as keys start with it: empty, or ending with `/`.
     public let prefix: String
@@ -78,6 +80,26 @@ public struct KeyTemplate: Sendable, Equatable, CustomStringConvertible {
         let bytes = key.utf8.count
         guard bytes <= S3UploadLimits.maxKeyBytes else { throw .keyTooLong(path: context.path.display, bytes: bytes) }
         return key
+    }
+
+    /// The folder every file of one card goes under, when the template gives a card one:
+    /// nothing but the card's own fields (`{device}`, `{card_date}`, `{label}`, `{uuid}`,
+    /// `{card_id}`) and literals before a `{path}` that ends the template and starts its
+    /// segment. nil when files of one card may spread over several folders (`{date}`,
+    /// `{ingest_date}`, `{name}` or `{xxh128}` in the template, or `{path}` not last).
+    public func cardPrefix(for context: KeyContext) -> String? {
+        guard let last = pieces.last, last == .field(.path) else { return nil }
+        var folder = prefix
+        for piece in pieces.dropLast() {
+            switch piece {
+            case .literal(let text): folder += text
+            case .field(let field):
+                guard [.device, .cardDate, .label, .uuid, .cardID].contains(field) else { return nil }
+                folder += context.value(of: field)
+            }
+        }
+        guard folder.isEmpty || folder.hasSuffix("/") else { return nil }
+        return folder
     }
 
     /// Where ``S3Client/probeConditionalWrites(key:)`` leaves its empty object: beside the
@@ -197,6 +219,9 @@ public struct KeyTemplate: Sendable, Equatable, CustomStringConvertible {
 public enum KeyField: String, Sendable, CaseIterable {
     /// The config's `device.id`, else the host name.
     case device
+    /// The day the card was first seen by this station, UTC, `YYYY-MM-DD` (kept in the
+    /// journal): every run of the card gives its files the same day.
+    case cardDate = "card_date"
     /// The file's modification day, UTC, `YYYY-MM-DD`.
     case date
     /// The day of the run, UTC, `YYYY-MM-DD`: for keys grouped by when data arrived.
@@ -233,11 +258,14 @@ public struct KeyContext: Sendable, Equatable {
     /// When the run started: every file of a run gets the same `{ingest_date}`.
     public var runDate: Date
     public var fingerprint: Fingerprint
+    /// When the card was first seen (``KeyField/cardDate``); nil: this run's day.
+    public var cardDate: Date?
 
     public init(
         device: String, label: String, fsUUID: String?, cardID: String, path: CardPath, mtime: Int64, runDate: Date,
-        fingerprint: Fingerprint
+        fingerprint: Fingerprint, cardDate: Date? = nil
     ) {
+        self.cardDate = cardDate
         self.device = device
         self.label = label
         self.fsUUID = fsUUID
@@ -249,7 +277,10 @@ public struct KeyContext: Sendable, Equatable {
     }
 
     /// The context of a scanned file of `volume`.
-    public init(device: String, volume: VolumeIdentity, file: ScannedFile, fingerprint: Fingerprint, runDate: Date) {
+    public init(
+        device: String, volume: VolumeIdentity, file: ScannedFile, fingerprint: Fingerprint, runDate: Date,
+        cardDate: Date? = nil
+    ) {
         // A whole card by its label (else its device node); a directory by its own name:
         // {card_id} tells two of one name apart.
         let label =
@@ -258,7 +289,7 @@ public struct KeyContext: Sendable, Equatable {
         self.init(
             device: device, label: label, fsUUID: volume.device?.fsUUID,
             cardID: Self.cardID(volumeKey: volume.key), path: file.path, mtime: file.mtime, runDate: runDate,
-            fingerprint: fingerprint)
+            fingerprint: fingerprint, cardDate: cardDate)
     }
 
     /// The first eight hex digits of the XXH3-128 of a volume's journal key
@@ -273,6 +304,7 @@ public struct KeyContext: Sendable, Equatable {
         case .device: KeySegment.escaped(device.utf8)
         case .date: KeySegment.day(secondsSinceEpoch: mtime.floorDivided(by: 1_000_000_000))
         case .ingestDate: KeySegment.day(secondsSinceEpoch: KeySegment.seconds(runDate))
+        case .cardDate: KeySegment.day(secondsSinceEpoch: KeySegment.seconds(cardDate ?? runDate))
         case .label: KeySegment.escaped(label.utf8)
         case .uuid: KeySegment.escaped((fsUUID ?? "no-uuid").utf8)
         case .cardID: KeySegment.escaped(cardID.utf8)

@@ -33,11 +33,15 @@ protocol ObjectStore: Sendable {
     /// Aborts `known` and every other unfinished multipart upload at exactly `key`.
     @discardableResult
     func abortUploads(key: String, known: String?) async throws(S3ClientError) -> Int
-    /// CopyObject of `source` to `key`, with `headers` for the copy's own labels; its ETag.
-    func copyObject(key: String, from source: String, headers: [SigV4Header]) async throws(S3ClientError) -> String
-    /// UploadPartCopy of the bytes `range` of `source`; the part's ETag.
-    func uploadPartCopy(key: String, uploadID: String, partNumber: Int, from source: String, range: ClosedRange<Int64>)
-        async throws(S3ClientError) -> String
+    /// CopyObject of `source`, only while its ETag is `sourceETag`, to `key`, with `headers`
+    /// for the copy's own labels; the copy's ETag.
+    func copyObject(key: String, from source: String, sourceETag: String, headers: [SigV4Header]) async throws(S3ClientError)
+        -> String
+    /// UploadPartCopy of the bytes `range` of `source`, only while its ETag is `sourceETag`;
+    /// the part's ETag.
+    func uploadPartCopy(
+        key: String, uploadID: String, partNumber: Int, from source: String, sourceETag: String, range: ClosedRange<Int64>
+    ) async throws(S3ClientError) -> String
     /// GetObjectTagging; nil when there is no object at `key`.
     func getObjectTagging(key: String) async throws(S3ClientError) -> [String: String]?
     /// PutObjectTagging: the object's whole tag set becomes `tags`.

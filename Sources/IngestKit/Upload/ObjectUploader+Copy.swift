@@ -6,6 +6,12 @@ extension ObjectUploader {
     /// Makes this copy's object from `source`, the verified upload of its content, then
     /// verifies it as any object: size and recorded fingerprint, by `HEAD`.
     ///
+    /// The source is looked at first (size and recorded fingerprint), and copied only while
+    /// its ETag is the one seen (`x-amz-copy-source-if-match`): the copy's metadata is the
+    /// file's own, fingerprint included, so a copy of bytes written over the source since
+    /// would carry a fingerprint they do not have. A source gone or holding other bytes
+    /// starts the content's upload again, and the copy waits for it.
+    ///
     /// The same no-replace rule as a write: the key is looked at first (a copy request's
     /// `If-None-Match` is not honoured by every server that honours it on `PutObject`, so
     /// the look is what keeps an object there), and the copy is sent with `If-None-Match: *`
@@ -35,10 +41,16 @@ extension ObjectUploader {
             if record.size == 0 {
                 _ = try await client.putObject(
                     key: record.key, body: .bytes([]), payloadHash: .emptyBody, headers: record.requestHeaders + condition)
-            } else if record.size <= singleCopyLimit {
-                _ = try await client.copyObject(key: record.key, from: source.key, headers: record.requestHeaders + condition)
             } else {
-                try await copyInParts(from: source)
+                guard let head = try await client.headObject(key: source.key), let etag = head.etag,
+                    head.size == source.size, try await client.recordedFingerprint(of: head, key: source.key) == source.fingerprint
+                else { return .done(await sourceGone(source)) }
+                if record.size <= singleCopyLimit {
+                    _ = try await client.copyObject(
+                        key: record.key, from: source.key, sourceETag: etag, headers: record.requestHeaders + condition)
+                } else {
+                    try await copyInParts(from: source, sourceETag: etag)
+                }
             }
         } catch {
             if error.isPreconditionFailed { return await afterPreconditionFailed() }
@@ -67,7 +79,7 @@ extension ObjectUploader {
     /// A copy above ``S3UploadLimits/maxSingleCopySize``: a multipart upload whose parts are
     /// ranges of the source, completed with `If-None-Match` where honoured. Aborted if any
     /// step fails, so no unfinished upload is left at the key.
-    private func copyInParts(from source: UploadRecord) async throws(S3ClientError) {
+    private func copyInParts(from source: UploadRecord, sourceETag: String) async throws(S3ClientError) {
         let uploadID = try await client.createMultipartUpload(key: record.key, headers: record.requestHeaders)
         do {
             var parts: [CompletedPart] = []
@@ -75,7 +87,8 @@ extension ObjectUploader {
             while offset < record.size {
                 let end = min(offset + copyPartSize, record.size) - 1
                 let etag = try await client.uploadPartCopy(
-                    key: record.key, uploadID: uploadID, partNumber: parts.count + 1, from: source.key, range: offset...end)
+                    key: record.key, uploadID: uploadID, partNumber: parts.count + 1, from: source.key, sourceETag: sourceETag,
+                    range: offset...end)
                 parts.append(CompletedPart(number: parts.count + 1, etag: etag))
                 offset = end + 1
             }
@@ -88,8 +101,9 @@ extension ObjectUploader {
         }
     }
 
-    /// The object the copy is made from is not in the bucket: its upload starts again (from
-    /// its staged copy, or from the card when that is gone), and the copy waits for it.
+    /// The object the copy is made from is not in the bucket, or holds other bytes: its
+    /// upload starts again (from its staged copy, or from the card when that is gone; to its
+    /// alternative key if its key is taken), and the copy waits for it.
     private func sourceGone(_ source: UploadRecord) async -> UploadResult {
         var note = "the upload of its content starts again"
         do { _ = try await journal.restartUpload(id: source.id, key: source.key) } catch {
@@ -98,6 +112,6 @@ extension ObjectUploader {
         return .failed(UploadError(
             exitStatus: .partial, scope: .object,
             message: "\(record.key) is to be copied from \(source.key) in \(record.target.displayName), which is gone from "
-                + "the bucket: \(note); the file stays staged until the next run (ingest resume) copies it."))
+                + "the bucket or holds other bytes: \(note); the file stays staged until the next run (ingest resume) copies it."))
     }
 }
