@@ -13,6 +13,7 @@ struct Ingest: AsyncParsableCommand {
             ingest watch [--max-cards <n>] [--endpoint <url>] [--bucket <name>] [--json]
             ingest scan <path> [--list] [--json]
             ingest status [--json]
+            ingest verify-card <path> [--device <node>] [--json]
             ingest check [--endpoint <url>] [--bucket <name>] [--no-station] [--json]
             ingest resume [<id> ...]
             ingest rescan [--root <path>] [--metrics-file <file>] [--json]
@@ -69,7 +70,7 @@ struct Ingest: AsyncParsableCommand {
         subcommands: [
             RunCommand.self, ScanCommand.self, StatusCommand.self, ResumeCommand.self, AbortCommand.self,
             ForgetCommand.self, ListCommand.self, WatchCommand.self, RescanCommand.self, MountCardCommand.self,
-            UnmountCardCommand.self, CheckCommand.self,
+            UnmountCardCommand.self, CheckCommand.self, VerifyCardCommand.self,
         ],
         defaultSubcommand: RunCommand.self
     )
