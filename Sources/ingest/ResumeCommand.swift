@@ -52,7 +52,8 @@ struct ResumeCommand: AsyncParsableCommand {
                 }
             }
             reports.start()
-            outcome = await PendingUploads.resume(records, service: service, sink: sink)
+            outcome = await PendingUploads.resume(
+                records, service: service, custody: CustodyCreator(config: config, scene: nil), sink: sink)
             reports.stop()
             if common.json {
                 ReportOutput.standardOutput.write(JSONValue.line(outcome.json) + "\n")

@@ -6,8 +6,18 @@ import IngestKit
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show what the journal holds: files by state, uploads pending and failed, cards seen.",
+        abstract: "Show what the journal holds: files by state, each card's verdict (safe to erase?), uploads pending and failed.",
         discussion: """
+            Each card the journal knows gets a line: its identity, when it was last seen, its \
+            files, and whether it is safe to erase, with the first reason when it is not. A \
+            card is safe to erase when every file of it has a verified object in the bucket, \
+            none is quarantined, its last scan ingested every folder (none too deep or \
+            unreadable), its ASC MHL history in the bucket lists every file, and, when the \
+            card is mounted now, no file changed on it since (one lstat per file). The \
+            journal's word: `ingest verify-card` re-reads the card and the bucket. \
+            With --json, one `card` object per card with `safe_to_erase` and `reasons`.
+
+            
             Pending uploads are listed with their id (what resume, abort and forget take), \
             the file, its size, the phase the upload reached, how often the server lost it \
             and it started over, when it last moved, and why it last failed.
@@ -23,19 +33,21 @@ struct StatusCommand: AsyncParsableCommand {
             var summary = JournalSummary.empty
             var uploads = UploadSummary.empty
             var quarantine = QuarantineSummary.empty
+            var cards: [CardStanding] = []
             if let journal = try common.readJournal(config) {
                 do {
                     summary = try await journal.summary()
                     uploads = try await journal.uploadSummary()
                     quarantine = try await journal.quarantine()
+                    cards = try await CardStandings.all(journal: journal)
                 } catch {
                     throw .journal(error)
                 }
             }
             if common.json {
-                printJSON(summary, uploads: uploads, quarantine: quarantine, statePath: statePath)
+                printJSON(summary, uploads: uploads, quarantine: quarantine, cards: cards, statePath: statePath)
             } else {
-                printText(summary, uploads: uploads, quarantine: quarantine, statePath: statePath)
+                printText(summary, uploads: uploads, quarantine: quarantine, cards: cards, statePath: statePath)
             }
         } catch {
             throw fail(error, json: common.json)
@@ -43,7 +55,8 @@ struct StatusCommand: AsyncParsableCommand {
     }
 
     private func printText(
-        _ summary: JournalSummary, uploads: UploadSummary, quarantine: QuarantineSummary, statePath: String
+        _ summary: JournalSummary, uploads: UploadSummary, quarantine: QuarantineSummary, cards: [CardStanding],
+        statePath: String
     ) {
         var lines = ["State directory: \(statePath)", "Files:"]
         // As wide as the longest state's name: `padding(toLength:)` cuts what is longer.
@@ -53,9 +66,11 @@ struct StatusCommand: AsyncParsableCommand {
             lines.append("  \(fileState.rawValue.padding(toLength: width, withPad: " ", startingAt: 0)) \(tally.count) (\(ByteCount(tally.bytes)))")
         }
         lines.append("Staged copies: \(summary.stagedObjects.count) (\(ByteCount(summary.stagedObjects.bytes)))")
-        lines.append("Volumes seen: \(summary.volumes.count)")
-        for volume in summary.volumes {
-            lines.append("  \(volume.name)  \(volume.key)  last seen \(volume.lastSeen.formatted(.iso8601))")
+        let safe = cards.filter(\.safeToErase).count
+        lines.append("Cards: \(cards.count) (\(safe) safe to erase)")
+        for card in cards {
+            lines.append("  " + card.line)
+            for reason in card.reasons.dropFirst() { lines.append("      also: \(reason)") }
         }
         let completed = uploads.byPhase[.completed, default: .zero]
         lines.append("Uploads completed: \(completed.count) (\(ByteCount(completed.bytes)))")
@@ -109,7 +124,8 @@ struct StatusCommand: AsyncParsableCommand {
     }
 
     private func printJSON(
-        _ summary: JournalSummary, uploads: UploadSummary, quarantine: QuarantineSummary, statePath: String
+        _ summary: JournalSummary, uploads: UploadSummary, quarantine: QuarantineSummary, cards: [CardStanding],
+        statePath: String
     ) {
         var object: [String: JSONValue] = ["event": "status", "state_dir": .string(statePath)]
         for fileState in FileState.allCases {
@@ -120,6 +136,7 @@ struct StatusCommand: AsyncParsableCommand {
         object["staged_objects"] = .int(Int64(summary.stagedObjects.count))
         object["staged_bytes"] = .int(summary.stagedObjects.bytes)
         object["volumes"] = .int(Int64(summary.volumes.count))
+        object["cards_safe_to_erase"] = .int(Int64(cards.filter(\.safeToErase).count))
         object["recent_failures"] = .int(Int64(summary.recentFailures.count))
         object["files_needing_card"] = .int(Int64(summary.files[.pending, default: .zero].count))
         object["uploads_completed"] = .int(Int64(uploads.byPhase[.completed, default: .zero].count))
@@ -128,6 +145,7 @@ struct StatusCommand: AsyncParsableCommand {
         object["quarantined_uploads"] = .int(Int64(quarantine.uploads.count))
         object["quarantined_staged_bytes"] = .int(quarantine.stagedBytes)
         var text = JSONValue.line(object) + "\n"
+        for card in cards { text += JSONValue.line(card.json) + "\n" }
         for file in quarantine.files {
             var line: [String: JSONValue] = [
                 "event": "quarantined", "id": .string(QuarantinedFileID.text(file)), "kind": "file",

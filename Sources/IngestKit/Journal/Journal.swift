@@ -359,6 +359,24 @@ public final class Journal: Sendable {
                   "reason" TEXT NOT NULL, "code" TEXT NOT NULL, PRIMARY KEY ("volumeKey", "path"));
                 """)
         }
+        // A card's chain of custody: each run that adds verified files of a card to the
+        // bucket writes an ASC MHL generation listing them (``CustodyGeneration``), beside
+        // the card's objects in its folder (``VolumeRecord/cardFolder``); each file records
+        // the generation that lists it, and the files no generation lists yet are found by
+        // a partial index, so a run lists only its own.
+        migrator.registerMigration("v12: the cards' ASC MHL generations") { db in
+            try db.execute(sql: """
+                ALTER TABLE volume ADD COLUMN "cardFolder" TEXT;
+                ALTER TABLE file ADD COLUMN "manifestGeneration" INTEGER;
+                CREATE INDEX file_unlisted ON file(volumeKey) WHERE manifestGeneration IS NULL AND state = 'uploaded';
+                CREATE TABLE custodyGeneration (
+                  "volumeKey" TEXT NOT NULL REFERENCES volume(key) ON DELETE CASCADE, "number" INTEGER NOT NULL,
+                  "endpoint" TEXT NOT NULL, "bucket" TEXT NOT NULL, "region" TEXT NOT NULL, "addressing" TEXT NOT NULL,
+                  "folder" TEXT NOT NULL, "fileName" TEXT NOT NULL, "c4" TEXT NOT NULL, "files" INTEGER NOT NULL,
+                  "createdAt" DATETIME NOT NULL, "uploadedAt" DATETIME, "chainETag" TEXT,
+                  PRIMARY KEY ("volumeKey", "endpoint", "bucket", "number"));
+                """)
+        }
         return migrator
     }
 

@@ -367,6 +367,12 @@ public struct Ingestor: Sendable {
         } catch {
             if stopped == nil { stopped = .journal(error) }
         }
+        if let upload, stopped == nil, stop.reason == nil {
+            await writeHistory(of: volume, upload: upload, summary: &summary)
+        }
+        do { try await judge(volume, into: &summary) } catch {
+            if stopped == nil { stopped = .journal(error) }
+        }
         if stopped == nil, let reason = stop.reason { summary.stoppedBy = reason.rawValue }
         summary.errorStatus = (stopped ?? labelProblem)?.exitStatus
         summary.seconds = Date().timeIntervalSince(started)
@@ -374,6 +380,32 @@ public struct Ingestor: Sendable {
         outcome.summary = summary
         if let stopped { throw stopped }
         if let labelProblem { throw labelProblem }
+    }
+
+    /// Writes the card's ASC MHL history to its folder in the bucket, once every file of it is
+    /// verified (``UploadService/writeCustody(ofVolume:creator:)``). A history that cannot be
+    /// written fails the run (it stays journalled for the next run, `resume` or `rescan`).
+    private func writeHistory(of volume: VolumeIdentity, upload: UploadRequest, summary: inout RunSummary) async {
+        do {
+            let folder = UploadPlanner.cardFolder(
+                config: config, volume: volume, cardDate: try await journal.firstSeen(ofVolume: volume.key))
+            try await journal.noteCardFolder(folder, ofVolume: volume.key)
+        } catch {
+            if summary.uploadError == nil { summary.uploadError = .journal(error) }
+            return
+        }
+        let outcome = await upload.service.writeCustody(
+            ofVolume: volume.key, creator: CustodyCreator(config: config, scene: upload.scene))
+        summary.historyGenerations = outcome.uploaded.count
+        if let error = outcome.error, summary.uploadError == nil { summary.uploadError = error }
+    }
+
+    /// The card's verdict after the run, from the journal (its scan is this run's).
+    private func judge(_ volume: VolumeIdentity, into summary: inout RunSummary) async throws(JournalError) {
+        guard let tally = try await journal.cardTallies(volumeKey: volume.key).first else { return }
+        let standing = CardStanding(tally: tally)
+        summary.safeToErase = standing.safeToErase
+        summary.notSafeBecause = standing.reasons
     }
 
     /// The planner of this card's uploads, with the card's scene file: card data, read on a

@@ -170,7 +170,8 @@ public struct Rescanner: Sendable {
         let sources = try await sources()
         try await uploads.recover(sink: sink)
         let others = try await PendingUploads.all(in: journal, exceptOfVolumes: Set(sources.compactMap(\.volumeKey)))
-        let resumed = await PendingUploads.resume(others, service: uploads, sink: sink)
+        let resumed = await PendingUploads.resume(
+            others, service: uploads, custody: CustodyCreator(config: config, scene: nil), sink: sink)
         progress(.resumed(resumed))
         var report = RescanReport(resume: resumed)
 

@@ -8,6 +8,9 @@ public struct ResumeOutcome: Sendable, Equatable {
     /// The failure that decides the exit status (a destination problem, else the worst
     /// failure of one object); nil when every upload finished or was left to another process.
     public var problem: UploadError?
+    /// Generations of cards' ASC MHL histories put in the bucket: left by runs that stopped
+    /// between their last object and their history.
+    public var historyGenerations = 0
 
     public init(pending: Int, totals: UploadTotals, problem: UploadError?) {
         self.pending = pending
@@ -23,6 +26,7 @@ public struct ResumeOutcome: Sendable, Equatable {
             "copied_in_bucket": .int(totals.copied),
             "failed": .int(totals.failed), "not_attempted": .int(totals.notAttempted),
             "staged_copies_removed": .int(totals.stagedCopiesRemoved),
+            "mhl_generations": .int(Int64(historyGenerations)),
         ]
         object["upload_error"] = problem.map { .string($0.message) }
         return object
@@ -51,13 +55,19 @@ public enum PendingUploads {
     }
 
     /// Runs `records` on a runner of `service`, reporting to `sink`, and waits for them all.
-    /// An upload another process is running is left to it.
-    public static func resume(_ records: [UploadRecord], service: UploadService, sink: any EventSink) async -> ResumeOutcome {
+    /// An upload another process is running is left to it. Then the cards' histories left
+    /// unwritten or unuploaded are finished (``UploadService/finishCustody(creator:)``).
+    public static func resume(
+        _ records: [UploadRecord], service: UploadService, custody: CustodyCreator, sink: any EventSink
+    ) async -> ResumeOutcome {
         let runner = service.runner(sink: sink)
         for record in records { runner.submit(record, resumed: true) }
         var (totals, problem) = await runner.finish()
         // What the outcome and the exit status report rests on the records.
         do { try await service.journal.sync() } catch { problem = problem ?? .journal(error) }
-        return ResumeOutcome(pending: records.count, totals: totals, problem: problem)
+        let history = await service.finishCustody(creator: custody)
+        var outcome = ResumeOutcome(pending: records.count, totals: totals, problem: problem ?? history.error)
+        outcome.historyGenerations = history.uploaded.count
+        return outcome
     }
 }

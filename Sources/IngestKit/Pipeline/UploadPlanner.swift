@@ -95,6 +95,17 @@ public struct UploadPlanner: Sendable {
         return (key, headers, plan)
     }
 
+    /// The card's folder in the bucket as `config`'s key template gives it
+    /// (``KeyTemplate/cardPrefix(for:)``); nil when the template may spread the card, or is
+    /// not valid.
+    public static func cardFolder(config: Config, volume: VolumeIdentity, cardDate: Date?) -> String? {
+        guard let template = try? KeyTemplate(prefix: config.s3.prefix, template: config.s3.keyTemplate) else { return nil }
+        let context = KeyContext(
+            device: config.device.id ?? hostName(), volume: volume, file: ScannedFile(path: CardPath("-"), size: 0, mtime: 0),
+            fingerprint: unknownFingerprint, runDate: Date(), cardDate: cardDate)
+        return template.cardPrefix(for: context)
+    }
+
     /// What a key is made with before the fingerprint is known: only for templates without
     /// `{xxh128}` (``KeyTemplate/usesFingerprint``), which never read it.
     private static let unknownFingerprint = Fingerprint(high: 0, low: 0)

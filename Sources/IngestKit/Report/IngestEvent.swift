@@ -40,6 +40,12 @@ public struct RunSummary: Sendable, Equatable, Codable {
     /// The exit status of the error that ended the run, which the process exits with: what
     /// stopped it early (``stoppedBy``), or labels no object of the card may carry.
     public var errorStatus: ExitStatus?
+    /// The card's verdict after the run (``CardStanding``); nil when the run did not reach it.
+    public var safeToErase: Bool?
+    /// Why the card is not safe to erase, the most pressing first.
+    public var notSafeBecause: [String] = []
+    /// Generations of the card's ASC MHL history this run put in the bucket.
+    public var historyGenerations = 0
 
     public init(volume: String) { self.volume = volume }
 
@@ -139,6 +145,12 @@ extension IngestEvent {
                 object["staged_copies_removed"] = .int(uploads.stagedCopiesRemoved)
             }
             object["upload_error"] = summary.uploadError.map { .string($0.message) }
+            object["not_ingested"] = .int(Int64(summary.scan.lost))
+            if let safe = summary.safeToErase {
+                object["safe_to_erase"] = .bool(safe)
+                object["not_safe_because"] = .array(summary.notSafeBecause.map(JSONValue.string))
+                object["mhl_generations"] = .int(Int64(summary.historyGenerations))
+            }
             return object
         }
     }
@@ -150,6 +162,7 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral {
     case int(Int64)
     case double(Double)
     case bool(Bool)
+    indirect case array([JSONValue])
 
     public init(stringLiteral value: String) { self = .string(value) }
     static func int(_ value: Int) -> JSONValue { .int(Int64(value)) }
@@ -167,6 +180,13 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral {
         case .int(let value): out += String(value).utf8
         case .double(let value): out += String(format: "%.3f", value).utf8
         case .bool(let value): out += (value ? "true" : "false").utf8
+        case .array(let values):
+            out.append(UInt8(ascii: "["))
+            for (index, value) in values.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                value.append(to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
         }
     }
 

@@ -156,6 +156,18 @@ public final class ConsoleReporter: EventSink, Sendable {
                 if uploads.interrupted > 0 { line += "; \(uploads.interrupted) left for later (ingest resume)" }
                 print(line)
             }
+            if summary.scan.lost > 0 {
+                print("\(summary.scan.lost) \(summary.scan.lost == 1 ? "folder" : "folders") of the card not ingested (listed above): "
+                    + "copy \(summary.scan.lost == 1 ? "it" : "them") off by hand before the card is formatted")
+            }
+            if let safe = summary.safeToErase {
+                if safe {
+                    print("Card safe to erase: every file verified in the bucket"
+                        + (summary.historyGenerations > 0 ? ", its ASC MHL history written" : ""))
+                } else if let reason = summary.notSafeBecause.first {
+                    print("Card NOT safe to erase: \(reason)")
+                }
+            }
             if summary.failed > 0 { print("Files that failed stay pending: run ingest again to retry them.") }
         case .stagingStarted, .staged, .stagingEnded:
             break

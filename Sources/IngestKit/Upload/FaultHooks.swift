@@ -19,6 +19,10 @@ import Synchronization
 /// - `INGEST_TEST_STOP_AT=after-parts:N`: SIGKILL once N parts of this process are
 ///   acknowledged and journalled (or, for a file whose parts go out as it is copied,
 ///   acknowledged: nothing is journalled of those before the file is staged);
+/// - `INGEST_TEST_STOP_AT=mhl-journalled`: SIGKILL once a card's ASC MHL generation is
+///   written locally and journalled, before it is uploaded;
+/// - `INGEST_TEST_STOP_AT=mhl-manifest-uploaded`: SIGKILL once its manifest is in the
+///   bucket, before the chain;
 /// - `INGEST_TEST_DAMAGE_STAGED=1`: flip the last byte of each staged copy before upload.
 final class FaultHooks: Sendable {
     #if INGEST_FAULT_HOOKS
@@ -32,6 +36,8 @@ final class FaultHooks: Sendable {
     }
 
     func completed() { reached("after-complete") }
+    /// A named point of a card's history being written (`mhl-…`).
+    func at(_ point: String) { reached(point) }
 
     func partJournalled() {
         let count = partsJournalled.add(1, ordering: .relaxed).newValue
@@ -56,6 +62,7 @@ final class FaultHooks: Sendable {
     #else
     init() {}
     @inline(__always) func completed() {}
+    @inline(__always) func at(_ point: String) {}
     @inline(__always) func partJournalled() {}
     @inline(__always) func damage(stagedCopy path: String) {}
     #endif

@@ -1,0 +1,268 @@
+import Foundation
+import GRDB
+
+/// One ASC MHL generation of a card's history in one bucket: written locally and journalled
+/// (``Journal/recordGeneration(_:listing:)``) before it is uploaded, uploaded (manifest, then
+/// chain) before it counts (``uploadedAt``).
+public struct CustodyGeneration: Sendable, Equatable {
+    public var volumeKey: String
+    /// 1 for the card's first generation in this bucket.
+    public var number: Int
+    public var target: S3Destination
+    /// The card's folder in the bucket (``KeyTemplate/cardPrefix(for:)``): the manifest goes
+    /// to `folder + "ascmhl/" + fileName`.
+    public var folder: String
+    public var fileName: String
+    /// The manifest's C4 id, as the chain records it.
+    public var c4: String
+    /// How many files it lists.
+    public var files: Int
+    public var createdAt: Date
+    /// When the manifest and the chain naming it were both in the bucket; nil: not yet.
+    public var uploadedAt: Date?
+    /// The chain object's ETag as this generation left it: the next generation replaces the
+    /// chain only if it is still this one (`If-Match`).
+    public var chainETag: String?
+
+    public init(
+        volumeKey: String, number: Int, target: S3Destination, folder: String, fileName: String, c4: String, files: Int,
+        createdAt: Date, uploadedAt: Date? = nil, chainETag: String? = nil
+    ) {
+        self.volumeKey = volumeKey
+        self.number = number
+        self.target = target
+        self.folder = folder
+        self.fileName = fileName
+        self.c4 = c4
+        self.files = files
+        self.createdAt = createdAt
+        self.uploadedAt = uploadedAt
+        self.chainETag = chainETag
+    }
+
+    init(row: Row) throws {
+        guard let addressing = S3AddressingStyle(rawValue: row["addressing"]) else {
+            throw DatabaseError(resultCode: .SQLITE_MISMATCH, message: "addressing \(String(describing: row["addressing"]))")
+        }
+        self.init(
+            volumeKey: row["volumeKey"], number: row["number"],
+            target: S3Destination(endpoint: row["endpoint"], bucket: row["bucket"], region: row["region"], addressing: addressing),
+            folder: row["folder"], fileName: row["fileName"], c4: row["c4"], files: row["files"],
+            createdAt: try row.decode(JournalDate.self, forColumn: "createdAt").date,
+            uploadedAt: try row.decode(JournalDate?.self, forColumn: "uploadedAt")?.date, chainETag: row["chainETag"])
+    }
+
+    /// The manifest's key in the bucket.
+    public var manifestKey: String { folder + "ascmhl/" + fileName }
+    /// The chain's key in the bucket.
+    public var chainKey: String { folder + "ascmhl/ascmhl_chain.xml" }
+}
+
+/// A verified file of a card that no generation lists yet, as its manifest entry needs it.
+public struct UnlistedFile: Sendable, Equatable {
+    public var id: Int64
+    public var path: CardPath
+    public var size: Int64
+    /// Nanoseconds since the epoch, as scanned.
+    public var mtime: Int64
+    public var fingerprint: String
+    /// When its fingerprint was taken (the file was staged).
+    public var hashedAt: Date
+    /// Its object.
+    public var key: String
+    public var target: S3Destination
+}
+
+/// What the journal says of one card, for its verdict (``CardStanding``).
+public struct CardTally: Sendable, Equatable {
+    public var volume: VolumeRecord
+    /// Files of the card the journal knows, but those given up (`ingest forget`).
+    public var files = 0
+    public var bytes: Int64 = 0
+    /// Not copied from the card yet (its copy failed, or was never tried).
+    public var notCopied = 0
+    /// Copied, their objects not verified yet.
+    public var notUploaded = 0
+    public var quarantined = 0
+    /// Verified, listed by no generation in the bucket yet.
+    public var unlisted = 0
+    /// What its last scan could not ingest (``LostSkip``), the first few.
+    public var lost: [LostSkip] = []
+    public var lostCount = 0
+    /// The first files of the card not copied or not uploaded yet, for the reason.
+    public var firstWaiting: CardPath?
+    public var generations = 0
+    public var folder: String?
+
+    public init(volume: VolumeRecord) { self.volume = volume }
+}
+
+extension Journal {
+    /// Remembers the card's folder in the bucket as this run's key template gives it (nil:
+    /// the template spreads the card, which then has no history in the bucket).
+    public func noteCardFolder(_ folder: String?, ofVolume key: String) async throws(JournalError) {
+        try await writing(durable: false) { db in
+            try db.execute(sql: "UPDATE volume SET cardFolder = ? WHERE key = ?", arguments: [folder, key])
+        }
+    }
+
+    /// The card's folder in the bucket, as its last run's template gave it.
+    public func cardFolder(ofVolume key: String) async throws(JournalError) -> String? {
+        try await reading { db in try String.fetchOne(db, sql: "SELECT cardFolder FROM volume WHERE key = ?", arguments: [key]) }
+    }
+
+    /// Whether every file of the card the journal knows is verified in the bucket (or given
+    /// up): the condition for a new generation.
+    public func allVerified(ofVolume key: String) async throws(JournalError) -> Bool {
+        try await reading { db in
+            try Bool.fetchOne(
+                db, sql: "SELECT NOT EXISTS (SELECT 1 FROM file WHERE volumeKey = ? AND state IN ('pending', 'staged'))",
+                arguments: [key]) ?? false
+        }
+    }
+
+    /// The card's verified files that no generation lists yet, by key: what the next
+    /// generation lists. Found by the partial index of unlisted files, so a card's later run
+    /// reads only its own files, not every file the card ever had.
+    public func unlistedFiles(ofVolume key: String) async throws(JournalError) -> [UnlistedFile] {
+        try await reading { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT f.id, f.path, f.size, f.mtime, f.fingerprint, f.updatedAt, u.key, u.endpoint, u.bucket, u.region,
+                      u.addressing
+                    FROM file f INDEXED BY file_unlisted JOIN upload u ON u.id = f.uploadID
+                    WHERE f.volumeKey = ? AND f.manifestGeneration IS NULL AND f.state = 'uploaded' AND u.phase = 'completed'
+                    ORDER BY u.key
+                    """, arguments: [key]
+            ).compactMap { row in
+                guard let fingerprint = row[4] as String?, let addressing = S3AddressingStyle(rawValue: row[10]) else { return nil }
+                return UnlistedFile(
+                    id: row[0], path: CardPath(bytes: Array(row[1] as Data)), size: row[2], mtime: row[3], fingerprint: fingerprint,
+                    hashedAt: try row.decode(JournalDate.self, atIndex: 5).date, key: row[6],
+                    target: S3Destination(endpoint: row[7], bucket: row[8], region: row[9], addressing: addressing))
+            }
+        }
+    }
+
+    /// The card's generations in every bucket, in order.
+    public func generations(ofVolume key: String) async throws(JournalError) -> [CustodyGeneration] {
+        try await reading { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM custodyGeneration WHERE volumeKey = ? ORDER BY endpoint, bucket, number", arguments: [key]
+            ).map(CustodyGeneration.init(row:))
+        }
+    }
+
+    /// Generations written and journalled but not yet in their bucket, of every card: what
+    /// a run, `resume` and `rescan` finish first.
+    public func unuploadedGenerations() async throws(JournalError) -> [CustodyGeneration] {
+        try await reading { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM custodyGeneration WHERE uploadedAt IS NULL ORDER BY volumeKey, number")
+                .map(CustodyGeneration.init(row:))
+        }
+    }
+
+    /// Cards with verified files no generation lists and nothing left to copy or upload:
+    /// those whose run ended before their generation was written (a kill, a power cut).
+    public func volumesAwaitingGeneration() async throws(JournalError) -> [String] {
+        try await reading { db in
+            try String.fetchAll(
+                db,
+                sql: """
+                    SELECT DISTINCT f.volumeKey FROM file f INDEXED BY file_unlisted
+                    WHERE f.manifestGeneration IS NULL AND f.state = 'uploaded'
+                    AND NOT EXISTS (SELECT 1 FROM file w WHERE w.volumeKey = f.volumeKey AND w.state IN ('pending', 'staged'))
+                    """)
+        }
+    }
+
+    /// Journals a generation written to the state directory, with the files it lists, in
+    /// one durable transaction: it is then uploaded, and a kill before that leaves it for
+    /// the next process to upload, never to write again.
+    public func recordGeneration(_ generation: CustodyGeneration, listing files: [Int64]) async throws(JournalError) {
+        try await writing { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO custodyGeneration (volumeKey, number, endpoint, bucket, region, addressing, folder, fileName, c4,
+                      files, createdAt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    generation.volumeKey, generation.number, generation.target.endpoint, generation.target.bucket,
+                    generation.target.region, generation.target.addressing, generation.folder, generation.fileName,
+                    generation.c4, generation.files, JournalDate(generation.createdAt),
+                ])
+            for id in files {
+                try db.cachedStatement(sql: "UPDATE file SET manifestGeneration = ? WHERE id = ?").execute(arguments: [generation.number, id])
+            }
+        }
+    }
+
+    /// The generation's manifest and chain are in the bucket, the chain with `chainETag`.
+    public func noteGenerationUploaded(_ generation: CustodyGeneration, chainETag: String, at date: Date = Date())
+        async throws(JournalError)
+    {
+        try await writing { db in
+            try db.execute(
+                sql: """
+                    UPDATE custodyGeneration SET uploadedAt = ?, chainETag = ?
+                    WHERE volumeKey = ? AND endpoint = ? AND bucket = ? AND number = ?
+                    """,
+                arguments: [
+                    JournalDate(date), chainETag, generation.volumeKey, generation.target.endpoint, generation.target.bucket,
+                    generation.number,
+                ])
+        }
+    }
+
+    /// What the journal says of every card it knows (or of `volumeKey` only), for verdicts:
+    /// one pass over each card's files, grouped by state.
+    public func cardTallies(volumeKey: String? = nil) async throws(JournalError) -> [CardTally] {
+        try await reading { db in
+            let volumes = try VolumeRecord.filter(volumeKey == nil || Column("key") == volumeKey)
+                .order(Column("lastSeen").desc).fetchAll(db)
+            return try volumes.map { volume in
+                var tally = CardTally(volume: volume)
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT state, quarantined, manifestGeneration IS NULL, COUNT(*), COALESCE(SUM(size), 0) FROM file
+                        WHERE volumeKey = ? AND state != 'forgotten' GROUP BY 1, 2, 3
+                        """, arguments: [volume.key])
+                for row in rows {
+                    let (state, quarantined, unlisted, count, bytes): (String, Bool, Bool, Int, Int64) = (row[0], row[1], row[2], row[3], row[4])
+                    tally.files += count
+                    tally.bytes += bytes
+                    if quarantined { tally.quarantined += count }
+                    switch FileState(rawValue: state) {
+                    case .pending: tally.notCopied += count
+                    case .staged: tally.notUploaded += count
+                    case .uploaded: if unlisted { tally.unlisted += count }
+                    default: break
+                    }
+                }
+                // Listed by a generation not yet in the bucket counts as unlisted.
+                tally.unlisted += try Int.fetchOne(
+                    db,
+                    sql: """
+                        SELECT COALESCE(SUM(files), 0) FROM custodyGeneration WHERE volumeKey = ? AND uploadedAt IS NULL
+                        """, arguments: [volume.key]) ?? 0
+                tally.generations = try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM custodyGeneration WHERE volumeKey = ? AND uploadedAt IS NOT NULL",
+                    arguments: [volume.key]) ?? 0
+                tally.folder = try String.fetchOne(db, sql: "SELECT cardFolder FROM volume WHERE key = ?", arguments: [volume.key])
+                tally.lostCount = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cardSkip WHERE volumeKey = ?", arguments: [volume.key]) ?? 0
+                tally.lost = try Row.fetchAll(
+                    db, sql: "SELECT path, code, reason FROM cardSkip WHERE volumeKey = ? ORDER BY path LIMIT 5", arguments: [volume.key]
+                ).map { LostSkip(path: CardPath(bytes: Array($0[0] as Data)), code: $0[1], reason: $0[2]) }
+                if tally.notCopied + tally.notUploaded > 0 {
+                    tally.firstWaiting = try Data.fetchOne(
+                        db, sql: "SELECT path FROM file WHERE volumeKey = ? AND state IN ('pending', 'staged') ORDER BY path LIMIT 1",
+                        arguments: [volume.key]
+                    ).map { CardPath(bytes: Array($0)) }
+                }
+                return tally
+            }
+        }
+    }
+}

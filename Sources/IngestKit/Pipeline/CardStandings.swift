@@ -1,0 +1,42 @@
+import Foundation
+import Glibc
+
+/// The verdict of every card the journal knows (``CardStanding``), for `ingest status`.
+///
+/// A card that is present (mounted where the journal last saw it, with the same identity)
+/// is looked at too: one `lstat` per verified file, so that a file changed on the card since
+/// it was ingested (size or modification time) turns the verdict to no before the next
+/// ingest of the card notices it. A file deleted from the card changes nothing: its object
+/// is in the bucket.
+public enum CardStandings {
+    public static func all(journal: Journal) async throws(JournalError) -> [CardStanding] {
+        var standings: [CardStanding] = []
+        for tally in try await journal.cardTallies() {
+            var standing = CardStanding(tally: tally)
+            if let present = try? VolumeIdentity.identify(path: tally.volume.rootPath), present.key == tally.volume.key {
+                let files = try await journal.files(ofVolume: tally.volume.key)
+                let root = present.rootPath
+                let changed = await onDedicatedThread("ingest-look") { () -> [CardPath] in
+                    files.values.filter { $0.state == .uploaded }.sorted { $0.path.lexicographicallyPrecedes($1.path) }
+                        .filter { record in Self.changed(record, under: root) }.map(\.cardPath)
+                }
+                standing.changedCount = changed.count
+                standing.changed = Array(changed.prefix(5))
+            }
+            standings.append(standing)
+        }
+        return standings
+    }
+
+    /// The file is on the card with another size or modification time than ingested.
+    static func changed(_ record: FileRecord, under root: String) -> Bool {
+        var status = stat()
+        // The name's own bytes: a card's names need not be UTF-8.
+        let path = Array(root.utf8) + [UInt8(ascii: "/")] + Array(record.path) + [0]
+        let found = path.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { lstat($0.baseAddress!, &status) }
+        }
+        guard found == 0 else { return false }
+        return Int64(status.st_size) != record.size || status.mtimeNanoseconds != record.mtime
+    }
+}
