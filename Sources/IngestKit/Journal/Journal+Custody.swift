@@ -215,6 +215,14 @@ extension Journal {
         }
     }
 
+    /// Records a card's verdict, durably: no card is reported safe to erase before the
+    /// verdict that says so is on disk. `reason`: the first reason it is not.
+    public func noteVerdict(ofVolume key: String, safe: Bool, reason: String?) async throws(JournalError) {
+        try await writing { db in
+            try db.execute(sql: "UPDATE volume SET safeToErase = ?, verdict = ? WHERE key = ?", arguments: [safe, reason, key])
+        }
+    }
+
     /// What the journal says of every card it knows (or of `volumeKey` only), for verdicts:
     /// one pass over each card's files, grouped by state.
     public func cardTallies(volumeKey: String? = nil) async throws(JournalError) -> [CardTally] {

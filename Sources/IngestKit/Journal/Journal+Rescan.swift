@@ -32,6 +32,10 @@ public struct JournalTotals: Sendable, Equatable {
     /// The last card's ingest (nil: none yet), and how many cards were ingested.
     public var lastCard: CardRunRecord?
     public var cardsTotal = 0
+    /// The verdicts of the cards seen in the last ``recentCardDays`` days, as their last run
+    /// recorded them (``Journal/noteVerdict(ofVolume:safe:reason:)``).
+    public var recentCards: [CardVerdictRecord] = []
+    public static let recentCardDays = 30
 
     public init() {}
 
@@ -39,6 +43,13 @@ public struct JournalTotals: Sendable, Equatable {
     public var stagedEver: Tally { files[.staged, default: .zero] + files[.uploaded, default: .zero] }
     /// Files not in the bucket yet (to be staged, or staged and waiting for their upload).
     public var notUploaded: Tally { files[.pending, default: .zero] + files[.staged, default: .zero] }
+}
+
+/// A card's recorded verdict, for the metrics.
+public struct CardVerdictRecord: Sendable, Equatable {
+    public var volumeKey: String
+    public var name: String
+    public var safeToErase: Bool
 }
 
 /// What one orphan sweep found, as the journal keeps it for the metrics.
@@ -70,6 +81,11 @@ extension Journal {
     public func totals() async throws(JournalError) -> JournalTotals {
         try await reading { db in
             var totals = JournalTotals()
+            let since = JournalDate(Date().addingTimeInterval(-Double(JournalTotals.recentCardDays) * 86_400))
+            totals.recentCards = try Row.fetchAll(
+                db, sql: "SELECT key, name, safeToErase FROM volume WHERE safeToErase IS NOT NULL AND lastSeen >= ? ORDER BY key",
+                arguments: [since]
+            ).map { CardVerdictRecord(volumeKey: $0[0], name: $0[1], safeToErase: $0[2]) }
             func tally(_ sql: String) throws -> JournalSummary.Tally {
                 let row = try Row.fetchOne(db, sql: sql)!
                 return .init(count: row[0], bytes: row[1])

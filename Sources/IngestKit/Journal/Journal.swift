@@ -359,7 +359,8 @@ public final class Journal: Sendable {
                   "reason" TEXT NOT NULL, "code" TEXT NOT NULL, PRIMARY KEY ("volumeKey", "path"));
                 """)
         }
-        // A card's chain of custody: each run that adds verified files of a card to the
+        // A card's chain of custody: its verdict as its last run, resume or rescan left it
+        // (read by the metrics without a look at its files); each run that adds verified files of a card to the
         // bucket writes an ASC MHL generation listing them (``CustodyGeneration``), beside
         // the card's objects in its folder (``VolumeRecord/cardFolder``); each file records
         // the generation that lists it, and the files no generation lists yet are found by
@@ -367,6 +368,8 @@ public final class Journal: Sendable {
         migrator.registerMigration("v12: the cards' ASC MHL generations") { db in
             try db.execute(sql: """
                 ALTER TABLE volume ADD COLUMN "cardFolder" TEXT;
+                ALTER TABLE volume ADD COLUMN "safeToErase" BOOLEAN;
+                ALTER TABLE volume ADD COLUMN "verdict" TEXT;
                 ALTER TABLE file ADD COLUMN "manifestGeneration" INTEGER;
                 CREATE INDEX file_unlisted ON file(volumeKey) WHERE manifestGeneration IS NULL AND state = 'uploaded';
                 CREATE TABLE custodyGeneration (

@@ -98,6 +98,15 @@ extension UploadService {
             let one = await writeCustody(ofVolume: key, creator: creator)
             outcome.uploaded += one.uploaded
             if outcome.error == nil { outcome.error = one.error }
+            // The card's verdict changes with its history: recorded again, for the metrics.
+            do {
+                if let tally = try await journal.cardTallies(volumeKey: key).first {
+                    let standing = CardStanding(tally: tally)
+                    try await journal.noteVerdict(ofVolume: key, safe: standing.safeToErase, reason: standing.reasons.first)
+                }
+            } catch {
+                if outcome.error == nil { outcome.error = .journal(error) }
+            }
         }
         return outcome
     }

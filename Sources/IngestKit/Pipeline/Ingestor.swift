@@ -404,6 +404,7 @@ public struct Ingestor: Sendable {
     private func judge(_ volume: VolumeIdentity, into summary: inout RunSummary) async throws(JournalError) {
         guard let tally = try await journal.cardTallies(volumeKey: volume.key).first else { return }
         let standing = CardStanding(tally: tally)
+        try await journal.noteVerdict(ofVolume: volume.key, safe: standing.safeToErase, reason: standing.reasons.first)
         summary.safeToErase = standing.safeToErase
         summary.notSafeBecause = standing.reasons
     }

@@ -42,6 +42,10 @@ extension RescanEvent {
                 object["uploaded_bytes"] = .int(summary.uploads?.uploadedBytes ?? 0)
                 object["upload_failed"] = .int(summary.uploads?.failed ?? 0)
                 object["upload_error"] = summary.uploadError.map { .string($0.message) }
+                if let safe = summary.safeToErase {
+                    object["safe_to_erase"] = .bool(safe)
+                    object["not_safe_because"] = .array(summary.notSafeBecause.map(JSONValue.string))
+                }
             }
             return object
         case let .orphansSwept(outcome, age):
@@ -77,6 +81,7 @@ extension RescanEvent {
                 "orphan_uploads_aborted": .int(report.orphans.aborted),
                 "orphan_sweeps_failed": .int(report.orphans.failures), "seconds": .double(report.seconds),
                 "exit_status": .int(exitStatus.rawValue),
+                "cards_safe_to_erase": .array(report.cards.filter { $0.summary?.safeToErase == true }.map { .string($0.name) }),
             ]
             object["metrics_file"] = metricsFile.map(JSONValue.string)
             return object
@@ -102,6 +107,9 @@ extension RescanEvent {
                 line += ", pending \(card.pending.count) (\(ByteCount(card.pending.bytes)))"
                 if let message = card.message { line += "\n  stopped: \(message)" }
                 if let problem = summary?.uploadError { line += "\n  upload error: \(problem)" }
+                if let safe = summary?.safeToErase {
+                    line += safe ? "; safe to erase" : "; NOT safe to erase: \(summary?.notSafeBecause.first ?? "")"
+                }
                 return line
             }
         case let .orphansSwept(outcome, age):
@@ -127,6 +135,8 @@ extension RescanEvent {
                     "  orphan multipart uploads aborted: \(report.orphans.aborted)"
                         + (report.orphans.failures > 0 ? " (\(report.orphans.failures) destinations could not be swept)" : ""))
             }
+            let safe = report.cards.filter { $0.summary?.safeToErase == true }.map(\.name)
+            if !safe.isEmpty { lines.append("  safe to erase: \(safe.joined(separator: ", "))") }
             if let metricsFile { lines.append("  metrics written to \(metricsFile)") }
             lines.append(String(format: "  done in %.1f s, exit status %d", report.seconds, exitStatus.rawValue))
             return lines.joined(separator: "\n")

@@ -53,6 +53,8 @@ public final class JobProgress: Sendable {
 
         var copyRate = RateWindow()
         var sendRate = RateWindow()
+        /// The last card's verdict, once its run ended (``RunSummary/safeToErase``).
+        var verdict: String?
 
         var bytesRead: Int64 { bytesReadBefore + (stager?.bytesRead.load(ordering: .relaxed) ?? 0) }
         var filesLeftToCopy: Int { max(filesToCopy - filesSettled - filesAbandoned, 0) }
@@ -98,6 +100,9 @@ public final class JobProgress: Sendable {
         started = now
     }
 
+    /// The last card's verdict, for systemd's last `STATUS=`; nil before a card's run ended.
+    public var verdict: String? { state.withLock { $0.verdict } }
+
     /// Takes in one event of the job.
     public func record(_ event: IngestEvent) {
         state.withLock { state in
@@ -120,8 +125,11 @@ public final class JobProgress: Sendable {
                 state.endCopying()
             case .upload(let upload):
                 record(upload, in: &state)
-            case .finished:
+            case .finished(let summary):
                 // The card's run is over, its uploads awaited: what did not end is left for later.
+                if let safe = summary.safeToErase {
+                    state.verdict = safe ? "card safe to erase" : "card NOT safe to erase: \(summary.notSafeBecause.first ?? "")"
+                }
                 state.endCopying()
                 state.objectsDropped = state.objectsToUpload - state.objectsUploaded
                 state.bytesDropped = state.bytesToUpload - state.bytesUploaded

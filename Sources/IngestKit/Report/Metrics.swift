@@ -212,6 +212,22 @@ public enum IngestMetrics {
                 sweptAt)
         }
         families += lastCard(totals)
+        if !totals.recentCards.isEmpty {
+            families.append(
+                .init(
+                    "ingest_card_safe_to_erase", .gauge,
+                    help: "1 when every file of the card is verified in the bucket and in its ASC MHL history, nothing of it "
+                        + "failed, is quarantined or was left on the card (ingest status says why not); cards seen in the "
+                        + "last \(JournalTotals.recentCardDays) days.",
+                    samples: totals.recentCards.map {
+                        .init($0.safeToErase ? 1 : 0, labels: [.init("card", $0.volumeKey), .init("name", $0.name)])
+                    }))
+            families.append(
+                .init(
+                    "ingest_cards_safe_to_erase", .gauge,
+                    help: "Cards counted by ingest_card_safe_to_erase that are safe to erase.",
+                    value: Double(totals.recentCards.filter(\.safeToErase).count)))
+        }
         if let status = totals.lastRescanExitStatus {
             families.append(
                 .init(

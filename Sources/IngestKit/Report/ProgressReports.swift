@@ -139,7 +139,8 @@ public final class ProgressReports: Sendable {
         guard first else { return }
         line?.end()
         let snapshot = progress.snapshot()
-        if snapshot.hasWork { systemd?.status("ended: " + snapshot.text) }
+        let verdict = progress.verdict.map { "; " + $0 } ?? ""
+        if snapshot.hasWork || !verdict.isEmpty { systemd?.status("ended: " + snapshot.text + verdict) }
     }
 
     private func tell(_ snapshot: ProgressSnapshot) {
