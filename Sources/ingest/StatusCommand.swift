@@ -25,11 +25,31 @@ struct StatusCommand: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
+    @Flag(
+        help: ArgumentHelp(
+            "First list each card's folder in the bucket and compare it with the journal, as the nightly rescan does "
+                + "([rescan] bucket_check_days): an object missing or changed is listed, its upload starts again, and "
+                + "its card is not safe to erase until the card's next ingest sends it. Needs credentials."))
+    var checkBucket = false
+
     func run() async throws {
-        _ = common.bootstrapLogging()
+        let logger = common.bootstrapLogging()
         do throws(IngestError) {
             let config = try common.loadConfig()
             let statePath = common.statePath(config)
+            if checkBucket {
+                let (state, journal) = try common.openState(config)
+                let service = try common.makeUploadService(
+                    config: config, state: state, journal: journal, events: DiscardingSink(), logger: logger)
+                let outcome = await service.checkBucket(days: max(config.rescan.bucketCheckDays, 1))
+                let event = RescanEvent.bucketChecked(outcome)
+                if common.json {
+                    ReportOutput.standardOutput.write(JSONValue.line(event.json) + "\n")
+                } else {
+                    ReportOutput.standardOutput.write(event.text + "\n")
+                }
+                if let error = outcome.error { throw IngestError.upload(error) }
+            }
             var summary = JournalSummary.empty
             var uploads = UploadSummary.empty
             var quarantine = QuarantineSummary.empty

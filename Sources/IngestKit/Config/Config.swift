@@ -240,7 +240,8 @@ public struct Config: Sendable, Equatable {
             if let count = try watch.integer("max_cards", in: WatchSettings.maxCardsRange) { config.watch.maxCards = count }
         }
         if let rescan = try root.table("rescan") {
-            try rescan.allowOnly(["roots", "metrics_file", "orphan_upload_age"])
+            try rescan.allowOnly(["roots", "metrics_file", "orphan_upload_age", "bucket_check_days"])
+            if let days = try rescan.integer("bucket_check_days", in: 0...36_500) { config.rescan.bucketCheckDays = days }
             config.rescan.roots = try rescan.absolutePaths("roots") ?? []
             config.rescan.metricsFile = try rescan.absolutePath("metrics_file")
             if let age = try rescan.string("orphan_upload_age") {
@@ -538,6 +539,9 @@ public struct RescanSettings: Sendable, Equatable {
     /// another journal, writing under the same prefix has long finished with its uploads.
     public var orphanUploadAge: Duration? = RescanSettings.defaultOrphanUploadAge
     public static let defaultOrphanUploadAge: Duration = .seconds(7 * 86400)
+    /// Cards seen in this many days have their folder in the bucket listed by every rescan
+    /// and compared with the journal (``UploadService/checkBucket(days:)``); 0: never.
+    public var bucketCheckDays = 30
     public init() {}
 }
 

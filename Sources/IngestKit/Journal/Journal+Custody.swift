@@ -97,7 +97,64 @@ public struct CardTally: Sendable, Equatable {
     public init(volume: VolumeRecord) { self.volume = volume }
 }
 
+/// A verified file's object, as the bucket check compares it with a listing.
+public struct ObjectOnRecord: Sendable, Equatable {
+    public var path: CardPath
+    public var uploadID: String
+    public var key: String
+    public var size: Int64
+    public var fingerprint: String
+    /// The ETag of the object once a look (`HEAD`: size and recorded fingerprint) proved it
+    /// ours; nil until then.
+    public var etag: String?
+    public var target: S3Destination
+}
+
 extension Journal {
+    /// Cards seen since `date` that have a folder in the bucket: what the bucket check lists.
+    public func cardsToCheck(seenSince date: Date) async throws(JournalError) -> [(volumeKey: String, folder: String)] {
+        try await reading { db in
+            try Row.fetchAll(
+                db, sql: "SELECT key, cardFolder FROM volume WHERE cardFolder IS NOT NULL AND lastSeen >= ? ORDER BY key",
+                arguments: [JournalDate(date)]
+            ).map { ($0[0], $0[1]) }
+        }
+    }
+
+    /// The card's verified files with their objects.
+    public func objectsOnRecord(ofVolume key: String) async throws(JournalError) -> [ObjectOnRecord] {
+        try await reading { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT f.path, u.id, u.key, u.size, u.fingerprint, u.etag, u.endpoint, u.bucket, u.region, u.addressing
+                    FROM file f JOIN upload u ON u.id = f.uploadID
+                    WHERE f.volumeKey = ? AND f.state = 'uploaded' AND u.phase = 'completed'
+                    """, arguments: [key]
+            ).compactMap { row in
+                guard let addressing = S3AddressingStyle(rawValue: row[9]) else { return nil }
+                return ObjectOnRecord(
+                    path: CardPath(bytes: Array(row[0] as Data)), uploadID: row[1], key: row[2], size: row[3], fingerprint: row[4],
+                    etag: row[5], target: S3Destination(endpoint: row[6], bucket: row[7], region: row[8], addressing: addressing))
+            }
+        }
+    }
+
+    /// The file is to be listed by the card's next generation (its object moves to another key).
+    public func unlist(_ path: CardPath, ofVolume key: String) async throws(JournalError) {
+        try await writing { db in
+            try db.execute(
+                sql: "UPDATE file SET manifestGeneration = NULL WHERE volumeKey = ? AND path = ?", arguments: [key, Data(path.bytes)])
+        }
+    }
+
+    /// Records the ETag of an object a look proved ours.
+    public func noteObjectETag(_ etag: String, ofUpload id: String) async throws(JournalError) {
+        try await writing(durable: false) { db in
+            try db.execute(sql: "UPDATE upload SET etag = ? WHERE id = ?", arguments: [etag, id])
+        }
+    }
+
     /// Remembers the card's folder in the bucket as this run's key template gives it (nil:
     /// the template spreads the card, which then has no history in the bucket).
     public func noteCardFolder(_ folder: String?, ofVolume key: String) async throws(JournalError) {

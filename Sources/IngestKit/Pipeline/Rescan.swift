@@ -88,6 +88,8 @@ public struct CardOutcome: Sendable, Equatable {
 /// What a whole rescan came to.
 public struct RescanReport: Sendable, Equatable {
     public var resume: ResumeOutcome
+    /// What the check of the cards' folders in the bucket found (``UploadService/checkBucket(days:now:)``).
+    public var bucket = BucketCheckOutcome()
     public var cards: [CardOutcome] = []
     public var sweep = StagingSweep()
     /// Multipart uploads no journal knows, aborted at the destinations.
@@ -100,7 +102,8 @@ public struct RescanReport: Sendable, Equatable {
     /// more than single files (a destination, the staging area, a missing root…), in the
     /// order the work ran; else `partial` when files failed. A busy card is not a failure.
     public var exitStatus: ExitStatus {
-        let statuses = [resume.problem?.exitStatus ?? .success] + cards.map(\.exitStatus)
+        let bucketStatus: ExitStatus = bucket.error?.exitStatus ?? (bucket.problems.isEmpty ? .success : .integrity)
+        let statuses = [resume.problem?.exitStatus ?? .success, bucketStatus] + cards.map(\.exitStatus)
         if let serious = statuses.first(where: { $0 != .success && $0 != .partial }) { return serious }
         return statuses.contains(.partial) ? .partial : .success
     }
@@ -174,6 +177,10 @@ public struct Rescanner: Sendable {
             others, service: uploads, custody: CustodyCreator(config: config, scene: nil), sink: sink)
         progress(.resumed(resumed))
         var report = RescanReport(resume: resumed)
+        // Before the cards: an object found missing or changed is sent again by its card's
+        // ingest when the card is here, and the card's verdict says so either way.
+        report.bucket = await uploads.checkBucket(days: config.rescan.bucketCheckDays)
+        progress(.bucketChecked(report.bucket))
 
         for source in sources {
             let outcome = await ingest(source, sink: sink)

@@ -5,6 +5,8 @@ import Foundation
 public enum RescanEvent: Sendable {
     /// The pending uploads were resumed (the event `ingest resume` ends with).
     case resumed(ResumeOutcome)
+    /// The folders of the cards seen lately were listed and compared with the journal.
+    case bucketChecked(BucketCheckOutcome)
     /// One card or root is done, or was skipped.
     case card(CardOutcome)
     /// Multipart uploads no journal knows were looked for at one destination, and the old
@@ -25,6 +27,13 @@ extension RescanEvent {
         switch self {
         case .resumed(let outcome):
             return outcome.json
+        case .bucketChecked(let outcome):
+            var object: [String: JSONValue] = [
+                "event": "bucket_checked", "cards": .int(outcome.cards), "objects": .int(outcome.objects),
+                "problems": .array(outcome.problems.map { .string($0.text) }),
+            ]
+            object["error"] = outcome.error.map { .string($0.message) }
+            return object
         case .card(let card):
             var object: [String: JSONValue] = [
                 "event": "rescan_card", "path": .string(card.source.path), "origin": .string(card.source.origin.rawValue),
@@ -93,6 +102,14 @@ extension RescanEvent {
         switch self {
         case .resumed(let outcome):
             return outcome.text + (outcome.problem.map { "\n  upload error: \($0)" } ?? "")
+        case .bucketChecked(let outcome):
+            var lines = [
+                "Bucket: \(outcome.objects) objects of \(outcome.cards) cards checked, \(outcome.problems.count) missing or changed"
+                    + (outcome.problems.isEmpty ? "" : " (sent again when their card is here; not safe to erase meanwhile):")
+            ]
+            lines += outcome.problems.prefix(20).map { "  " + $0.text }
+            if let error = outcome.error { lines.append("  could not check: \(error)") }
+            return lines.joined(separator: "\n")
         case .card(let card):
             let head = "\(card.name) (\(card.volumeKey ?? card.source.path), \(card.source.origin.rawValue))"
             switch card.status {

@@ -1,0 +1,140 @@
+import Foundation
+import Glibc
+
+/// An object the journal says is verified, found missing or changed in the bucket.
+public struct BucketProblem: Sendable, Equatable {
+    public enum Kind: String, Sendable { case missing, changed }
+    public var kind: Kind
+    public var volumeKey: String
+    public var path: CardPath
+    public var key: String
+    public var detail: String
+
+    public var text: String { "\(key): \(kind == .missing ? "missing from the bucket" : "changed in the bucket") (\(detail))" }
+}
+
+/// What a check of the cards' folders found.
+public struct BucketCheckOutcome: Sendable, Equatable {
+    public var cards = 0
+    public var objects = 0
+    public var problems: [BucketProblem] = []
+    /// A folder could not be listed; the others were checked.
+    public var error: UploadError?
+    public init() {}
+}
+
+/// The bucket is checked, not trusted: each card seen lately has its folder listed
+/// (`ListObjectsV2`, one request per 1,000 keys) and compared with the journal. An object
+/// missing, of another size, or with another ETag than the one a look proved ours, is a
+/// problem: its upload starts again (the file waits for it, so the card is not safe to
+/// erase), to be sent from its staged copy, or from the card when that is gone, to its own
+/// key or, when other bytes hold it, to its alternative key. An object whose ETag the
+/// journal does not know yet is looked at once (`HEAD`: size and recorded fingerprint), and
+/// its ETag kept: later checks need only the listing.
+extension UploadService {
+    public func checkBucket(days: Int, now: Date = Date()) async -> BucketCheckOutcome {
+        var outcome = BucketCheckOutcome()
+        guard days > 0 else { return outcome }
+        let cards: [(volumeKey: String, folder: String)]
+        do { cards = try await journal.cardsToCheck(seenSince: now.addingTimeInterval(-Double(days) * 86_400)) } catch {
+            outcome.error = .journal(error)
+            return outcome
+        }
+        for card in cards {
+            do throws(UploadError) {
+                try await check(card.volumeKey, folder: card.folder, into: &outcome)
+            } catch {
+                if outcome.error == nil { outcome.error = error }
+                logger.warning("could not check a card's folder in the bucket", metadata: ["volume": "\(card.volumeKey)", "error": "\(error)"])
+            }
+        }
+        return outcome
+    }
+
+    private func check(_ volumeKey: String, folder: String, into outcome: inout BucketCheckOutcome) async throws(UploadError) {
+        let records: [ObjectOnRecord]
+        do { records = try await journal.objectsOnRecord(ofVolume: volumeKey) } catch { throw .journal(error) }
+        guard !records.isEmpty else { return }
+        outcome.cards += 1
+        for (target, records) in Dictionary(grouping: records, by: \.target) {
+            let client: S3Client
+            switch await destinations.client(for: target) {
+            case .success(let ready): client = ready.client
+            case .failure(let error): throw error
+            }
+            var listed: [String: ListedObject] = [:]
+            do {
+                try await client.listObjectsV2(prefix: folder) { page in
+                    for object in page { listed[object.key] = object }
+                }
+            } catch { throw UploadError(error, what: "ListObjectsV2 \(folder)", target: target) }
+            // Keys outside the card's folder (an earlier template) are not in its listing.
+            for record in records where record.key.hasPrefix(folder) {
+                outcome.objects += 1
+                guard let object = listed[record.key] else {
+                    try await problem(.missing, record, volumeKey, "not listed", into: &outcome)
+                    continue
+                }
+                if object.size != record.size {
+                    try await problem(.changed, record, volumeKey, "\(object.size) bytes, \(record.size) ingested", into: &outcome)
+                } else if let etag = record.etag {
+                    if ETag.unquoted(etag) != ETag.unquoted(object.etag) {
+                        try await problem(.changed, record, volumeKey, "ETag \(object.etag), \(etag) when verified", into: &outcome)
+                    }
+                } else {
+                    try await lookOnce(record, object: object, volumeKey: volumeKey, client: client, into: &outcome)
+                }
+            }
+        }
+    }
+
+    /// The first check of an object since it verified: a `HEAD` proves it ours (size and
+    /// recorded fingerprint), and its ETag is kept for the listings of later checks.
+    private func lookOnce(
+        _ record: ObjectOnRecord, object: ListedObject, volumeKey: String, client: S3Client,
+        into outcome: inout BucketCheckOutcome
+    ) async throws(UploadError) {
+        do {
+            guard let head = try await client.headObject(key: record.key) else {
+                try await problem(.missing, record, volumeKey, "gone since listed", into: &outcome)
+                return
+            }
+            let found = try await client.fingerprint(of: head, key: record.key)
+            guard head.size == record.size, found == record.fingerprint else {
+                try await problem(.changed, record, volumeKey, "fingerprint \(found ?? "none"), \(record.fingerprint) ingested", into: &outcome)
+                return
+            }
+            if let etag = head.etag {
+                do { try await journal.noteObjectETag(etag, ofUpload: record.uploadID) } catch { throw UploadError.journal(error) }
+            }
+        } catch let error as UploadError {
+            throw error
+        } catch let error as S3ClientError {
+            throw UploadError(error, what: "HeadObject \(record.key)", target: record.target)
+        } catch {
+            throw UploadError(exitStatus: .software, scope: .object, message: "\(error)")
+        }
+    }
+
+    private func problem(
+        _ kind: BucketProblem.Kind, _ record: ObjectOnRecord, _ volumeKey: String, _ detail: String,
+        into outcome: inout BucketCheckOutcome
+    ) async throws(UploadError) {
+        let problem = BucketProblem(kind: kind, volumeKey: volumeKey, path: record.path, key: record.key, detail: detail)
+        outcome.problems.append(problem)
+        logger.warning("an object of a card is not in the bucket as verified", metadata: ["key": "\(record.key)", "problem": "\(kind.rawValue)"])
+        // Sent again from the staged copy if it is still there; otherwise the file is copied
+        // from the card afresh by the card's next ingest (this rescan's, if it is here).
+        let staged = Fingerprint(hex: record.fingerprint).map(staging.path(for:))
+        do {
+            // Other bytes hold its key: it goes to its alternative key, which the card's next
+            // generation lists. Missing, it comes back to the key its history lists already.
+            if kind == .changed { try await journal.unlist(record.path, ofVolume: volumeKey) }
+            if let staged, access(staged, F_OK) == 0 {
+                _ = try await journal.restartUpload(id: record.uploadID, key: record.key)
+            } else {
+                try await journal.restage(uploadID: record.uploadID, reason: problem.text)
+            }
+        } catch { throw .journal(error) }
+    }
+}
