@@ -45,7 +45,8 @@ final class CardDestination {
             let json = try JSONSerialization.jsonObject(with: listed.stdout) as? [String: Any],
             let contents = json["Contents"] as? [[String: Any]]
         else { return [] }
-        return contents.compactMap { $0["Key"] as? String }
+        // The card's objects; its ASC MHL history aside.
+        return contents.compactMap { $0["Key"] as? String }.filter { !$0.contains("/ascmhl/") }
     }
 
     func tags(_ key: String) throws -> [String: String] {

@@ -28,7 +28,9 @@ final class RescanTests {
     /// Small parts (a few MiB make a multipart upload), sent once staged (the rescan's resume
     /// step follows journalled uploads), the destination through the proxy, and the
     /// `[rescan]` section given.
-    func config(roots: [String], metricsFile: String? = nil, in dir: TemporaryDirectory) throws -> String {
+    /// `bucketCheckDays` 0: the rescan lists no card's folder (for the rescans that must
+    /// send the server nothing).
+    func config(roots: [String], metricsFile: String? = nil, bucketCheckDays: Int = 30, in dir: TemporaryDirectory) throws -> String {
         let text = """
             [upload]
             part_size = "5MiB"
@@ -44,6 +46,7 @@ final class RescanTests {
             id = "station-7"
             [rescan]
             roots = [\(roots.map { "\"\($0)\"" }.joined(separator: ", "))]
+            bucket_check_days = \(bucketCheckDays)
             \(metricsFile.map { "metrics_file = \"\($0)\"" } ?? "")
             """
         return try dir.write("ingest.toml", Array(text.utf8))
@@ -72,15 +75,17 @@ final class RescanTests {
 
     func openMultipartUploads() throws -> [[String: Any]] { try server.openMultipartUploads(bucket: bucket) }
 
-    /// Every object in the bucket, downloaded (`aws s3 cp --recursive`) and fingerprinted
-    /// with xxh128sum, by key.
+    /// Every object of the cards in the bucket (their ASC MHL histories aside), downloaded
+    /// (`aws s3 cp --recursive`) and fingerprinted with xxh128sum, by key.
     func objectDigests(into dir: TemporaryDirectory) throws -> [String: String] {
         let download = dir.path + "/download-\(UUID().uuidString)"
         let result = try server.aws(["s3", "cp", "--recursive", "--only-show-errors", "s3://\(bucket)/", download])
         guard result.status == 0 else { throw CommandFailed(command: "aws s3 cp --recursive", result: result) }
         guard FileManager.default.fileExists(atPath: download) else { return [:] }
         defer { try? FileManager.default.removeItem(atPath: download) }
-        return Dictionary(uniqueKeysWithValues: try xxh128sums(under: download).map { (String(decoding: $0.key, as: UTF8.self), $0.value) })
+        return Dictionary(
+            uniqueKeysWithValues: try xxh128sums(under: download).map { (String(decoding: $0.key, as: UTF8.self), $0.value) }
+                .filter { !$0.0.contains("/ascmhl/") })
     }
 
     /// Every file under `card` has an object whose key ends with its path and whose bytes
@@ -137,7 +142,7 @@ final class RescanTests {
         let card = try makeCard()
         let cardPath = try realPath(card.path)
         let state = TemporaryDirectory()
-        let config = try config(roots: [cardPath], in: dir)
+        let config = try config(roots: [cardPath], bucketCheckDays: 0, in: dir)
         try killMidIngest(cardPath, state: state, config: config)
 
         // Another card, killed mid-upload too, then taken away: its upload finishes from staging.
@@ -329,7 +334,7 @@ final class RescanTests {
             """)
         try card.seal()
         let state = TemporaryDirectory()
-        let config = try config(roots: [], in: dir)
+        let config = try config(roots: [], bucketCheckDays: 0, in: dir)
 
         let killed = try ingest(
             [card.mountPoint, "--exclude", "101MEDIA"], state: state, config: config,

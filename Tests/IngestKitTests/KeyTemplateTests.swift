@@ -37,9 +37,11 @@ import Testing
         var context = context()
         context.cardDate = Date(timeIntervalSince1970: 1_709_251_200)
         #expect(try KeyTemplate().cardPrefix(for: context) == "station-3/2024-03-01/DRONE-5e1f09a2/")
-        #expect(try KeyTemplate(prefix: "cards", template: "{uuid}/{path}").cardPrefix(for: context) == "cards/1B6E-2F0A/")
-        #expect(try KeyTemplate(template: "{path}").cardPrefix(for: context) == "")
-        for spreading in ["{device}/{date}/{path}", "{ingest_date}/{path}", "{card_id}/{name}", "{card_id}-{path}", "{path}/{xxh128}"] {
+        #expect(try KeyTemplate(prefix: "cards", template: "{uuid}/{card_id}/{path}").cardPrefix(for: context) == "cards/1B6E-2F0A/5e1f09a2/")
+        for spreading in [
+            "{device}/{date}/{card_id}/{path}", "{ingest_date}/{card_id}/{path}", "{card_id}/{name}", "{card_id}-{path}",
+            "{card_id}/{path}/{xxh128}", "{path}", "{device}/{path}", "{uuid}/{path}",
+        ] {
             #expect(try KeyTemplate(template: spreading).cardPrefix(for: context) == nil, "\(spreading)")
         }
     }

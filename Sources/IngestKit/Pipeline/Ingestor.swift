@@ -320,7 +320,16 @@ public struct Ingestor: Sendable {
 
         var summary = RunSummary(volume: volume.displayName)
         summary.scan = plan.totals
-        do { try await journal.noteLostSkips(plan.lostSkips, ofVolume: volume.key) } catch { throw .journal(error) }
+        do {
+            try await journal.noteLostSkips(plan.lostSkips, ofVolume: volume.key)
+            // The card's folder is known before any of its files is: a run killed after its
+            // last object leaves `resume` what it needs to write the card's history.
+            if upload != nil {
+                let folder = UploadPlanner.cardFolder(
+                    config: config, volume: volume, cardDate: try await journal.firstSeen(ofVolume: volume.key))
+                try await journal.noteCardFolder(folder, ofVolume: volume.key)
+            }
+        } catch { throw .journal(error) }
         // What a process that stopped uncleanly left is taken up before anything is planned.
         if let upload { try await upload.service.recover(sink: sink) }
         // From here on the run ends below, its uploads awaited, whatever happens.
@@ -386,14 +395,6 @@ public struct Ingestor: Sendable {
     /// verified (``UploadService/writeCustody(ofVolume:creator:)``). A history that cannot be
     /// written fails the run (it stays journalled for the next run, `resume` or `rescan`).
     private func writeHistory(of volume: VolumeIdentity, upload: UploadRequest, summary: inout RunSummary) async {
-        do {
-            let folder = UploadPlanner.cardFolder(
-                config: config, volume: volume, cardDate: try await journal.firstSeen(ofVolume: volume.key))
-            try await journal.noteCardFolder(folder, ofVolume: volume.key)
-        } catch {
-            if summary.uploadError == nil { summary.uploadError = .journal(error) }
-            return
-        }
         let outcome = await upload.service.writeCustody(
             ofVolume: volume.key, creator: CustodyCreator(config: config, scene: upload.scene))
         summary.historyGenerations = outcome.uploaded.count

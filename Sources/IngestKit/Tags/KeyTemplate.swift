@@ -82,13 +82,15 @@ public struct KeyTemplate: Sendable, Equatable, CustomStringConvertible {
         return key
     }
 
-    /// The folder every file of one card goes under, when the template gives a card one:
-    /// nothing but the card's own fields (`{device}`, `{card_date}`, `{label}`, `{uuid}`,
-    /// `{card_id}`) and literals before a `{path}` that ends the template and starts its
-    /// segment. nil when files of one card may spread over several folders (`{date}`,
-    /// `{ingest_date}`, `{name}` or `{xxh128}` in the template, or `{path}` not last).
+    /// The folder every file of one card goes under, and no other card's, when the template
+    /// gives a card one: nothing but the card's own fields (`{device}`, `{card_date}`,
+    /// `{label}`, `{uuid}`, `{card_id}`, with `{card_id}` among them, which tells cards
+    /// apart) and literals before a `{path}` that ends the template and starts its segment.
+    /// nil when files of one card may spread over several folders (`{date}`, `{ingest_date}`,
+    /// `{name}` or `{xxh128}` in the template, or `{path}` not last), or one folder may hold
+    /// several cards (no `{card_id}`).
     public func cardPrefix(for context: KeyContext) -> String? {
-        guard let last = pieces.last, last == .field(.path) else { return nil }
+        guard let last = pieces.last, last == .field(.path), pieces.contains(.field(.cardID)) else { return nil }
         var folder = prefix
         for piece in pieces.dropLast() {
             switch piece {
