@@ -256,10 +256,13 @@ extension Journal {
     }
 
     /// The generation's manifest and chain are in the bucket, the chain with `chainETag`.
+    /// Not synced: lost, the generation is uploaded again, and both writes find their bytes
+    /// there (``UploadService/writeCustody(ofVolume:creator:)``); the card's verdict, written
+    /// durably next, makes it durable before anything reports it.
     public func noteGenerationUploaded(_ generation: CustodyGeneration, chainETag: String, at date: Date = Date())
         async throws(JournalError)
     {
-        try await writing { db in
+        try await writing(durable: false) { db in
             try db.execute(
                 sql: """
                     UPDATE custodyGeneration SET uploadedAt = ?, chainETag = ?

@@ -395,8 +395,10 @@ public struct Ingestor: Sendable {
     /// verified (``UploadService/writeCustody(ofVolume:creator:)``). A history that cannot be
     /// written fails the run (it stays journalled for the next run, `resume` or `rescan`).
     private func writeHistory(of volume: VolumeIdentity, upload: UploadRequest, summary: inout RunSummary) async {
+        let started = ContinuousClock.now
         let outcome = await upload.service.writeCustody(
             ofVolume: volume.key, creator: CustodyCreator(config: config, scene: upload.scene))
+        summary.historySeconds = (ContinuousClock.now - started).inSeconds
         summary.historyGenerations = outcome.uploaded.count
         if let error = outcome.error, summary.uploadError == nil { summary.uploadError = error }
     }

@@ -46,6 +46,8 @@ public struct RunSummary: Sendable, Equatable, Codable {
     public var notSafeBecause: [String] = []
     /// Generations of the card's ASC MHL history this run put in the bucket.
     public var historyGenerations = 0
+    /// How long writing them took (rendering, the local copy, the journal, the uploads).
+    public var historySeconds: Double = 0
 
     public init(volume: String) { self.volume = volume }
 
@@ -150,6 +152,7 @@ extension IngestEvent {
                 object["safe_to_erase"] = .bool(safe)
                 object["not_safe_because"] = .array(summary.notSafeBecause.map(JSONValue.string))
                 object["mhl_generations"] = .int(Int64(summary.historyGenerations))
+                object["mhl_seconds"] = .double(summary.historySeconds)
             }
             return object
         }
