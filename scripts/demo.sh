@@ -129,8 +129,9 @@ echo "\$ ingest ls --endpoint $endpoint --bucket $bucket"
 "$ingest" ls --endpoint "$endpoint" --bucket "$bucket" --json >"$work/ls.ndjson"
 
 section "Checking three objects end to end: download with aws, xxh128sum against the card"
-# The object holding a content is found by the fingerprint ingest stored with it (a content on
-# the card twice is one object), downloaded, and its bytes hashed again.
+# An object holding a file's content is found by the fingerprint ingest stored with it (every
+# file has its own object; the first that holds the content will do), downloaded, and its
+# bytes hashed again.
 key_of() {  # key_of HASH: the key of the object whose recorded xxh128 is HASH
   "$venv/bin/python" -c '
 import json, sys
