@@ -275,6 +275,20 @@ extension Journal {
         }
     }
 
+    /// Files staged with the content of an upload that is verified are uploaded: what the
+    /// upload's completion says of every file it carries. A file linked to the upload after
+    /// its completion was written (a kill between a file's claim and its run, a restage of
+    /// a file whose upload had completed) was left staged, so its card was never safe to
+    /// erase. Read from the index of files by state: staged files are few.
+    public func settleFilesOfVerifiedUploads() async throws(JournalError) {
+        try await writing(durable: false) { db in
+            try db.execute(sql: """
+                UPDATE file SET state = 'uploaded', lastError = NULL, failures = 0, quarantined = 0
+                WHERE state = 'staged' AND uploadID IN (SELECT id FROM upload WHERE phase = 'completed')
+                """)
+        }
+    }
+
     /// Records a card's verdict, durably: no card is reported safe to erase before the
     /// verdict that says so is on disk. `reason`: the first reason it is not.
     public func noteVerdict(ofVolume key: String, safe: Bool, reason: String?) async throws(JournalError) {

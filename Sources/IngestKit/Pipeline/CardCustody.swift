@@ -61,6 +61,7 @@ extension UploadService {
             let volume: VolumeRecord?
             let files: [UnlistedFile]
             do {
+                try await journal.settleFilesOfVerifiedUploads()
                 unuploaded = try await journal.unuploadedGenerations().filter { $0.volumeKey == key }
                 folder = try await journal.cardFolder(ofVolume: key)
                 verified = try await journal.allVerified(ofVolume: key)

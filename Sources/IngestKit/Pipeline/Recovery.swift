@@ -14,6 +14,7 @@ extension UploadService {
     public func recover(sink: any EventSink) async throws(IngestError) {
         var recovery = Recovery()
         recovery.uncleanStops = uncleanStopsToTell.exchange(0, ordering: .relaxed)
+        do { try await journal.settleFilesOfVerifiedUploads() } catch { throw .journal(error) }
         let streams: [AdoptableStream]
         do { streams = try await journal.adoptableStreams() } catch { throw .journal(error) }
         for candidate in streams {
