@@ -89,7 +89,7 @@ private func sent(_ actions: [Machine.Action]) -> [Int] {
         #expect(actions[1] == .complete(uploadID: "U1", parts: all))
 
         actions = machine.completed(etag: "\"abc-5\"")
-        #expect(try persisted(actions).phase == .completed)
+        #expect(try persisted(actions).phase == .completing, "completed only once verified: a kill now leaves it pending")
         #expect(actions.last == .verify)
 
         // The owner records the success in one write with the finish: no persist first.

@@ -275,7 +275,8 @@ extension Journal {
         }
     }
 
-    /// Files staged with the content of an upload that is verified are uploaded: what the
+    /// Files staged with the content of an upload that is verified (completed, with its
+    /// completion written) are uploaded: what the
     /// upload's completion says of every file it carries. A file linked to the upload after
     /// its completion was written (a kill between a file's claim and its run, a restage of
     /// a file whose upload had completed) was left staged, so its card was never safe to
@@ -284,7 +285,7 @@ extension Journal {
         try await writing(durable: false) { db in
             try db.execute(sql: """
                 UPDATE file SET state = 'uploaded', lastError = NULL, failures = 0, quarantined = 0
-                WHERE state = 'staged' AND uploadID IN (SELECT id FROM upload WHERE phase = 'completed')
+                WHERE state = 'staged' AND uploadID IN (SELECT id FROM upload WHERE phase = 'completed' AND completedAt IS NOT NULL)
                 """)
         }
     }

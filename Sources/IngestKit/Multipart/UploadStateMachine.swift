@@ -270,8 +270,10 @@ public struct UploadStateMachine: Sendable {
         case .putting: .created
         case .reconciling, .uploading: acknowledgedParts.isEmpty ? .initiated : .uploading
         case .completing: .completing
-        case let .verifying(_, purpose):
-            if case .confirmCompleted = purpose { .completed } else { .completing }
+        // Completed only once verified: a kill between the server's Complete and the look that
+        // verifies it leaves the upload completing, which the next process takes up (its
+        // ListParts finds the upload gone, and the look at the key finds the object ours).
+        case .verifying: .completing
         case .aborting: .aborting
         case let .done(outcome, _):
             switch outcome {
