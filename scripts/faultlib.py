@@ -7,8 +7,10 @@ stopped by it (never by name); every loop device and mount made here is undone o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -18,7 +20,9 @@ import tempfile
 import threading
 import time
 import unicodedata
+import urllib.parse
 import urllib.request
+import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 
 import botocore.config
@@ -674,6 +678,8 @@ class Count:
     sent_bytes: int = 0
     needed_bytes: int = 0
     notes: list[str] = field(default_factory=list)
+    generations: int = 0  # ASC MHL generations in the bucket that verified (chain, C4, listing, ascmhl)
+    history_problems: list[str] = field(default_factory=list)  # failed checks of the cards' histories
 
     @property
     def resent_bytes(self) -> int:
@@ -700,10 +706,19 @@ def download(client, arguments: dict, path: str, patience: float = 60) -> str | 
 
 
 def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: str, versioned: bool,
-                 known: list[CardFile] = (), forbidden: list[CardFile] = ()) -> Count:
+                 known: list[CardFile] = (), forbidden: list[CardFile] = (), history: str = "if-present",
+                 ascmhl: str | None = None, generations: int | None = None) -> Count:
     """Downloads every version of every object under `prefix` and counts against the card files
     (`files`: expected in the bucket; `known`: on a card, but not expected; `forbidden`: the
-    host's files, off the card, each of which in the bucket counts as corrupt and is named)."""
+    host's files, off the card, each of which in the bucket counts as corrupt and is named).
+
+    Every file has an object of its own: bytes that two card files hold are expected in two
+    objects, and only current objects beyond the card files holding those bytes are duplicates.
+    The cards' ASC MHL histories (`<folder>ascmhl/NNNN_….mhl` and `ascmhl_chain.xml`, bytes of
+    no card file) are no card file's objects: they are checked by `check_history` instead, in
+    each folder that holds one (`history` "if-present"), and, with "required", every card
+    folder (`card_folder`) must hold one; "off" checks none. `generations`: how many each
+    folder's history must have. Their failures go to `history_problems`."""
     count = Count(expected=len(files))
     versions: list[dict] = []  # Key, VersionId, IsLatest, DeleteMarker
     if versioned:
@@ -721,71 +736,100 @@ def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: 
             for item in page.get("Contents", []):
                 versions.append({"Key": item["Key"], "VersionId": None, "IsLatest": True, "DeleteMarker": False})
     downloads = tempfile.mkdtemp(dir=work, prefix="download.")
-    paths: list[bytes] = []
-    meta: list[str | None] = []
-    real = [v for v in versions if not v["DeleteMarker"]]
-    readable = []
-    for index, version in enumerate(real):
-        arguments = {"Bucket": bucket, "Key": version["Key"]}
-        if version["VersionId"] and version["VersionId"] != "null":
-            arguments["VersionId"] = version["VersionId"]
-        path = os.path.join(downloads, str(index))
-        try:
-            meta.append(download(client, arguments, path))
-        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as error:
-            # Listed but not readable: its bytes are nowhere to be had, so it counts as
-            # corrupt, named, and the card file it was for as lost.
-            version["xxh128"], version["recorded"] = None, None
-            count.corrupt += 1
-            count.notes.append(f"unreadable {version['Key']!r}: {error}")
-            continue
-        readable.append(version)
-        paths.append(os.fsencode(path))
-    hashes = hash_files(paths)
-    shutil.rmtree(downloads, ignore_errors=True)
-    for version, digest, recorded in zip(readable, hashes, meta):
-        version["xxh128"] = digest
-        version["recorded"] = recorded
-    expected_hashes = {f.xxh128 for f in files} | {f.xxh128 for f in known}
-    count.versions = len(real)
-    current = [v for v in versions if v["IsLatest"] and not v["DeleteMarker"]]
-    count.objects = len(current)
-    current_hashes = [v["xxh128"] for v in current if v["xxh128"] is not None]
-    present = set(current_hashes)
-    for f in files:
-        if f.xxh128 in present:
-            count.verified += 1
-        else:
-            count.lost += 1
-            where = "only in an older version" if any(v.get("xxh128") == f.xxh128 for v in real) else "nowhere"
-            count.notes.append(f"lost {os.path.basename(f.card)}/{f.path!r} ({where})")
-    by_key: dict[str, set[str]] = {}
-    for version in versions:
-        by_key.setdefault(version["Key"], set()).add("deleted" if version["DeleteMarker"] else version["xxh128"])
-    for key, contents in by_key.items():
-        if len(contents) > 1:
-            count.replaced += 1
-            count.notes.append(f"replaced {key!r}")
-    count.duplicates = len(current_hashes) - len(present)
-    if count.duplicates:
-        seen: dict[str, str] = {}
-        for v in current:
-            if v["xxh128"] in seen:
-                count.notes.append(f"duplicate {v['Key']!r} = {seen[v['xxh128']]!r}")
+    try:
+        paths: list[bytes] = []
+        meta: list[str | None] = []
+        real = [v for v in versions if not v["DeleteMarker"]]
+        readable = []
+        for index, version in enumerate(real):
+            arguments = {"Bucket": bucket, "Key": version["Key"]}
+            if version["VersionId"] and version["VersionId"] != "null":
+                arguments["VersionId"] = version["VersionId"]
+            path = os.path.join(downloads, str(index))
+            try:
+                meta.append(download(client, arguments, path))
+            except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as error:
+                # Listed but not readable: its bytes are nowhere to be had, so it counts as
+                # corrupt, named, and the card file it was for as lost.
+                version["xxh128"], version["recorded"] = None, None
+                count.corrupt += 1
+                count.notes.append(f"unreadable {version['Key']!r}: {error}")
+                continue
+            version["path"] = path
+            readable.append(version)
+            paths.append(os.fsencode(path))
+        hashes = hash_files(paths)
+        for version, digest, recorded in zip(readable, hashes, meta):
+            version["xxh128"] = digest
+            version["recorded"] = recorded
+        expected_hashes = {f.xxh128 for f in files} | {f.xxh128 for f in known}
+        # A card's history: at its place, and bytes of no card file (a card may hold an ascmhl/ of its own).
+        for version in versions:
+            version["history"] = bool(HISTORY_KEY.match(version["Key"])) and version.get("xxh128") not in expected_hashes
+        count.versions = len(real)
+        current = [v for v in versions if v["IsLatest"] and not v["DeleteMarker"] and not v["history"]]
+        count.objects = len(current)
+        current_hashes = [v["xxh128"] for v in current if v["xxh128"] is not None]
+        present = set(current_hashes)
+        for f in files:
+            if f.xxh128 in present:
+                count.verified += 1
             else:
-                seen[v["xxh128"]] = v["Key"]
-    host = {f.xxh128: f for f in forbidden}
-    for version in readable:
-        if version["xxh128"] in host:
-            count.corrupt += 1
-            count.notes.append(f"host file {host[version['xxh128']].path!r} (off the card) uploaded as {version['Key']!r}")
-        elif version["xxh128"] not in expected_hashes:
-            count.corrupt += 1
-            count.notes.append(f"corrupt {version['Key']!r}: its bytes ({version['xxh128']}) are no card file's")
-        elif version["recorded"] is not None and version["recorded"] != version["xxh128"]:
-            count.corrupt += 1
-            count.notes.append(f"corrupt {version['Key']!r}: bytes {version['xxh128']}, "
-                               f"x-amz-meta-xxh128 {version['recorded']}")
+                count.lost += 1
+                where = "only in an older version" if any(v.get("xxh128") == f.xxh128 for v in real) else "nowhere"
+                count.notes.append(f"lost {os.path.basename(f.card)}/{f.path!r} ({where})")
+        by_key: dict[str, set[str]] = {}
+        for version in versions:
+            if not version["history"]:
+                by_key.setdefault(version["Key"], set()).add("deleted" if version["DeleteMarker"] else version["xxh128"])
+        for key, contents in by_key.items():
+            if len(contents) > 1:
+                count.replaced += 1
+                count.notes.append(f"replaced {key!r}")
+        # Each card file its own object: a content is duplicated beyond the card files holding it.
+        holders: dict[str, int] = {}
+        for f in files:
+            holders[f.xxh128] = holders.get(f.xxh128, 0) + 1
+        objects_of: dict[str, list[str]] = {}
+        for v in current:
+            if v["xxh128"] is not None:
+                objects_of.setdefault(v["xxh128"], []).append(v["Key"])
+        for digest, keys in objects_of.items():
+            extra = len(keys) - max(1, holders.get(digest, 0))
+            if extra > 0:
+                count.duplicates += extra
+                count.notes.append(f"duplicate {keys[-1]!r} = {keys[0]!r} ({len(keys)} objects, "
+                                   f"{holders.get(digest, 0)} card file(s) of those bytes)")
+        host = {f.xxh128: f for f in forbidden}
+        for version in readable:
+            if version["history"]:
+                continue
+            if version["xxh128"] in host:
+                count.corrupt += 1
+                count.notes.append(f"host file {host[version['xxh128']].path!r} (off the card) uploaded as {version['Key']!r}")
+            elif version["xxh128"] not in expected_hashes:
+                count.corrupt += 1
+                count.notes.append(f"corrupt {version['Key']!r}: its bytes ({version['xxh128']}) are no card file's")
+            elif version["recorded"] is not None and version["recorded"] != version["xxh128"]:
+                count.corrupt += 1
+                count.notes.append(f"corrupt {version['Key']!r}: bytes {version['xxh128']}, "
+                                   f"x-amz-meta-xxh128 {version['recorded']}")
+        if history != "off":
+            folders: dict[str, list[dict]] = {}
+            for version in versions:
+                if version["history"]:
+                    folders.setdefault(HISTORY_KEY.match(version["Key"])["folder"], []).append(version)
+            if history == "required" and not count.lost and files:
+                for v in current:
+                    folders.setdefault(card_folder(v["Key"]), [])
+            for folder, history_versions in sorted(folders.items()):
+                objects = {v["Key"][len(folder):]: v for v in current if v["Key"].startswith(folder)}
+                checked = check_history(folder, history_versions, objects, downloads, ascmhl, generations)
+                count.generations += checked.verified
+                count.history_problems += checked.problems
+                count.notes += checked.notes
+    finally:
+        shutil.rmtree(downloads, ignore_errors=True)
     uploads = client.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
     count.open_uploads = len(uploads)
     for upload in uploads:
@@ -793,6 +837,229 @@ def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: 
     distinct: dict[str, int] = {f.xxh128: f.size for f in files}
     count.needed_bytes = sum(distinct.values())
     return count
+
+
+# ---------------------------------------------------------------------------
+# A card's ASC MHL history in the bucket: `<card folder>ascmhl/NNNN_<folder>_<date>.mhl`, one per
+# generation, and `ascmhl_chain.xml`, the chain of their C4 ids
+
+
+HISTORY_KEY = re.compile(r"^(?P<folder>(?:[^/]+/)*)ascmhl/(?P<name>ascmhl_chain\.xml|[0-9]{4}_[^/]+\.mhl)$")
+CHAIN_NAME = "ascmhl_chain.xml"
+C4_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def card_folder(key: str) -> str:
+    """The card's folder of a key the default template made: {device}/{card_date}/{label}-{card_id}/."""
+    return "".join(segment + "/" for segment in key.split("/")[:3])
+
+
+def c4_id(data: bytes) -> str:
+    """The C4 id (SMPTE ST 2114) of `data`: SHA-512 in base 58, padded with '1' to 88 digits, after 'c4'."""
+    value = int.from_bytes(hashlib.sha512(data).digest(), "big")
+    digits = ""
+    while value:
+        value, digit = divmod(value, 58)
+        digits = C4_ALPHABET[digit] + digits
+    return "c4" + digits.rjust(88, "1")
+
+
+def _tag(element) -> str:
+    return element.tag.rpartition("}")[2]
+
+
+def parse_chain(data: bytes) -> list[tuple[int, str, str]]:
+    """(sequence number, manifest file name, C4 id) of each generation an ascmhl_chain.xml holds."""
+    out = []
+    for hashlist in ElementTree.fromstring(data).iter():
+        if _tag(hashlist) != "hashlist":
+            continue
+        fields = {_tag(child): (child.text or "").strip() for child in hashlist}
+        out.append((int(hashlist.get("sequencenr", "0")), fields.get("path", ""), fields.get("c4", "")))
+    return out
+
+
+def parse_manifest(data: bytes) -> dict[str, str]:
+    """path -> xxh128 of each file a manifest (one generation) lists; a path without an
+    xxh128 maps to ''. Directory entries (<directoryhash>) are not files."""
+    out: dict[str, str] = {}
+    for entry in ElementTree.fromstring(data).iter():
+        if _tag(entry) != "hash":
+            continue
+        path, digest = None, ""
+        for child in entry:
+            if _tag(child) == "path":
+                path = (child.text or "").strip()
+            elif _tag(child) == "xxh128":
+                digest = (child.text or "").strip()
+        if path is not None:
+            out[path] = digest
+    return out
+
+
+@dataclass
+class History:
+    folder: str
+    chain: list[tuple[int, str, str]] = field(default_factory=list)
+    manifests: dict[str, bytes] = field(default_factory=dict)  # file name -> bytes (current versions)
+    listed: dict[str, tuple[int, str]] = field(default_factory=dict)  # path -> (generation, xxh128)
+    problems: list[str] = field(default_factory=list)
+    verified: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def read_history(folder: str, manifests: dict[str, bytes], chain: bytes | None) -> History:
+    """The history `chain` and `manifests` (file name -> bytes) of a folder make up, with what
+    is wrong in it: sequence numbers not 1..N, a chained manifest missing or not of its C4 id,
+    a manifest no chain names (a generation written twice, or a chain not uploaded), a file
+    listed by two generations."""
+    h = History(folder, manifests=dict(manifests))
+    where = f"{folder}ascmhl/"
+    if chain is None:
+        if manifests:
+            h.problems.append(f"{where}: {len(manifests)} manifest(s), no {CHAIN_NAME}")
+        return h
+    try:
+        h.chain = parse_chain(chain)
+    except ElementTree.ParseError as error:
+        h.problems.append(f"{where}{CHAIN_NAME} does not parse: {error}")
+        return h
+    numbers = [number for number, _, _ in h.chain]
+    if numbers != list(range(1, len(numbers) + 1)):
+        h.problems.append(f"{where}{CHAIN_NAME}: generations {numbers}, not 1..{len(numbers)}")
+    for number, name, c4 in h.chain:
+        data = manifests.get(name)
+        if data is None:
+            h.problems.append(f"{where}{CHAIN_NAME}: generation {number}'s manifest {name} is not in the bucket")
+            continue
+        if c4_id(data) != c4:
+            h.problems.append(f"{where}{name}: C4 id {c4_id(data)[:16]}…, the chain says {c4[:16]}…")
+        if not name.startswith(f"{number:04d}_"):
+            h.problems.append(f"{where}{name} is generation {number} of the chain")
+        try:
+            listing = parse_manifest(data)
+        except ElementTree.ParseError as error:
+            h.problems.append(f"{where}{name} does not parse: {error}")
+            continue
+        for path, digest in listing.items():
+            if path in h.listed:
+                h.problems.append(f"{where}: {path!r} listed by generation {h.listed[path][0]} and {number}")
+            else:
+                h.listed[path] = (number, digest)
+    chained = {name for _, name, _ in h.chain}
+    for name in sorted(set(manifests) - chained):
+        h.problems.append(f"{where}{name} is in the bucket but in no generation of the chain "
+                          f"(a generation written twice?)")
+    return h
+
+
+def check_history(folder: str, versions: list[dict], objects: dict[str, dict], downloads: str,
+                  ascmhl: str | None, generations: int | None = None) -> History:
+    """A card folder's history as the audit downloaded it (`versions`: every version of its
+    history keys; `objects`: the folder's current objects by path relative to it, hashed):
+    no manifest ever replaced and every version of the chain a beginning of the current one
+    (nothing is rewritten, only added), the chain and manifests consistent (`read_history`),
+    each object of the folder listed once with its bytes' xxh128 (and nothing listed that is
+    not an object), `generations` of them when given; then the folder, as a client downloads
+    it, passes the ASC's tool: `ascmhl diff` and `ascmhl create -h xxh128` (on this copy)."""
+    where = f"{folder}ascmhl/"
+    by_name: dict[str, list[dict]] = {}
+    for version in versions:
+        by_name.setdefault(HISTORY_KEY.match(version["Key"])["name"], []).append(version)
+
+    def read(version: dict) -> bytes:
+        with open(version["path"], "rb") as file:
+            return file.read()
+
+    manifests: dict[str, bytes] = {}
+    chain: bytes | None = None
+    replaced: list[str] = []
+    for name, named in sorted(by_name.items()):
+        if any(v["DeleteMarker"] for v in named):
+            replaced.append(f"{where}{name} was deleted")
+        latest = [v for v in named if v["IsLatest"] and not v["DeleteMarker"] and v.get("path")]
+        if name == CHAIN_NAME:
+            chain = read(latest[0]) if latest else None
+        else:
+            if len({v.get("xxh128") for v in named}) > 1:
+                replaced.append(f"{where}{name} was replaced ({len(named)} versions of other bytes)")
+            if latest:
+                manifests[name] = read(latest[0])
+    h = read_history(folder, manifests, chain)
+    h.problems = replaced + h.problems
+    if chain is not None and not h.problems:
+        for version in by_name.get(CHAIN_NAME, []):
+            if version["IsLatest"] or not version.get("path"):
+                continue
+            try:
+                older = parse_chain(read(version))
+            except ElementTree.ParseError:
+                older = None
+            if older is None or h.chain[:len(older)] != older:
+                h.problems.append(f"{where}{CHAIN_NAME}: an earlier version ({len(older or [])} generations) is "
+                                  f"no beginning of the current one: the chain was rewritten")
+    if chain is None and not manifests:
+        h.problems.append(f"{folder}: no ASC MHL history, though every file of the card is in the bucket")
+        return h
+    if generations is not None and len(h.chain) != generations:
+        h.problems.append(f"{where}: {len(h.chain)} generation(s) in the chain, {len(manifests)} manifest(s); "
+                          f"{generations} expected (one per run that added files)")
+    for path, version in sorted(objects.items()):
+        listed = h.listed.get(path)
+        if listed is None:
+            h.problems.append(f"{folder}{path} is in no generation of the card's history")
+        elif listed[1] != version.get("xxh128"):
+            h.problems.append(f"{folder}{path}: generation {listed[0]} lists xxh128 {listed[1]}, "
+                              f"the object holds {version.get('xxh128')}")
+    for path in sorted(set(h.listed) - set(objects)):
+        h.problems.append(f"{folder}{path}: listed by generation {h.listed[path][0]}, no such object")
+    if h.problems or ascmhl is None:
+        return h
+    # The folder as a client downloads it: the card's objects at their paths, and ascmhl/.
+    tree = tempfile.mkdtemp(dir=downloads, prefix="folder.")
+    for path, version in objects.items():
+        target = os.path.join(tree, path)
+        if any(part in ("", ".", "..") for part in path.split("/")) or not version.get("path"):
+            h.problems.append(f"{folder}{path!r}: no path a download could make")
+            return h
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.link(version["path"], target)
+    os.makedirs(os.path.join(tree, "ascmhl"))
+    for name, data in list(manifests.items()) + [(CHAIN_NAME, chain)]:
+        with open(os.path.join(tree, "ascmhl", name), "wb") as out:
+            out.write(data)
+    for args in (["diff", tree], ["create", "-h", "xxh128", tree]):
+        answer = subprocess.run([ascmhl, *args], capture_output=True, text=True, timeout=600)
+        if answer.returncode != 0:
+            said = " ".join((answer.stdout + " " + answer.stderr).split())[-400:]
+            h.problems.append(f"ascmhl {args[0]} {folder}: exit {answer.returncode}: {said}")
+    shutil.rmtree(tree, ignore_errors=True)
+    if not h.problems:
+        h.verified = len(h.chain)
+    return h
+
+
+def folder_history(client, bucket: str, folder: str) -> History:
+    """The history of `folder` as the bucket holds it now (current versions), without ascmhl."""
+    manifests: dict[str, bytes] = {}
+    chain = None
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=folder + "ascmhl/"):
+        for item in page.get("Contents", []):
+            match = HISTORY_KEY.match(item["Key"])
+            if not match or match["folder"] != folder:
+                continue
+            data = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+            if match["name"] == CHAIN_NAME:
+                chain = data
+            else:
+                manifests[match["name"]] = data
+    return read_history(folder, manifests, chain)
+
+
+def key_path(path: bytes) -> str:
+    """A card path as the default template puts it in a key, for plain names (ASCII letters,
+    digits, '_', '-', '.', '/')."""
+    return urllib.parse.quote(os.fsdecode(path), safe="/")
 
 
 def nfd(text: str) -> str:

@@ -14,19 +14,28 @@ Counted per scenario (summed over its repetitions):
   expected   files on the card(s)        verified  expected files whose bytes are a current object
   lost       expected files whose bytes are no current object (after the reruns)
   replaced   keys whose versions hold different bytes (the bucket is versioned)
-  duplicate  current objects holding bytes another current object holds
+  duplicate  current objects beyond the card files holding their bytes (each file its own object)
   corrupt    object versions whose bytes are no card file's, or differ from their x-amz-meta-xxh128
   open       multipart uploads left open (ListMultipartUploads)
   re-sent    body bytes of PUTs (objects, parts) the server had already acknowledged, sent again:
              bytes re-sent beyond the parts in flight (the fault proxy counts them)
   extra      all bytes the proxy forwarded beyond one copy of each distinct content
              (re-sent + parts in flight when a fault hit + requests' heads)
+  MHL        generations of the cards' ASC MHL histories in the bucket that passed every check
+Every card file has an object of its own (a content already in the bucket is copied by the
+server): a duplicate is a current object beyond the card files holding its bytes. A card's
+ASC MHL history (<card folder>ascmhl/: NNNN_….mhl, ascmhl_chain.xml) is checked apart, once
+every file of the repetition landed (F.check_history): no manifest replaced, the chain only
+ever extended, its generations 1..N with their C4 ids, every object of the folder listed once
+with its xxh128, and the downloaded folder passes `ascmhl diff` and `ascmhl create -h xxh128`;
+with the default key template every card folder must hold one.
 Hostile cards (a file system off the allow-list, the station disk's UUID, dates of 1901 to 2300,
 a 16 TiB sparse file, links and mounts inside the card, escape sequences in names) are checked for
 their documented outcome, and every byte of the host they could reach is looked for in the bucket.
 Exit status 1 when any scenario loses, replaces, duplicates, corrupts or leaves open anything, lets
-a host file into the bucket, or a bad input does not get its documented exit status and message;
-2 when the harness fails.
+a host file into the bucket, or a bad input does not get its documented exit status and message,
+or a card's history does not verify, or ingest says a card is safe to erase when the bucket does
+not back it; 2 when the harness fails.
 
   faults.py [--short] [--only REGEX] [--reps N] [--markdown FILE] [--keep] [--list]
   env: INGEST (binary, default .build/release/ingest), VENV (default .venv), FAULTS_WORK (/var/tmp)
@@ -80,6 +89,7 @@ class Row:
     corrupt: int = 0
     open_uploads: int = 0
     resent: int = 0  # acknowledged parts/objects sent again (the proxy's count)
+    generations: int = 0  # ASC MHL generations in the bucket that verified (chain, C4 ids, listing, ascmhl)
     extra: int = 0  # everything sent beyond one copy of each distinct content
     sent: int = 0
     checks_failed: list[str] = field(default_factory=list)
@@ -103,6 +113,8 @@ class Row:
         self.extra += count.resent_bytes
         self.sent += count.sent_bytes
         self.notes += count.notes
+        self.generations += count.generations
+        self.checks_failed += count.history_problems
 
 
 class Harness:
@@ -111,6 +123,7 @@ class Harness:
         self.repo = F.REPO
         self.binary = os.environ.get("INGEST") or os.path.join(self.repo, ".build", "release", "ingest")
         self.venv = os.environ.get("VENV") or os.path.join(self.repo, ".venv")
+        self.ascmhl = os.path.join(self.venv, "bin", "ascmhl")  # the ASC's reference tool (ascmhl 1.2)
         base = os.environ.get("FAULTS_WORK") or "/var/tmp"
         self.work = tempfile.mkdtemp(dir=base, prefix="ingest-faults.")
         self.admin = ("faults-admin-" + secrets.token_hex(4), secrets.token_hex(20))
@@ -130,6 +143,8 @@ class Harness:
         with open(self.binary, "rb") as binary:
             if b"INGEST_TEST_STOP_AT" in binary.read():
                 raise SystemExit(f"{self.binary} honours fault hooks (a debug build?): build it with `make release`")
+        if not os.access(self.ascmhl, os.X_OK):
+            raise SystemExit(f"no {self.ascmhl}: the venv lacks ascmhl (make venv installs it)")
         self.weed = F.Weed(self.venv, os.path.join(self.work, "weed"), *self.admin)
         self.weed.start()
         self.weed.wait()
@@ -169,6 +184,7 @@ class Context:
         self.h = harness
         self.row = row
         self.dir = harness.scenario_dir(f"{row.name}-{rep}")
+        self.rep = rep
         self.device_id = "s" + os.path.basename(self.dir).split("-")[0] + "-" + secrets.token_hex(2)
         self.rng = random.Random(f"{harness.seed}/{row.name}/{rep}")
         self.config = os.path.join(self.dir, "ingest.toml")
@@ -193,12 +209,21 @@ reserve = "1MiB"
         self.known: list[F.CardFile] = []  # card files that must not be uploaded
         self.forbidden: list[F.CardFile] = []  # the host's files, off the card: never in the bucket
         self.audit_hook = None
+        # The cards' ASC MHL histories, checked at the end (F.audit_prefix): "required" (every
+        # card folder of a repetition whose files all landed must hold a history that verifies),
+        # "if-present" (only the folders that hold one), "off". A key template of the row's own
+        # (configure) may spread a card over folders: "if-present" then.
+        self.history = "required"
+        self.generations: int | None = None  # how many generations each history must have
+        self.states: list[str] = []  # the state directories made by state(): asked for their verdicts
         harness.proxy.rules([])
         harness.proxy.reset()
 
     def state(self, name: str = "state") -> str:
         path = os.path.join(self.dir, name)
         os.makedirs(path, exist_ok=True)
+        if path not in self.states:
+            self.states.append(path)
         return path
 
     # -- cards --
@@ -239,6 +264,8 @@ reserve = "1MiB"
             text = file.read()
         with open(self.config, "w") as file:
             file.write(text.replace(f"[{section}]\n", f"[{section}]\n{line}\n", 1))
+        if line.startswith("key_template") and self.history == "required":
+            self.history = "if-present"
 
     def run(self, card: str | None, state: str, *, resume: bool = False, timeout: float = 180,
             device: str | None = None, json: bool = True, options: list[str] = (), **kw) -> F.Run:
@@ -281,16 +308,30 @@ reserve = "1MiB"
 
     def audit(self) -> F.Count:
         count = F.audit_prefix(self.h.client, BUCKET, self.device_id + "/", self.files, self.dir, self.h.versioned,
-                               self.known, self.forbidden)
+                               self.known, self.forbidden, history="off" if self.expect_empty else self.history,
+                               ascmhl=self.h.ascmhl, generations=self.generations)
         stats = self.h.proxy.stats()
         count.sent_bytes = stats["bytes_to_upstream"]
         self.row.resent += stats.get("resent_acknowledged_bytes", 0)
         self.faults += sum(stats["injected"].values())
         if self.expect_empty and count.versions:
             self.row.checks_failed.append(f"{count.versions} object(s) uploaded from a card with a bad input")
+        if any("no ASC MHL history" in problem for problem in count.history_problems):
+            self.verdicts_noted()
         self.row.faults += self.faults
         self.row.add(count)
         return count
+
+    def verdicts_noted(self) -> None:
+        """A card with no history: why, in ingest's words (`status --json` of each state
+        directory still there), for the notes."""
+        for state in self.states:
+            if not os.path.exists(os.path.join(state, "journal.sqlite")):
+                continue
+            run = self.h.ingest.run(["status", "--state-dir", state, "--config", self.config, "--json"], timeout=60)
+            for card in (event for event in run.events if event.get("event") == "card"):
+                self.row.notes.append(f"ingest status: {card.get('name')}: safe_to_erase {card.get('safe_to_erase')}, "
+                                      f"{card.get('mhl_generations')} generation(s): {'; '.join(card.get('reasons', []))}")
 
 
 def random_bytes(rng: random.Random, size: int) -> bytes:
@@ -897,6 +938,405 @@ def killed_streaming_card_removed(ctx: Context) -> None:
     check_journal(ctx, state)
 
 
+# ---------------------------------------------------------------------------
+# A card's ASC MHL history: kills, power cuts and lost answers around its write
+#
+# Once every file of a card is verified, ingest writes a generation of the card's history:
+# manifest and chain to the state directory (fsync), the generation journalled, then the
+# manifest PUT (If-None-Match), then the chain PUT (If-None-Match for the first generation,
+# If-Match on the ETag the last one left for the later ones). Each repetition ingests a card
+# (generation 1), then adds files to it (one a copy of a photo: a server-side copy) and ingests
+# it again (generation 2, its chain written with If-Match), each time stopped at its point and
+# then taken up by `ingest resume` or by a rerun of the card (by turns: one of the two batches
+# each way), then run to the end. Checked, besides the common audit (which verifies the
+# history with ascmhl, and with kills requires exactly 2 generations): right after the resume
+# or the rerun, the history in the bucket has one generation per batch (with power cuts up to
+# one more per cut: a cut can make the journal forget files it had scanned, which a later run
+# lists in a generation of their own) and lists every file of the card; `ingest status --json`
+# then says the card is safe to erase, with that many generations; and whenever ingest says
+# the card is safe to erase (a run's summary; status after a cut, before anything runs, and
+# after the resume or rerun), the bucket backs it at that moment: each file of the card an
+# object of its folder of the right size and x-amz-meta-xxh128, listed with its xxh128 by a
+# generation whose manifest and chain entry are in the bucket.
+
+MANIFEST_PUT = r"~/ascmhl/[0-9]{4}_[^/?]*\.mhl(\?|$)"  # the proxy's pattern for the manifest's PUT
+CHAIN_PUT = "/ascmhl/ascmhl_chain.xml"
+# A clip's second HEAD (after=1: the first looks at the key before its stream starts), the one
+# that verifies it after its CompleteMultipartUpload: DJI_0101.MP4 in the first batch,
+# DJI_0201.MP4 in the second.
+CLIP_HEAD = r"~/DJI_0{batch}01\.MP4($|\?):after=1"
+
+# point: (row name's end, proxy action, method, pattern). "first-staged": at the run's first
+# "staged" event, long before the history: a resume must not make a card safe to erase whose files
+# it has not all seen in the bucket. "clip-verify": the HEAD that verifies a clip (a streamed
+# multipart upload) after its CompleteMultipartUpload is held, never answered, and the run stopped
+# 0.3 s into the hold: the object is in the bucket, the upload journalled as completed but not
+# verified, its file not yet verified; other uploads may be in flight (the first batch).
+# "local-write": strace holds ingest for a second at its mkdir of <state>/custody, which it makes
+# (EEXIST or not) as it starts writing a generation to its local history: every file verified, the
+# generation not yet journalled, and the run stopped then. The proxy's points: the PUT held
+# ("stall": read, never forwarded; "delay": forwarded 1 s later, after the kill or the cut) and
+# the run stopped 0.3 s into the hold. "summary": at the summary line, after the history (with a
+# power cut: right after the run, if it has ended). "after-last-object": a random moment within
+# HISTORY_WINDOW after the card's last object is in the bucket (with a power cut: right after the
+# run, if it has ended).
+HISTORY_POINTS: dict[str, tuple[str, str | None, str | None, str | None]] = {
+    "first-staged": ("at the first staged file", None, None, None),
+    "clip-verify": ("while a clip's HEAD after its CompleteMultipartUpload is held", "stall", "HEAD", CLIP_HEAD),
+    "local-write": ("as the local history is written (strace holds its mkdir)", None, None, None),
+    "manifest-held": ("while the manifest PUT is held (never sent on)", "stall", "PUT", MANIFEST_PUT),
+    "manifest-late": ("while the manifest PUT is held (sent on after it)", "delay", "PUT", MANIFEST_PUT),
+    "chain-held": ("while the chain PUT is held (never sent on)", "stall", "PUT", CHAIN_PUT),
+    "chain-late": ("while the chain PUT is held (sent on after it)", "delay", "PUT", CHAIN_PUT),
+    "summary": ("at the summary line", None, None, None),
+    "after-last-object": ("at random moments after the last object", None, None, None),
+}
+# Seconds after the card's last object is seen in the bucket (listed every 5 ms): the random
+# kill's range. Unstopped runs here ended 75 to 100 ms after it; a power cut takes a few ms more.
+HISTORY_WINDOW = 0.06
+
+
+def second_batch(ctx: Context, card: str) -> None:
+    """Files added to the card after its first generation: a new photo, a new 6 MiB clip
+    (multipart), and a copy of a photo already in the bucket (a server-side copy)."""
+    ctx.card("card", [("DCIM/102MEDIA/DJI_0200.JPG", ctx.rng.randint(64 * 1024, MiB)),
+                      ("DCIM/102MEDIA/DJI_0201.MP4", 6 * MiB + 77)], root=card)
+    copy = os.path.join(card, "DCIM/102MEDIA/DJI_0202.JPG")
+    shutil.copyfile(os.path.join(card, "DCIM/100MEDIA/DJI_0002.JPG"), copy)
+    os.utime(copy, (CARD_MTIME, CARD_MTIME))
+    ctx.files = F.card_files(card)
+
+
+def card_objects(ctx: Context) -> dict[str, int]:
+    """The card's objects under the repetition's prefix, its history's left out: key -> size."""
+    objects = {}
+    for page in ctx.h.client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=ctx.device_id + "/"):
+        for item in page.get("Contents", []):
+            if not F.HISTORY_KEY.match(item["Key"]):
+                objects[item["Key"]] = item["Size"]
+    return objects
+
+
+def card_history(ctx: Context) -> tuple[str | None, F.History | None]:
+    """The repetition's one card folder (the default template) and the history it holds now."""
+    folders = {F.card_folder(key) for key in card_objects(ctx)}
+    if len(folders) != 1:
+        return None, None
+    folder = folders.pop()
+    return folder, F.folder_history(ctx.h.client, BUCKET, folder)
+
+
+def unbacked(ctx: Context) -> list[str]:
+    """Why the bucket does not back "safe to erase" for the card as ctx.files has it now: a
+    file that is no object of its folder (of its size and x-amz-meta-xxh128), or is listed by
+    no generation in the bucket (manifest and chain entry) with its xxh128; empty if it does."""
+    objects = card_objects(ctx)
+    folders = {F.card_folder(key) for key in objects}
+    if len(folders) != 1:
+        return [f"the card's objects are in {len(folders)} folders, not one"]
+    folder = folders.pop()
+    history = F.folder_history(ctx.h.client, BUCKET, folder)
+    problems = list(history.problems)
+    for f in ctx.files:
+        path = F.key_path(f.path)
+        key = folder + path
+        if objects.get(key) != f.size:
+            problems.append(f"{path} is no object of its size ({objects.get(key)})")
+            continue
+        # Multipart objects carry their fingerprint in a tag, not in x-amz-meta-xxh128 (the
+        # audit downloads every byte at the end).
+        recorded = ctx.h.client.head_object(Bucket=BUCKET, Key=key).get("Metadata", {}).get("xxh128")
+        if recorded is not None and recorded != f.xxh128:
+            problems.append(f"{key} has x-amz-meta-xxh128 {recorded}, the card file {f.xxh128}")
+        listed = history.listed.get(path)
+        if listed is None or listed[1] != f.xxh128:
+            problems.append(f"{path} is in no generation of the history in the bucket "
+                            f"({len(history.chain)} chained, {len(history.manifests)} manifest(s))")
+    return problems
+
+
+class Verdicts:
+    """Every verdict ingest gives of the card, held against the bucket as it is when given: a
+    card said safe to erase must have each file in the bucket and in a generation there."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.safe_claims = 0
+
+    def hold(self, where: str) -> None:
+        self.safe_claims += 1
+        problems = unbacked(self.ctx)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            self.ctx.row.checks_failed.append(f"{where} said safe_to_erase: true while {problems[0]}{more}")
+
+    def on_event(self, event: dict, run: F.Run) -> None:
+        if event.get("event") == "summary" and event.get("safe_to_erase") is True:
+            self.hold("a run's summary")
+
+    def status(self, state: str, where: str, expect_safe: bool = False, generations: int | None = None) -> None:
+        """`ingest status --json`: its verdict held against the bucket; with `expect_safe`, the
+        card must be safe to erase, with `generations` generations."""
+        run = self.ctx.command(["status", "--state-dir", state, "--config", self.ctx.config, "--json"], timeout=60)
+        cards = [event for event in run.events if event.get("event") == "card"]
+        if run.status != 0 or len(cards) != 1:
+            self.ctx.row.checks_failed.append(f"status {where}: exit {run.status}, {len(cards)} card(s): "
+                                              f"{tail(run.stderr)}")
+            return
+        card = cards[0]
+        if card.get("safe_to_erase") is True:
+            self.hold(f"status {where}")
+        elif expect_safe:
+            self.ctx.row.checks_failed.append(f"status {where}: the card is not safe to erase: {card.get('reasons')}")
+        if expect_safe and generations is not None and card.get("mhl_generations") != generations:
+            self.ctx.row.checks_failed.append(f"status {where}: mhl_generations {card.get('mhl_generations')}, "
+                                              f"{generations} expected")
+
+
+def history_check_now(ctx: Context, generations: int, after: str, more: int = 0, complete: bool = True) -> int:
+    """Right after `after` (a resume, a rerun): the history in the bucket has `generations`
+    generations (up to `more` more: a power cut can make the journal forget files it had
+    scanned, which a later run finds and lists in a generation of their own) and lists every
+    file of the card with its xxh128. Not `complete` (a resume after a stop before every file
+    was staged: the files left on the card wait for its next run), only that what it holds is
+    consistent. Returns how many generations it has."""
+    folder, history = card_history(ctx)
+    if history is None:
+        ctx.row.checks_failed.append(f"after {after}: the card's objects are not in one folder")
+        return 0
+    problems = list(history.problems)
+    if not complete:
+        if problems:
+            ctx.row.checks_failed.append(f"after {after}: {folder}ascmhl/: " + "; ".join(problems[:3]))
+        return len(history.chain)
+    if not generations <= len(history.chain) <= generations + more or len(history.manifests) != len(history.chain):
+        problems.append(f"{len(history.chain)} generation(s) chained, {len(history.manifests)} manifest(s), "
+                        f"{generations}{f' to {generations + more}' if more else ''} expected")
+    unlisted = [f for f in ctx.files if history.listed.get(F.key_path(f.path), (0, ""))[1] != f.xxh128]
+    if unlisted:
+        problems.append(f"{len(unlisted)} file(s) of the card in no generation ({F.key_path(unlisted[0].path)}…)")
+    if problems:
+        ctx.row.checks_failed.append(f"after {after}: {folder}ascmhl/: " + "; ".join(problems[:3]))
+    return len(history.chain)
+
+
+def history_stage(ctx: Context, generation: int) -> str:
+    """How far generation `generation` got in the bucket: for the notes."""
+    _, history = card_history(ctx)
+    if history is None:
+        return "no folder"
+    manifests = len([name for name in history.manifests if name.startswith(f"{generation:04d}_")])
+    chained = len(history.chain) >= generation
+    return "chained" if chained else ("manifest only" if manifests else "nothing")
+
+
+def proxy_rule_fired(ctx: Context) -> int:
+    """How many requests the proxy's rules picked (GET /rules: the rules with their counters)."""
+    rules = ctx.h.proxy.call("GET", "/rules")
+    rules = rules.get("rules", []) if isinstance(rules, dict) else rules
+    return sum(rule.get("fired", 0) for rule in rules)
+
+
+def stopped_run(ctx: Context, cuts: "PowerCuts | None", card: str, state: str, point: str, generation: int,
+                verdicts: Verdicts) -> F.Run:
+    """The card's run that writes generation `generation`, killed (or its power cut, with
+    `cuts`) at `point`."""
+    _, action, method, pattern = HISTORY_POINTS[point]
+    kw: dict = {"on_event": verdicts.on_event}
+    moments: dict[str, float] = {}  # when the card's objects were all in the bucket, when the run ended
+    if action:
+        pattern = pattern.replace("{batch}", str(generation))
+        ctx.h.proxy.rules([f"{action}:{method}:{pattern}:count=1:seconds={1 if action == 'delay' else 30}"])
+
+        def held(kill, ended: threading.Event) -> None:
+            while not ended.wait(0.01):
+                if proxy_rule_fired(ctx):
+                    if not ended.wait(0.3):
+                        kill()
+                    return
+        kw["watch"] = held
+    elif point == "local-write":
+        trace = os.path.join(ctx.dir, f"strace-{len(os.listdir(ctx.dir))}.out")
+        custody = os.path.join(state, "custody")
+        kw["wrapper"] = ["strace", "-f", "-qq", "-e", "signal=none", "-o", trace, "-P", custody,
+                         "-e", "trace=mkdir,mkdirat", "-e", "inject=mkdir,mkdirat:delay_exit=1000000:when=1"]
+
+        def at_mkdir(kill, ended: threading.Event) -> None:
+            while not os.path.exists(trace) and not ended.wait(0.005):
+                pass
+            with open(trace, errors="replace") as lines:
+                while not ended.is_set():
+                    line = lines.readline()
+                    if not line:
+                        ended.wait(0.005)
+                    elif line.rstrip().endswith("(DELAYED)"):
+                        kill()
+                        return
+        kw["watch"] = at_mkdir
+    elif point == "first-staged":
+        kw["kill_when"] = lambda event, run: event["event"] == "staged"
+    elif point == "summary":
+        # At the summary line. The kill comes from a thread of its own, so that the verdict's
+        # check (S3 requests, in on_event) does not delay it.
+        summary = threading.Event()
+
+        def on_summary(event, run) -> None:
+            if event["event"] == "summary":
+                summary.set()
+            verdicts.on_event(event, run)
+
+        def at_summary(kill, ended: threading.Event) -> None:
+            while not summary.wait(0.002):
+                if ended.is_set():
+                    return
+            kill()
+        kw.update(on_event=on_summary, watch=at_summary)
+    else:
+        # A random moment after the card's last object is in the bucket: the bucket is
+        # listed every 5 ms (the --json lines are held up to 50 ms, too late to time this by).
+        delay = ctx.rng.uniform(0, HISTORY_WINDOW)
+
+        def after_last(kill, ended: threading.Event) -> None:
+            want = len(ctx.files)
+            while len(card_objects(ctx)) < want:
+                if ended.wait(0.005):
+                    return
+            moments["objects"] = time.monotonic()
+            if not ended.wait(delay):
+                kill()
+            else:
+                moments["ended"] = time.monotonic()
+        kw["watch"] = after_last
+    if "watch" in kw:
+        watch = kw["watch"]
+
+        def guarded(kill, ended) -> None:  # a harness error in the watch is no quiet "not stopped"
+            try:
+                watch(kill, ended)
+            except Exception as error:
+                ctx.row.error = ctx.row.error or f"watch: {type(error).__name__}: {error}"
+        kw["watch"] = guarded
+    try:
+        run = cuts.run(card, **kw) if cuts else ctx.run(card, state, **kw)
+    finally:
+        ctx.h.proxy.rules([])
+    if action == "delay" and run.killed:
+        # The held PUT reaches the server after the kill or the cut (a second into its hold).
+        reached = "chained" if pattern == CHAIN_PUT else "manifest only"
+        deadline = time.monotonic() + 10
+        while history_stage(ctx, generation) not in (reached, "chained") and time.monotonic() < deadline:
+            time.sleep(0.1)
+    run.history_ms = None  # from the last object in the bucket to the run's end, when not stopped
+    if "objects" in moments and "ended" in moments:
+        run.history_ms = (moments["ended"] - moments["objects"]) * 1000
+    run.cut_after_exit = False
+    if cuts and point in ("summary", "after-last-object") and not run.killed:
+        cuts.cut_now()  # the run had ended: the power cut right after it, as it is
+        run.killed = run.cut_after_exit = True
+    return run
+
+
+def history_fault(point: str, power: bool):
+    """Two batches of a card (generations 1 and 2), each run killed (`power`: its power cut)
+    at `point` of its history's write, then taken up by `ingest resume` or a rerun; the power
+    cut's "durable place" (status after the cut, before anything runs) is held against the
+    bucket too."""
+    def scenario(ctx: Context) -> None:
+        card = ctx.mixed_card()
+        ctx.expect(card)
+        # One generation per batch; up to one more per stop with power cuts (the journal can
+        # forget files it had scanned) or a stop before the card's files are all journalled
+        # (the resume lists those it knows, a rerun the rest): history_check_now.
+        early = point == "first-staged"
+        ctx.generations = None if power or early else 2
+        verdicts = Verdicts(ctx)
+        stages = []
+        extra = 0  # generations beyond one per batch (power cuts only)
+        cuts = PowerCuts(ctx, 512) if power else None
+        try:
+            state = cuts.state if cuts else ctx.state()
+            for batch in (1, 2):
+                if batch == 2:
+                    second_batch(ctx, card)
+                run = stopped_run(ctx, cuts, card, state, point, batch, verdicts)
+                if not run.killed:
+                    ctx.row.notes.append(f"batch {batch}: the run ended (status {run.status}) before it was stopped")
+                stages.append(f"{history_stage(ctx, batch)}" + ("" if run.killed else " (not stopped)")
+                              + (" (cut as the run exited)" if run.cut_after_exit else "")
+                              + (f" (it ended {run.history_ms:.0f} ms after the last object)"
+                                 if run.history_ms is not None and not run.killed else ""))
+                if cuts:
+                    verdicts.status(state, f"after the power cut of batch {batch}")
+                how = "ingest resume" if (batch + ctx.rep) % 2 else "a rerun of the card"
+                again = ctx.run(None, state, resume=True) if how == "ingest resume" else \
+                    ctx.run(card, state, on_event=verdicts.on_event)
+                if again.status != 0:
+                    ctx.row.checks_failed.append(f"batch {batch}: {how} after the {'cut' if cuts else 'kill'}: "
+                                                 f"exit {again.status}: {tail(again.stderr)}")
+                slack = cuts.fs.cuts if cuts else batch if early else 0
+                history_check_now(ctx, batch + extra, f"batch {batch}'s {how}", max(0, slack - extra),
+                                  complete=not (early and how == "ingest resume"))
+                verdicts.status(state, f"after batch {batch}'s {how}")
+                last = ctx.finish(card, state, resume_first=False, on_event=verdicts.on_event)
+                if last.status != 0:
+                    ctx.row.checks_failed.append(f"batch {batch}: the card's reruns: exit {last.status}")
+                extra = history_check_now(ctx, batch + extra, f"batch {batch}'s reruns", max(0, slack - extra)) - batch
+                extra = max(0, extra)
+                verdicts.status(state, f"after batch {batch}", expect_safe=True, generations=batch + extra)
+            if cuts:
+                cuts.finish(card)
+        finally:
+            if cuts:
+                cuts.fs.release()
+        ctx.row.notes.append(f"stopped with generation 1: {stages[0]}, generation 2: {stages[1]} in the bucket; "
+                             f"{verdicts.safe_claims} safe-to-erase verdicts held against the bucket"
+                             + (f"; {2 + extra} generations (files the journal did not know at a stop, listed later)"
+                                if extra else ""))
+    return scenario
+
+
+def history_answers_lost(pattern: str, what: str):
+    """The server writes the `what` PUT but its answer is lost (the proxy cuts it off):
+    generation 1 loses one answer (its chain written with If-None-Match), generation 2 (its
+    chain with If-Match) every answer of that PUT during its first run. A run may fail, never
+    for good: `ingest resume` or a rerun (by turns) finishes it, with no second generation."""
+    def scenario(ctx: Context) -> None:
+        card = ctx.mixed_card()
+        ctx.expect(card)
+        ctx.generations = 2
+        verdicts = Verdicts(ctx)
+        state = ctx.state()
+        said = []
+        for batch in (1, 2):
+            if batch == 2:
+                second_batch(ctx, card)
+            ctx.h.proxy.rules([f"truncate:PUT:{pattern}" + (":count=1" if batch == 1 else "")])
+            try:
+                run = ctx.run(card, state, timeout=240, on_event=verdicts.on_event)
+                lost = proxy_rule_fired(ctx)
+            finally:
+                ctx.h.proxy.rules([])
+            said.append(f"batch {batch}: {lost} answer(s) lost, exit {run.status}"
+                        + (f" ({tail(run.stderr, 120)})" if run.status else ""))
+            if not lost:
+                ctx.row.checks_failed.append(f"batch {batch}: no answer of the {what} PUT was lost: nothing was tested")
+            if run.status != 0:
+                how = "ingest resume" if (batch + ctx.rep) % 2 else "a rerun of the card"
+                again = ctx.run(None, state, resume=True) if how == "ingest resume" else \
+                    ctx.run(card, state, on_event=verdicts.on_event)
+                if again.status != 0:
+                    ctx.row.checks_failed.append(f"batch {batch}: {how} after the lost answers: exit {again.status}: "
+                                                 f"{tail(again.stderr)}")
+                history_check_now(ctx, batch, f"batch {batch}'s {how}")
+            else:
+                history_check_now(ctx, batch, f"batch {batch}'s run")
+            ctx.finish(card, state, resume_first=False, on_event=verdicts.on_event)
+            history_check_now(ctx, batch, f"batch {batch}'s reruns")
+            verdicts.status(state, f"after batch {batch}", expect_safe=True, generations=batch)
+        ctx.row.notes.append("; ".join(said))
+    return scenario
+
+
 def racing(ctx: Context) -> None:
     card = ctx.mixed_card()
     ctx.expect(card)
@@ -1266,6 +1706,7 @@ def giant_sparse(ctx: Context) -> None:
     loop.remount_ro()
     giant_size = os.stat(giant).st_size
     ctx.files += F.card_files(loop.mountpoint, skip=(b"DCIM/100MEDIA/DJI_0002.MP4",))
+    ctx.history = "if-present"  # a card with a file it cannot take is never all verified: no generation
     ctx.faults += 1
     state = ctx.state()
     run = ctx.run(loop.mountpoint, state, timeout=120)
@@ -1392,6 +1833,18 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
         ("power cut: inside a journal checkpoint (strace holds a write to journal.sqlite)",
          power_cut_checkpoints(6, 2500), 1, False),
         ("kill -9 while streaming, then the card removed; resume", killed_streaming_card_removed, 1, True),
+    ]
+    short_kills = {"first-staged", "clip-verify", "local-write", "chain-late", "after-last-object"}
+    short_cuts = {"local-write", "manifest-held", "chain-held"}
+    for point, (moment, _, _, _) in HISTORY_POINTS.items():
+        out.append((f"history: kill -9 {moment}", history_fault(point, False), r, point in short_kills))
+    for point, (moment, _, _, _) in HISTORY_POINTS.items():
+        out.append((f"history: power cut {moment}", history_fault(point, True), r, point in short_cuts))
+    out += [
+        ("history: the manifest PUT's answers lost (the proxy cuts them off)",
+         history_answers_lost(MANIFEST_PUT, "manifest"), r, False),
+        ("history: the chain PUT's answers lost (the proxy cuts them off)", history_answers_lost(CHAIN_PUT, "chain"),
+         r, True),
         ("racing triggers (one card, two ingests)", racing, r, True),
         ("racing triggers (ingest --device twice at once)", racing_device, 1, True),
         ("same label, other bytes, one after the other", same_label(False), 1, True),
@@ -1421,11 +1874,11 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
 
 
 COLUMNS = ["scenario", "runs", "faults", "expected", "verified", "lost", "replaced", "duplicate", "corrupt",
-           "open", "re-sent MiB", "extra MiB", "result"]
+           "open", "re-sent MiB", "extra MiB", "MHL", "result"]
 
 
 def table(rows: list[Row]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join(["---"] + ["--:"] * 11 + [":--"]) + "|"]
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join(["---"] + ["--:"] * 12 + [":--"]) + "|"]
     for row in rows:
         if row.error:
             result = "ERROR"
@@ -1436,7 +1889,7 @@ def table(rows: list[Row]) -> str:
         lines.append("| " + " | ".join([
             row.name.replace("|", "\\|"), str(row.runs), str(row.faults), str(row.expected), str(row.verified),
             str(row.lost), str(row.replaced), str(row.duplicates), str(row.corrupt), str(row.open_uploads),
-            f"{row.resent / MiB:.1f}", f"{row.extra / MiB:.1f}", result]) + " |")
+            f"{row.resent / MiB:.1f}", f"{row.extra / MiB:.1f}", str(row.generations), result]) + " |")
     return "\n".join(lines)
 
 
@@ -1516,7 +1969,8 @@ def main() -> int:
             row.seconds = time.monotonic() - began
             F.log(f"{name}: runs {row.runs}, faults {row.faults}, expected {row.expected}, verified {row.verified}, "
                   f"lost {row.lost}, replaced {row.replaced}, dup {row.duplicates}, corrupt {row.corrupt}, "
-                  f"open {row.open_uploads}{' FAIL' if row.failed else ''} ({row.seconds:.0f} s)")
+                  f"open {row.open_uploads}, MHL generations {row.generations}{' FAIL' if row.failed else ''} "
+                  f"({row.seconds:.0f} s)")
             for item in dedupe(row.checks_failed + ([row.error] if row.error else []) + row.notes):
                 F.log(f"  {item}")
     except KeyboardInterrupt:

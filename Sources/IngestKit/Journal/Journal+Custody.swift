@@ -93,6 +93,8 @@ public struct CardTally: Sendable, Equatable {
     public var firstWaiting: CardPath?
     public var generations = 0
     public var folder: String?
+    /// Its last run stopped before it journalled every file its scan found.
+    public var copyUnfinished = false
 
     public init(volume: VolumeRecord) { self.volume = volume }
 }
@@ -168,13 +170,26 @@ extension Journal {
         try await reading { db in try String.fetchOne(db, sql: "SELECT cardFolder FROM volume WHERE key = ?", arguments: [key]) }
     }
 
-    /// Whether every file of the card the journal knows is verified in the bucket (or given
-    /// up): the condition for a new generation.
+    /// Whether every file of the card is known to the journal and verified in the bucket (or
+    /// given up): the condition for a new generation. A card whose last run stopped before it
+    /// journalled every file its scan found is not.
     public func allVerified(ofVolume key: String) async throws(JournalError) -> Bool {
         try await reading { db in
             try Bool.fetchOne(
-                db, sql: "SELECT NOT EXISTS (SELECT 1 FROM file WHERE volumeKey = ? AND state IN ('pending', 'staged'))",
-                arguments: [key]) ?? false
+                db,
+                sql: """
+                    SELECT NOT EXISTS (SELECT 1 FROM file WHERE volumeKey = ?1 AND state IN ('pending', 'staged'))
+                    AND NOT EXISTS (SELECT 1 FROM volume WHERE key = ?1 AND copyUnfinished)
+                    """, arguments: [key]) ?? false
+        }
+    }
+
+    /// Marks the card's copying as begun (durably, before any of its files is journalled:
+    /// until it ends, the journal may not know every file of the card, and no verdict may say
+    /// safe), or as ended with every file its scan found journalled.
+    public func noteCopying(ofVolume key: String, unfinished: Bool) async throws(JournalError) {
+        try await writing(durable: unfinished) { db in
+            try db.execute(sql: "UPDATE volume SET copyUnfinished = ? WHERE key = ?", arguments: [unfinished, key])
         }
     }
 
@@ -334,6 +349,8 @@ extension Journal {
                     db, sql: "SELECT COUNT(*) FROM custodyGeneration WHERE volumeKey = ? AND uploadedAt IS NOT NULL",
                     arguments: [volume.key]) ?? 0
                 tally.folder = try String.fetchOne(db, sql: "SELECT cardFolder FROM volume WHERE key = ?", arguments: [volume.key])
+                tally.copyUnfinished = try Bool.fetchOne(
+                    db, sql: "SELECT copyUnfinished FROM volume WHERE key = ?", arguments: [volume.key]) ?? false
                 tally.lostCount = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cardSkip WHERE volumeKey = ?", arguments: [volume.key]) ?? 0
                 tally.lost = try Row.fetchAll(
                     db, sql: "SELECT path, code, reason FROM cardSkip WHERE volumeKey = ? ORDER BY path LIMIT 5", arguments: [volume.key]

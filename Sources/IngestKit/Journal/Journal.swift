@@ -370,6 +370,7 @@ public final class Journal: Sendable {
                 ALTER TABLE volume ADD COLUMN "cardFolder" TEXT;
                 ALTER TABLE volume ADD COLUMN "safeToErase" BOOLEAN;
                 ALTER TABLE volume ADD COLUMN "verdict" TEXT;
+                ALTER TABLE volume ADD COLUMN "copyUnfinished" BOOLEAN NOT NULL DEFAULT 0;
                 ALTER TABLE file ADD COLUMN "manifestGeneration" INTEGER;
                 CREATE INDEX file_unlisted ON file(volumeKey) WHERE manifestGeneration IS NULL AND state = 'uploaded';
                 CREATE TABLE custodyGeneration (

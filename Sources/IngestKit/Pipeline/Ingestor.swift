@@ -322,6 +322,7 @@ public struct Ingestor: Sendable {
         summary.scan = plan.totals
         do {
             try await journal.noteLostSkips(plan.lostSkips, ofVolume: volume.key)
+            try await journal.noteCopying(ofVolume: volume.key, unfinished: true)
             // The card's folder is known before any of its files is: a run killed after its
             // last object leaves `resume` what it needs to write the card's history.
             if upload != nil {
@@ -358,6 +359,8 @@ public struct Ingestor: Sendable {
                 try await queueUnplanned(of: volume, planner: uploads.planner, runner: uploads.runner, summary: &summary, sink: sink)
             }
             try await stage(plan, known: known, summary: &summary, uploads: uploads, sink: sink, stop: stop, early: early)
+            // Every file the scan found is journalled (staged, or failed and pending).
+            if stop.reason == nil { try await copyingEnded(volume) }
         } catch {
             // Copying that started early and never reached `stage` ends here (a no-op if it did).
             await early?.cancel()
@@ -401,6 +404,11 @@ public struct Ingestor: Sendable {
         summary.historySeconds = (ContinuousClock.now - started).inSeconds
         summary.historyGenerations = outcome.uploaded.count
         if let error = outcome.error, summary.uploadError == nil { summary.uploadError = error }
+    }
+
+    /// Every file the scan found is journalled: the journal knows the whole card again.
+    private func copyingEnded(_ volume: VolumeIdentity) async throws(IngestError) {
+        do { try await journal.noteCopying(ofVolume: volume.key, unfinished: false) } catch { throw .journal(error) }
     }
 
     /// The card's verdict after the run, from the journal (its scan is this run's).

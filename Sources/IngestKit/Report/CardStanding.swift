@@ -24,6 +24,9 @@ public struct CardStanding: Sendable, Equatable {
     public var reasons: [String] {
         var reasons: [String] = []
         let t = tally
+        if t.copyUnfinished {
+            reasons.append("its last run stopped before every file of it was copied: ingest the card again")
+        }
         if t.lostCount > 0 {
             let first = t.lost.first.map { ": \($0.path.display) (\($0.reason))" } ?? ""
             reasons.append("\(t.lostCount) \(t.lostCount == 1 ? "folder" : "folders") of the card not ingested\(first)")
