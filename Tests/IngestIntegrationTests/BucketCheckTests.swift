@@ -52,9 +52,6 @@ final class BucketCheckTests {
 
     func card(_ run: IngestRun) -> [String: Any]? { run.events("card").first }
 
-    func realPath(_ path: String) throws -> String {
-        try sh("realpath \(shellQuoted(path))").trimmingCharacters(in: .whitespacesAndNewlines)
-    }
 
     @Test(.timeLimit(.minutes(5)))
     func anObjectDeletedOrReplacedInTheBucketIsFoundTheCardIsNotSafeAndItsFileIsSentAgain() throws {

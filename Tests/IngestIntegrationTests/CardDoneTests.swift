@@ -220,7 +220,4 @@ final class CardDoneTests {
         #expect(stat(metrics, &st) == 0 && st.st_mode & 0o777 == 0o644)
     }
 
-    func realPath(_ path: String) throws -> String {
-        try sh("realpath \(shellQuoted(path))").trimmingCharacters(in: .whitespacesAndNewlines)
-    }
 }

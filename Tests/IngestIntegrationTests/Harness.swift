@@ -292,3 +292,8 @@ enum ShippedIngestRule {
         return try file.whileInstalled(body)
     }
 }
+
+/// `path` with its links resolved, as `realpath` prints it: what a card's root is journalled as.
+func realPath(_ path: String) throws -> String {
+    try sh("realpath \(shellQuoted(path))").trimmingCharacters(in: .whitespacesAndNewlines)
+}

@@ -505,9 +505,6 @@ final class RescanTests {
     /// Parses a metrics file with prometheus-client's parser (the one Prometheus' Python
     /// client ships), which rejects anything that is not the text format; returns each
     /// sample as `name` or `name{label=value}`.
-    func realPath(_ path: String) throws -> String {
-        try sh("realpath \(shellQuoted(path))").trimmingCharacters(in: .whitespacesAndNewlines)
-    }
 
     func totalBytes(under root: String) throws -> Int64 {
         Int64(try sh("find \(shellQuoted(root)) -type f -printf '%s\\n' | awk '{s+=$1} END {print s}'")
