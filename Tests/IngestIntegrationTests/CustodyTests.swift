@@ -375,6 +375,18 @@ final class CustodyTests {
         #expect(said.contains("Card safe to erase") && !said.contains("NOT safe"), "\(said)")
         #expect(try documents().count == 3)
 
+        // Another file in a file's place, with its size and time (`cp -p`, then a rename):
+        // only the inode tells (the card is a directory on ext4, which keeps inode numbers).
+        let replaced = shellQuoted(card.path + "/DCIM/IMG_1003.JPG")
+        _ = try sh("cp -p \(replaced) \(replaced).new && mv \(replaced).new \(replaced)")
+        standing = try #require(try cards(state: state, config: config).first { $0.string("volume") == volume })
+        #expect(standing["safe_to_erase"] as? Bool == false, "a file replaced in place")
+        #expect((standing["reasons"] as? [String] ?? []).contains { $0.contains("DCIM/IMG_1003.JPG") }, "\(standing["reasons"] ?? "")")
+        let again = try ingest([card.path], state: state, config: config)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.summary?["safe_to_erase"] as? Bool == true, "read again: \(again.summary?["not_safe_because"] ?? "")")
+        #expect(try documents().count == 4)
+
         // The people at the station: a file changed on the card (its size), no ingest since.
         _ = try card.write("DCIM/IMG_1002.JPG", randomBytes(20_001))
         standing = try #require(try cards(state: state, config: config).first { $0.string("volume") == volume })
@@ -384,7 +396,7 @@ final class CustodyTests {
         let changed = try ingest(["status"], state: state, config: config, json: false)
         let changedLine = changed.result.stdoutText.split(separator: "\n").first { $0.contains(volume) }.map(String.init) ?? ""
         #expect(changedLine.contains("NOT safe to erase"), "\(changed.result.stdoutText)")
-        #expect(try documents().count == 3, "status ran no ingest")
+        #expect(try documents().count == 4, "status ran no ingest")
     }
 
     @Test(.timeLimit(.minutes(5)))

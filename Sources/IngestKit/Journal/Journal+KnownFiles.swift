@@ -5,6 +5,8 @@ import GRDB
 public struct KnownFile: Sendable, Equatable {
     public var size: Int64
     public var mtime: Int64
+    /// As ``FileRecord/inode``.
+    public var inode: Int64?
     public var state: FileState
 }
 
@@ -20,14 +22,14 @@ extension Journal {
             return try database.read { db in
                 let marks = Array(repeating: "?", count: paths.count).joined(separator: ", ")
                 let statement = try db.cachedStatement(
-                    sql: "SELECT path, size, mtime, state FROM file WHERE volumeKey = ? AND path IN (\(marks))")
+                    sql: "SELECT path, size, mtime, state, inode FROM file WHERE volumeKey = ? AND path IN (\(marks))")
                 var known: [CardPath: KnownFile] = [:]
                 let arguments = StatementArguments([key]) + StatementArguments(paths.map { Data($0.bytes) })
                 let rows = try Row.fetchCursor(statement, arguments: arguments)
                 while let row = try rows.next() {
                     let path: Data = row[0]
                     guard let state = FileState(rawValue: row[3]) else { continue }
-                    known[CardPath(bytes: Array(path))] = KnownFile(size: row[1], mtime: row[2], state: state)
+                    known[CardPath(bytes: Array(path))] = KnownFile(size: row[1], mtime: row[2], inode: row[4], state: state)
                 }
                 return known
             }

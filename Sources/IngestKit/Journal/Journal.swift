@@ -60,6 +60,9 @@ public struct FileRecord: Codable, Sendable, Equatable, FetchableRecord, Mutable
     public var size: Int64
     /// Nanoseconds since the epoch.
     public var mtime: Int64
+    /// The inode the scan saw (its bits as SQLite's signed integer); nil in records from
+    /// before v13 until the file is scanned again.
+    public var inode: Int64?
     public var fingerprint: String?
     public var state: FileState
     public var lastError: String?
@@ -381,6 +384,11 @@ public final class Journal: Sendable {
                   PRIMARY KEY ("volumeKey", "endpoint", "bucket", "number"));
                 """)
         }
+        // A file's inode as scanned: a present card's file replaced by another one of the same
+        // size and modification time (a copy made with `cp -p`) is a change to its verdict.
+        migrator.registerMigration("v13: a file's inode as scanned") { db in
+            try db.execute(sql: #"ALTER TABLE file ADD COLUMN "inode" INTEGER"#)
+        }
         return migrator
     }
 
@@ -468,17 +476,18 @@ public final class Journal: Sendable {
     ) throws {
         let failed = error != nil
         try db.cachedStatement(sql: """
-            INSERT INTO file (volumeKey, path, size, mtime, fingerprint, state, lastError, updatedAt, failures, quarantined)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9 >= ?10)
+            INSERT INTO file (volumeKey, path, size, mtime, inode, fingerprint, state, lastError, updatedAt, failures, quarantined)
+            VALUES (?1, ?2, ?3, ?4, ?11, ?5, ?6, ?7, ?8, ?9, ?9 >= ?10)
             ON CONFLICT(volumeKey, path) DO UPDATE SET
-              size = excluded.size, mtime = excluded.mtime, fingerprint = excluded.fingerprint,
+              size = excluded.size, mtime = excluded.mtime, inode = COALESCE(excluded.inode, file.inode),
+              fingerprint = excluded.fingerprint,
               uploadID = CASE WHEN file.fingerprint IS excluded.fingerprint THEN file.uploadID END,
               state = excluded.state, lastError = excluded.lastError, updatedAt = excluded.updatedAt,
               failures = CASE WHEN ?9 = 0 THEN 0 ELSE file.failures + 1 END,
               quarantined = CASE WHEN ?9 = 0 THEN 0 ELSE file.failures + 1 >= ?10 END
             """).execute(arguments: [
                 volumeKey, Data(file.path.bytes), file.size, file.mtime, fingerprint, state, error, JournalDate(date),
-                failed ? 1 : 0, quarantineAfter,
+                failed ? 1 : 0, quarantineAfter, file.inode.map { Int64(bitPattern: $0) },
             ])
     }
 

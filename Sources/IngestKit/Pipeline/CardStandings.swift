@@ -5,8 +5,8 @@ import Glibc
 ///
 /// A card that is present (mounted where the journal last saw it, with the same identity)
 /// is looked at too: one `lstat` per verified file, so that a file changed on the card since
-/// it was ingested (size or modification time) turns the verdict to no before the next
-/// ingest of the card notices it. A file deleted from the card changes nothing: its object
+/// it was ingested (size, modification time, or inode where the file system keeps inode
+/// numbers) turns the verdict to no before the next ingest of the card notices it. A file deleted from the card changes nothing: its object
 /// is in the bucket.
 public enum CardStandings {
     public static func all(journal: Journal) async throws(JournalError) -> [CardStanding] {
@@ -16,9 +16,10 @@ public enum CardStandings {
             if let present = try? VolumeIdentity.identify(path: tally.volume.rootPath), present.key == tally.volume.key {
                 let files = try await journal.files(ofVolume: tally.volume.key)
                 let root = present.rootPath
+                let inodes = present.keepsInodeNumbers
                 let changed = await onDedicatedThread("ingest-look") { () -> [CardPath] in
                     files.values.filter { $0.state == .uploaded }.sorted { $0.path.lexicographicallyPrecedes($1.path) }
-                        .filter { record in Self.changed(record, under: root) }.map(\.cardPath)
+                        .filter { record in Self.changed(record, under: root, comparingInode: inodes) }.map(\.cardPath)
                 }
                 standing.changedCount = changed.count
                 standing.changed = Array(changed.prefix(5))
@@ -28,8 +29,10 @@ public enum CardStandings {
         return standings
     }
 
-    /// The file is on the card with another size or modification time than ingested.
-    static func changed(_ record: FileRecord, under root: String) -> Bool {
+    /// The file is on the card with another size, modification time or (where the file
+    /// system keeps them) inode than ingested: a file replaced by a copy of the same size
+    /// and time (`cp -p`) is another file, whatever its bytes.
+    static func changed(_ record: FileRecord, under root: String, comparingInode: Bool) -> Bool {
         var status = stat()
         // The name's own bytes: a card's names need not be UTF-8.
         let path = Array(root.utf8) + [UInt8(ascii: "/")] + Array(record.path) + [0]
@@ -37,6 +40,7 @@ public enum CardStandings {
             bytes.withMemoryRebound(to: CChar.self) { lstat($0.baseAddress!, &status) }
         }
         guard found == 0 else { return false }
+        if comparingInode, let inode = record.inode, Int64(bitPattern: UInt64(status.st_ino)) != inode { return true }
         return Int64(status.st_size) != record.size || status.mtimeNanoseconds != record.mtime
     }
 }

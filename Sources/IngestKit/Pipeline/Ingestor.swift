@@ -131,8 +131,9 @@ public final class FilesToStage: Sequence, IteratorProtocol, @unchecked Sendable
 }
 
 /// What the journal knows of a volume's files, as a scan sorts them: a file is to be staged
-/// when it is new, changed since it was journalled (size or time), or still pending from an
-/// earlier run. The journal is asked a batch of files at a time (``Journal/knownFiles(ofVolume:paths:)``),
+/// when it is new, changed since it was journalled (size, time, or inode where the file
+/// system keeps inode numbers: ``VolumeIdentity/keepsInodeNumbers``), or still pending from
+/// an earlier run. The journal is asked a batch of files at a time (``Journal/knownFiles(ofVolume:paths:)``),
 /// so a rescan of a card of 100,000 files never holds the journal's record of all of them.
 public struct KnownFiles: Sendable {
     private enum Source: Sendable {
@@ -151,8 +152,8 @@ public struct KnownFiles: Sendable {
     /// Files known from `records` (none: every file is new).
     public static func records(_ records: [CardPath: FileRecord] = [:]) -> KnownFiles { KnownFiles(source: .records(records)) }
 
-    /// Whether each of `files` is to be staged.
-    func toStage(_ files: [ScannedFile]) throws(IngestError) -> [Bool] {
+    /// Whether each of `files` is to be staged; `inodes`: whether their inodes are compared.
+    func toStage(_ files: [ScannedFile], comparingInodes inodes: Bool) throws(IngestError) -> [Bool] {
         let known: (CardPath) -> KnownFile?
         switch source {
         case let .journal(journal, key):
@@ -160,10 +161,11 @@ public struct KnownFiles: Sendable {
             do { found = try journal.knownFiles(ofVolume: key, paths: files.map(\.path)) } catch { throw .journal(error) }
             known = { found[$0] }
         case .records(let records):
-            known = { path in records[path].map { KnownFile(size: $0.size, mtime: $0.mtime, state: $0.state) } }
+            known = { path in records[path].map { KnownFile(size: $0.size, mtime: $0.mtime, inode: $0.inode, state: $0.state) } }
         }
         return files.map { file in
             guard let record = known(file.path) else { return true }
+            if inodes, let was = record.inode, let now = file.inode, was != Int64(bitPattern: now) { return true }
             return record.state == .pending || record.size != file.size || record.mtime != file.mtime
         }
     }
@@ -177,10 +179,11 @@ public struct KnownFiles: Sendable {
         var waiting: [ScanFinding] = []
         var files: [ScannedFile] = []
         var failure: IngestError?
+        let inodes = volume.keepsInodeNumbers
         func flush() {
             guard failure == nil, !waiting.isEmpty else { return }
             do throws(IngestError) {
-                var verdicts = try toStage(files).makeIterator()
+                var verdicts = try toStage(files, comparingInodes: inodes).makeIterator()
                 for finding in waiting {
                     if case .file = finding { each(finding, verdicts.next() ?? true) } else { each(finding, false) }
                 }

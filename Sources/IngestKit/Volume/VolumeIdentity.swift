@@ -47,6 +47,14 @@ public struct VolumeIdentity: Equatable, Sendable, Codable {
     public var fsType: String?
     public var device: BlockDevice?
 
+    /// Whether the file system numbers a file's inode once, for good: ext4, XFS, Btrfs…
+    /// FAT and exFAT (most cards) do not: Linux numbers their files afresh at every mount, so
+    /// an inode compared there across mounts would call every file of a re-inserted card
+    /// changed. Their files are compared by size and time alone.
+    public var keepsInodeNumbers: Bool {
+        ["ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "ntfs3", "hfsplus"].contains(fsType ?? "")
+    }
+
     /// A human name for messages: a whole card by its label (else its device node), a
     /// directory by its path.
     public var displayName: String {
