@@ -65,7 +65,7 @@ declare -A bench_cmd=(
 # The baseline build runs as ingest does, its own binary in place of $ingest.
 bench_cmd[ingest-base]=${bench_cmd[ingest]/'"$ingest"'/'"$ingest_base"'}
 
-declare -A secs=() cpu=() srv=() busy=() requests=() rss=() late=() landed=()
+declare -A secs=() cpu=() srv=() busy=() requests=() rss=() late=() landed=() mhl=()
 
 die() { echo "bench: $*" >&2; exit 1; }
 calc() { awk "BEGIN {print ($1)}"; }
@@ -196,7 +196,7 @@ bench_versions() {
 
 bench_rounds() {
   local tag=$1 repeat=$2 dir=$3 prefix=${4:-} r i name
-  secs=() cpu=() srv=() busy=() requests=() rss=() late=() landed=()
+  secs=() cpu=() srv=() busy=() requests=() rss=() late=() landed=() mhl=()
   for ((r = 1; r <= repeat; r++)); do
     for ((i = 0; i < ${#names[@]}; i++)); do
       name=${names[(i + r - 1) % ${#names[@]}]}
@@ -212,6 +212,10 @@ bench_rounds() {
         landed[$name]=$run_landed
       fi
       secs[$name]+="$run_wall " cpu[$name]+="$run_cpu " srv[$name]+="$run_srv " busy[$name]+="$run_busy "
+      # The seconds ingest spent on the card's ASC MHL history, after its last object verified.
+      if [[ $name == ingest* ]] && bench_uploads "$name" && ((!run_timed_out)); then
+        mhl[$name]+="$(grep -o '"mhl_seconds":[0-9.e+-]*' "$log" | tail -1 | cut -d: -f2) "
+      fi
       requests[$name]=$run_requests
       rss[$name]=$((run_rss > ${rss[$name]:-0} ? run_rss : ${rss[$name]:-0}))
       printf '  run %d/%d  %-24s %7.2f s  %6.2f CPU s  %5d MiB%s\n' "$r" "$repeat" "${bench_label[$name]}" \

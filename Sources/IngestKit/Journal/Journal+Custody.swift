@@ -305,12 +305,19 @@ extension Journal {
         }
     }
 
-    /// Records a card's verdict, durably: no card is reported safe to erase before the
-    /// verdict that says so is on disk. `reason`: the first reason it is not.
-    public func noteVerdict(ofVolume key: String, safe: Bool, reason: String?) async throws(JournalError) {
+    /// Judges a card from its tally and records the verdict, durably: no card is reported
+    /// safe to erase before the verdict that says so is on disk (it is read back by the
+    /// metrics, without a look at the card's files). Nil for a card the journal does not know.
+    @discardableResult
+    public func judgeCard(_ key: String) async throws(JournalError) -> CardStanding? {
+        guard let tally = try await cardTallies(volumeKey: key).first else { return nil }
+        let standing = CardStanding(tally: tally)
         try await writing { db in
-            try db.execute(sql: "UPDATE volume SET safeToErase = ?, verdict = ? WHERE key = ?", arguments: [safe, reason, key])
+            try db.execute(
+                sql: "UPDATE volume SET safeToErase = ?, verdict = ? WHERE key = ?",
+                arguments: [standing.safeToErase, standing.reasons.first, key])
         }
+        return standing
     }
 
     /// What the journal says of every card it knows (or of `volumeKey` only), for verdicts:
@@ -340,17 +347,17 @@ extension Journal {
                     }
                 }
                 // Listed by a generation not yet in the bucket counts as unlisted.
-                tally.unlisted += try Int.fetchOne(
+                let generations = try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT COALESCE(SUM(files), 0) FROM custodyGeneration WHERE volumeKey = ? AND uploadedAt IS NULL
-                        """, arguments: [volume.key]) ?? 0
-                tally.generations = try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM custodyGeneration WHERE volumeKey = ? AND uploadedAt IS NOT NULL",
-                    arguments: [volume.key]) ?? 0
-                tally.folder = try String.fetchOne(db, sql: "SELECT cardFolder FROM volume WHERE key = ?", arguments: [volume.key])
-                tally.copyUnfinished = try Bool.fetchOne(
-                    db, sql: "SELECT copyUnfinished FROM volume WHERE key = ?", arguments: [volume.key]) ?? false
+                        SELECT COALESCE(SUM(CASE WHEN uploadedAt IS NULL THEN files END), 0), COUNT(uploadedAt)
+                        FROM custodyGeneration WHERE volumeKey = ?
+                        """, arguments: [volume.key])
+                tally.unlisted += generations?[0] ?? 0
+                tally.generations = generations?[1] ?? 0
+                let card = try Row.fetchOne(db, sql: "SELECT cardFolder, copyUnfinished FROM volume WHERE key = ?", arguments: [volume.key])
+                tally.folder = card?[0]
+                tally.copyUnfinished = card?[1] ?? false
                 tally.lostCount = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cardSkip WHERE volumeKey = ?", arguments: [volume.key]) ?? 0
                 tally.lost = try Row.fetchAll(
                     db, sql: "SELECT path, code, reason FROM cardSkip WHERE volumeKey = ? ORDER BY path LIMIT 5", arguments: [volume.key]

@@ -100,12 +100,7 @@ extension UploadService {
             outcome.uploaded += one.uploaded
             if outcome.error == nil { outcome.error = one.error }
             // The card's verdict changes with its history: recorded again, for the metrics.
-            do {
-                if let tally = try await journal.cardTallies(volumeKey: key).first {
-                    let standing = CardStanding(tally: tally)
-                    try await journal.noteVerdict(ofVolume: key, safe: standing.safeToErase, reason: standing.reasons.first)
-                }
-            } catch {
+            do { try await journal.judgeCard(key) } catch {
                 if outcome.error == nil { outcome.error = .journal(error) }
             }
         }

@@ -416,9 +416,7 @@ public struct Ingestor: Sendable {
 
     /// The card's verdict after the run, from the journal (its scan is this run's).
     private func judge(_ volume: VolumeIdentity, into summary: inout RunSummary) async throws(JournalError) {
-        guard let tally = try await journal.cardTallies(volumeKey: volume.key).first else { return }
-        let standing = CardStanding(tally: tally)
-        try await journal.noteVerdict(ofVolume: volume.key, safe: standing.safeToErase, reason: standing.reasons.first)
+        guard let standing = try await journal.judgeCard(volume.key) else { return }
         summary.safeToErase = standing.safeToErase
         summary.notSafeBecause = standing.reasons
     }
