@@ -7,7 +7,9 @@ import Synchronization
 /// Options every subcommand takes: where the configuration and state live, how to report.
 struct CommonOptions: ParsableArguments {
     @Option(
-        name: .long, help: ArgumentHelp("Configuration file (default /etc/ingest/ingest.toml).", valueName: "file"),
+        name: .long, help: ArgumentHelp(
+            "Configuration file (default /etc/ingest/ingest.toml): a regular file of at most 1 MiB, or /dev/null for none.",
+            valueName: "file"),
         completion: .file(extensions: ["toml"]))
     var config: String?
 

@@ -224,6 +224,51 @@ private let fullConfig = """
         #expect(owned.problem.contains("belongs to user 65534"))
     }
 
+    /// `--config` may name anything: a FIFO would block the open forever, `/dev/zero` would
+    /// fill the memory. Anything but a regular file, or one over 1 MiB, is refused (78) before
+    /// anything of it is read, naming the file, what it is and the fix.
+    @Test(arguments: ["fifo", "/dev/zero", "/dev/urandom", "directory", "over 1 MiB"])
+    func aConfigurationThatIsNoRegularFileIsRefusedAtOnce(kind: String) throws {
+        let file = try TemporaryConfigFile(fullConfig)
+        let path: String
+        switch kind {
+        case "fifo":
+            path = file.directory.path + "/fifo.toml"
+            #expect(mkfifo(path, 0o600) == 0)
+        case "directory":
+            path = file.directory.path
+        case "over 1 MiB":
+            path = file.path
+            try Data((fullConfig + "\n" + String(repeating: "#", count: 1 << 20)).utf8).write(to: URL(fileURLWithPath: path))
+        default:
+            path = kind
+        }
+        let started = ContinuousClock.now
+        let failure = try configFailure { try Config.load(explicitPath: path, environment: [:]) }
+        #expect(ContinuousClock.now - started < .seconds(2))
+        #expect(failure.file == path)
+        let what =
+            switch kind {
+            case "fifo": "is a FIFO (named pipe), not a regular file"
+            case "directory": "is a directory, not a regular file"
+            case "over 1 MiB": "is larger than 1 MiB"
+            default: "is a device node (a character device), not a regular file"
+            }
+        #expect(failure.problem.hasPrefix(what), "\(failure.problem)")
+        #expect(failure.problem.contains("point --config or INGEST_CONFIG at the configuration itself"))
+    }
+
+    @Test func aConfigurationReachedThroughALinkIsRead() throws {
+        let file = try TemporaryConfigFile(fullConfig)
+        let link = file.directory.path + "/link.toml"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: file.path)
+        #expect(try Config.load(explicitPath: link, environment: [:]).staging.verify == .both)
+    }
+
+    @Test func devNullIsNoConfiguration() throws {
+        #expect(try Config.load(explicitPath: "/dev/null", environment: [:]) == Config.parse("", file: "/dev/null"))
+    }
+
     // MARK: environment
 
     @Test func environmentOverridesTheFile() throws {

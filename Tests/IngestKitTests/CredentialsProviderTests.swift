@@ -304,6 +304,54 @@ private func utc(_ text: String) throws -> Date {
         #expect(error.description.contains("credential_process"))
     }
 
+    // MARK: files that are no files
+
+    /// A FIFO would block the open until a writer came, `/dev/zero` would never end: each is
+    /// refused before anything of it is read, as the station's configuration (78), not as a
+    /// credential the server refused (77).
+    @Test(arguments: ["fifo", "/dev/zero", "directory", "over 1 MiB"])
+    func aSharedFileThatIsNoRegularFileIsRefusedAtOnceAsConfiguration(kind: String) async throws {
+        let fixture = Fixture()
+        let path: String
+        switch kind {
+        case "fifo":
+            path = fixture.directory.path + "/credentials.fifo"
+            #expect(mkfifo(path, 0o600) == 0)
+        case "directory":
+            path = fixture.directory.path
+        case "over 1 MiB":
+            path = try fixture.write("big", "[default]\n" + String(repeating: "#", count: 1 << 20))
+        default:
+            path = kind
+        }
+        fixture.environment["AWS_SHARED_CREDENTIALS_FILE"] = path
+        let started = ContinuousClock.now
+        let error = try await failure(fixture)
+        #expect(ContinuousClock.now - started < .seconds(2))
+        guard case .refusedFile(let refused, let problem) = error else {
+            Issue.record("expected refusedFile, got \(error)")
+            return
+        }
+        #expect(refused == path)
+        #expect(problem.contains(kind == "over 1 MiB" ? "larger than 1 MiB" : "not a regular file"), "\(problem)")
+        #expect(error.description.contains("AWS_SHARED_CREDENTIALS_FILE"), "the fix: \(error)")
+        let target = S3Destination(endpoint: "http://127.0.0.1:9", bucket: "cards", region: "us-east-1", addressing: .path)
+        #expect(UploadError(.credentials(error), what: "PutObject a", target: target).exitStatus == .config)
+        #expect(
+            UploadError(.credentials(.noCredentials(searched: [])), what: "PutObject a", target: target).exitStatus
+                == .noPermission, "a credential missing is still 77")
+    }
+
+    /// `/dev/null` is how one tells any AWS tool that there is no such file.
+    @Test func devNullAsASharedFileHoldsNoProfile() async throws {
+        let fixture = Fixture(["AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "AWS_CONFIG_FILE": "/dev/null"])
+        let error = try await failure(fixture)
+        #expect(error == .noCredentials(searched: [
+            "environment variables AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (not set)",
+            "profile 'default' in /dev/null (no such profile)", "profile 'default' in /dev/null (no such profile)",
+        ]))
+    }
+
     // MARK: permissions
 
     @Test(arguments: [0o644, 0o640, 0o604] as [mode_t])

@@ -75,28 +75,32 @@ public struct Config: Sendable, Equatable {
 
     /// Loads the configuration: `explicitPath` (from `--config` or `INGEST_CONFIG`) must
     /// exist; without one, the default path is read if it exists. Environment overrides apply.
+    ///
+    /// The file is read as ``BoundedFile`` reads what configures ingest: a link is followed,
+    /// `/dev/null` reads as an empty configuration, and anything but a regular file (a FIFO
+    /// that would block the open forever, `/dev/zero` that would never end, a directory) or a
+    /// file over 1 MiB is refused before anything of it is read.
     public static func load(explicitPath: String?, environment: [String: String]) throws(IngestError) -> Config {
         let path = explicitPath ?? defaultPath
         var config = Config()
-        if FileManager.default.fileExists(atPath: path) {
-            let text: String
-            do {
-                let file = try FileDescriptor(path: path, flags: O_RDONLY)
-                // A regular file is checked; /dev/null ("no configuration") is the system's.
-                if case let info = try file.stat(), info.isRegularFile, let reason = untrustedReason(info) {
-                    throw IngestError.config(
-                        file: path, key: nil,
-                        problem: "is not trusted: \(reason.replacingOccurrences(of: "FILE", with: path))")
-                }
-                text = try readTextFile(file, path: path)
-            } catch let error as IngestError {
-                throw error
-            } catch let error as SystemError {
-                throw .config(file: path, key: nil, problem: "cannot be read: \(error.reason)")
-            } catch {
-                throw .config(file: path, key: nil, problem: "cannot be read: \(error)")
+        let read: BoundedFile?
+        do { read = try BoundedFile.read(path, links: .follow) } catch {
+            let fix =
+                explicitPath != nil
+                ? "point --config or INGEST_CONFIG at the configuration itself, a regular TOML file of at most 1 MiB"
+                : "make it a regular TOML file of at most 1 MiB, or remove it to use the defaults"
+            switch error {
+            case .failed(let failure): throw .config(file: path, key: nil, problem: "cannot be read: \(failure.reason)")
+            case .symbolicLink, .notRegular, .tooLarge: throw .config(file: path, key: nil, problem: "\(error); \(fix)")
             }
-            config = try parse(text, file: path)
+        }
+        if let read {
+            // A regular file is checked; /dev/null ("no configuration") is the system's.
+            if let info = read.status, let reason = untrustedReason(info) {
+                throw .config(
+                    file: path, key: nil, problem: "is not trusted: \(reason.replacingOccurrences(of: "FILE", with: path))")
+            }
+            config = try parse(String(decoding: read.bytes, as: UTF8.self), file: path)
         } else if explicitPath != nil {
             throw .config(file: path, key: nil, problem: "no such file (check --config or INGEST_CONFIG)")
         }

@@ -65,6 +65,9 @@ public enum CredentialsError: Error, Sendable, Equatable, CustomStringConvertibl
     /// One of `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` is set without the other.
     case incompleteEnvironment(missing: String, present: String)
     case unreadableFile(path: String, reason: String)
+    /// The file is not one to read: a FIFO, a device, a directory, larger than 1 MiB
+    /// (``BoundedFile``); `problem` says which.
+    case refusedFile(path: String, problem: String)
     case malformedFile(path: String, line: Int, problem: String)
     /// The file holds a secret and its permission bits (`mode`) let group or others read it.
     case fileReadableByOthers(path: String, mode: UInt32)
@@ -95,6 +98,10 @@ public enum CredentialsError: Error, Sendable, Equatable, CustomStringConvertibl
         case let .unreadableFile(path, reason):
             return "cannot read \(path): \(reason). Fix the file or its permissions, or point "
                 + "AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE at another file."
+        case let .refusedFile(path, problem):
+            return "refusing to read \(path): it \(problem). AWS credentials and config files are read only from "
+                + "regular files (at most 1 MiB): point AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE at the file "
+                + "itself, or replace this one with it."
         case let .malformedFile(path, line, problem):
             return "\(path), line \(line): \(problem). Fix that line: the file is INI, with [section] headers "
                 + "and 'key = value' settings."

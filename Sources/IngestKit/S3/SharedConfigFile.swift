@@ -28,7 +28,7 @@ struct SharedConfigFile: Sendable, Equatable {
     static let secretKeys: Set<String> = ["aws_secret_access_key", "aws_session_token"]
 
     /// The largest file we read; real ones are a few kilobytes.
-    static let sizeLimit = 1 << 20
+    static let sizeLimit = BoundedFile.defaultLimit
 
     let path: String
     /// Settings by profile name, then by lower-cased key.
@@ -111,43 +111,26 @@ struct SharedConfigFile: Sendable, Equatable {
         return file
     }
 
-    /// Reads and parses the file at `path`, or returns nil when there is none. A file that
-    /// holds a secret and that group or others may read is refused: every AWS tool writes
-    /// these files with mode 0600, and a secret others can read is a leaked secret.
+    /// Reads and parses the file at `path`, or returns nil when there is none. It is read as
+    /// ``BoundedFile`` reads what configures ingest (`/dev/null` reads as empty): a FIFO, a
+    /// device, a directory or a file over ``sizeLimit`` is refused before anything of it is
+    /// read (``CredentialsError/refusedFile(path:problem:)``). A file that holds a secret and
+    /// that group or others may read is refused: every AWS tool writes these files with mode
+    /// 0600, and a secret others can read is a leaked secret.
     static func load(path: String, kind: Kind) throws(CredentialsError) -> SharedConfigFile? {
-        let descriptor: FileDescriptor
-        do {
-            descriptor = try FileDescriptor(path: path, flags: O_RDONLY)
-        } catch {
-            if error.errno == ENOENT || error.errno == ENOTDIR { return nil }
-            throw .unreadableFile(path: path, reason: error.reason)
+        let read: BoundedFile?
+        do { read = try BoundedFile.read(path, links: .follow, limit: sizeLimit) } catch {
+            switch error {
+            case .failed(let failure): throw .unreadableFile(path: path, reason: failure.reason)
+            case .symbolicLink, .notRegular, .tooLarge: throw .refusedFile(path: path, problem: error.description)
+            }
         }
-        let info: stat
-        do { info = try descriptor.stat() } catch { throw .unreadableFile(path: path, reason: error.reason) }
-        guard info.st_mode & S_IFMT == S_IFREG else {
-            throw .unreadableFile(path: path, reason: "it is not a regular file")
-        }
+        guard let read else { return nil }
+        guard let info = read.status else { return SharedConfigFile(path: path) }  // /dev/null: no settings
         if let reason = untrustedReason(info) {
             throw .untrustedFile(path: path, reason: reason.replacingOccurrences(of: "FILE", with: path))
         }
-        guard Int(info.st_size) <= sizeLimit else {
-            throw .unreadableFile(path: path, reason: "it is larger than \(sizeLimit / 1024) KiB, too large for a credentials file")
-        }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size) + 1)  // one more shows growth
-        let count: Int
-        do {
-            count = try bytes.withUnsafeMutableBytes { buffer throws(SystemError) -> Int in
-                try descriptor.read(into: buffer, path: path)
-            }
-        } catch let error as SystemError {
-            throw .unreadableFile(path: path, reason: error.reason)
-        } catch {
-            throw .unreadableFile(path: path, reason: "\(error)")
-        }
-        guard count < bytes.count else {
-            throw .unreadableFile(path: path, reason: "it changed while it was read; try again")
-        }
-        let file = try parse(String(decoding: bytes[..<count], as: UTF8.self), kind: kind, path: path)
+        let file = try parse(String(decoding: read.bytes, as: UTF8.self), kind: kind, path: path)
         let mode = UInt32(info.st_mode) & 0o777
         if file.holdsSecret, mode & 0o077 != 0 {
             throw .fileReadableByOthers(path: path, mode: mode)

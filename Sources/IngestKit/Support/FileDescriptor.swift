@@ -149,7 +149,9 @@ func makeDirectories(_ path: String) throws(SystemError) {
     guard stat(path, &st) == 0, st.isDirectory else { throw SystemError(call: "mkdir", errno: ENOTDIR, path: path) }
 }
 
-/// Reads a whole (small) file as UTF-8 text; works for `/dev/null` and pipes too.
+/// Reads a whole file of the kernel's (`/proc`, `/sys`: they report no size) as UTF-8 text,
+/// without bound. What configures ingest, which anyone may point at a FIFO or `/dev/zero`, is
+/// read with ``BoundedFile`` instead.
 func readTextFile(_ path: String) throws(SystemError) -> String {
     try readTextFile(FileDescriptor(path: path, flags: O_RDONLY), path: path)
 }

@@ -57,10 +57,11 @@ public struct SceneFile: Sendable, Equatable {
 
     /// Reads the scene file at the root of the card mounted at `root`; nil when the card has none.
     ///
-    /// It is opened relative to the root's directory descriptor with `O_NOFOLLOW`, `O_NONBLOCK`
-    /// and `O_NOCTTY`, after a look (`fstatat` without following links) that keeps a device
-    /// node from being opened at all; the open descriptor must then be a regular file
-    /// (`fstat`), and at most ``maximumBytes`` + 1 bytes are read whatever its size says. A
+    /// It is read as ``BoundedFile`` reads what configures ingest, relative to the root's
+    /// directory descriptor and with links refused: looked at first (`fstatat` without following
+    /// links) so that a device node is never opened, opened with `O_NOFOLLOW`, `O_NONBLOCK` and
+    /// `O_NOCTTY`, a regular file by `fstat`, at most ``maximumBytes`` + 1 bytes read whatever
+    /// its size says. A
     /// symbolic link, a FIFO, a device, a directory, a larger file or one that is not UTF-8 is
     /// an error: the card's labels are unknown, so none of its files is uploaded.
     ///
@@ -72,57 +73,23 @@ public struct SceneFile: Sendable, Equatable {
         do { directory = try FileDescriptor(path: root, flags: O_RDONLY | O_DIRECTORY) } catch {
             throw fail("cannot be read, as the card's root cannot be opened (\(error.reason))")
         }
-        var seen = Glibc.stat()
-        if fstatat(directory.raw, fileName, &seen, AT_SYMLINK_NOFOLLOW) != 0 {
-            let error = SystemError.last("fstatat", path: path)
-            if error.errno == ENOENT { return nil }
-            throw fail("cannot be examined (\(error.reason))")
-        }
-        if let problem = kindProblem(seen) { throw fail(problem) }
-        let file: FileDescriptor
-        do {
-            file = try FileDescriptor(
-                at: directory, path: fileName, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
-        } catch {
-            switch error.errno {
-            case ENOENT: return nil  // removed since the look: the card has no scene file now
-            case ELOOP: throw fail(symlinkProblem)
-            default: throw fail("cannot be opened (\(error.reason))")
+        let read: BoundedFile?
+        do { read = try BoundedFile.read(fileName, in: directory, links: .refuse, limit: maximumBytes) } catch {
+            switch error {
+            case .symbolicLink: throw fail(symlinkProblem)
+            case .notRegular: throw fail("\(error); replace it with a plain text file")
+            case .tooLarge:
+                throw fail(
+                    "is larger than \(maximumBytes / 1024) KiB, the most a scene file may hold; "
+                        + "a scene file holds only 'scene = \"…\"' and a [tags] table: shorten it")
+            case .failed: throw fail(error.description)
             }
         }
-        let opened: Glibc.stat
-        do { opened = try file.stat() } catch { throw fail("cannot be examined (\(error.reason))") }
-        if let problem = kindProblem(opened) { throw fail(problem) }
-
-        // One byte more than allowed tells a file at the limit from a longer one; st_size is
-        // not trusted, as a file can grow after fstat (or lie, on a broken file system).
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: maximumBytes + 1, alignment: 1)
-        defer { buffer.deallocate() }
-        let count: Int
-        do { count = try file.read(into: buffer, path: path) } catch { throw fail("cannot be read (\(error.reason))") }
-        guard count <= maximumBytes else {
-            throw fail(
-                "is larger than \(maximumBytes / 1024) KiB, the most a scene file may hold; "
-                    + "a scene file holds only 'scene = \"…\"' and a [tags] table: shorten it")
-        }
-        let bytes = Array(buffer[..<count])
+        guard let bytes = read?.bytes else { return nil }
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw fail("is not UTF-8 text; save it as UTF-8")
         }
         return try parse(text, path: path)
-    }
-
-    /// Why a file of this kind cannot be a scene file, or nil for a regular file.
-    private static func kindProblem(_ status: Glibc.stat) -> String? {
-        switch status.st_mode & S_IFMT {
-        case S_IFREG: nil
-        case S_IFLNK: symlinkProblem
-        case S_IFIFO: "is a FIFO (named pipe), not a regular file; replace it with a plain text file"
-        case S_IFCHR, S_IFBLK: "is a device node, not a regular file; replace it with a plain text file"
-        case S_IFDIR: "is a directory, not a regular file; replace it with a plain text file"
-        case S_IFSOCK: "is a socket, not a regular file; replace it with a plain text file"
-        default: "is not a regular file; replace it with a plain text file"
-        }
     }
 
     private static var symlinkProblem: String {

@@ -4,7 +4,10 @@ extension UploadError {
         let place = target.displayName
         switch error {
         case .credentials(let problem):
-            self.init(exitStatus: .noPermission, scope: .destination, message: "\(what): \(problem)")
+            // A credentials file that is no file to read (a FIFO, a device) is the station's
+            // configuration, wrong: 78, as for the configuration file itself.
+            let status: ExitStatus = if case .refusedFile = problem { .config } else { .noPermission }
+            self.init(exitStatus: status, scope: .destination, message: "\(what): \(problem)")
         case let .transport(problem, attempts):
             self.init(
                 exitStatus: .unavailable, scope: .destination,
