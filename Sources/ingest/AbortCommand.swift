@@ -25,7 +25,9 @@ struct AbortCommand: AsyncParsableCommand {
         let logger = common.bootstrapLogging()
         do throws(IngestError) {
             let config = try common.loadConfig()
-            let (state, journal) = try common.openState(config)
+            guard let (state, journal) = try common.openIngestedState(config) else {
+                throw .nothingIngested(common.nothingIngested(config, command: "abort \(id)"), id: id)
+            }
             let record = try await common.findUpload(id, in: journal)
             guard record.phase != .completed else {
                 throw .uploadRefused(

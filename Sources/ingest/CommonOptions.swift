@@ -65,10 +65,34 @@ struct CommonOptions: ParsableArguments {
         do { return (state, try Journal(path: state.journalPath)) } catch { throw .journal(error) }
     }
 
-    /// The journal as it is, for commands that change nothing; nil when none exists yet.
+    /// The journal as it is, for commands that change nothing; nil when none exists yet. One
+    /// that exists and cannot be read is an error (73), never taken for an empty one.
     func readJournal(_ config: Config) throws(IngestError) -> Journal? {
         do { return try Journal.openForReading(path: StateDirectory.journalPath(in: statePath(config))) } catch {
             throw .journal(error)
+        }
+    }
+
+    /// The state directory and its journal, for the commands that act on what was ingested
+    /// (resume, abort, forget): nil when there is no journal, and then nothing is created
+    /// (say ``nothingIngested(_:command:)``); an error (73) when there is one that cannot be read.
+    func openIngestedState(_ config: Config) throws(IngestError) -> (StateDirectory, Journal)? {
+        guard try readJournal(config) != nil else { return nil }
+        return try openState(config)
+    }
+
+    /// There is no journal: nothing was ingested with this state directory yet.
+    func nothingIngested(_ config: Config, command: String) -> NothingIngested {
+        NothingIngested(statePath: statePath(config), command: command)
+    }
+
+    /// Says `nothing`: with --json, its `nothing_ingested` event on standard output; otherwise
+    /// its sentence on `output`.
+    func say(_ nothing: NothingIngested, on output: ReportOutput) {
+        if json {
+            ReportOutput.standardOutput.write(JSONValue.line(nothing.json) + "\n")
+        } else {
+            output.line(nothing.message)
         }
     }
 

@@ -30,7 +30,9 @@ struct ForgetCommand: AsyncParsableCommand {
         _ = common.bootstrapLogging()
         do throws(IngestError) {
             let config = try common.loadConfig()
-            let (state, journal) = try common.openState(config)
+            guard let (state, journal) = try common.openIngestedState(config) else {
+                throw .nothingIngested(common.nothingIngested(config, command: "forget \(id)"), id: id)
+            }
             if let row = QuarantinedFileID.row(id) { return try await forgetFile(row: row, state: state, journal: journal) }
             let record = try await common.findUpload(id, in: journal)
             let lock = try common.lockUpload(record, in: state)

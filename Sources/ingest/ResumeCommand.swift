@@ -17,7 +17,8 @@ struct ResumeCommand: AsyncParsableCommand {
             says what was recovered.
 
             `ingest status` lists the pending uploads and their ids; an id may be shortened \
-            to any unique prefix.
+            to any unique prefix. With no journal, nothing was ingested: it says so and \
+            exits 0 (64 if ids were given); a journal it cannot read exits 73.
             """)
 
     @OptionGroup var common: CommonOptions
@@ -35,7 +36,11 @@ struct ResumeCommand: AsyncParsableCommand {
         do throws(IngestError) {
             var config = try common.loadConfig()
             try rate.apply(to: &config)
-            let (state, journal) = try common.openState(config)
+            guard let (state, journal) = try common.openIngestedState(config) else {
+                let nothing = common.nothingIngested(config, command: (["resume"] + ids).joined(separator: " "))
+                if let id = ids.first { throw .nothingIngested(nothing, id: id) }
+                return common.say(nothing, on: .standardError)  // no upload to resume: done
+            }
             let (sink, reports) = common.makeReporting(progress, uploads: true, systemd: systemd)
             let service = try common.makeUploadService(config: config, state: state, journal: journal, events: sink, logger: logger)
             try await service.recover(sink: sink)

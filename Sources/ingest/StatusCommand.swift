@@ -17,6 +17,10 @@ struct StatusCommand: AsyncParsableCommand {
             journal's word: `ingest verify-card` re-reads the card and the bucket. \
             With --json, one `card` object per card with `safe_to_erase` and `reasons`.
 
+            With no journal (nothing was ingested with this state directory yet) it says \
+            so, with the path it looked at (--json: one `nothing_ingested` event), and exits \
+            0; a journal it cannot read (permission denied, not a database) exits 73.
+
             
             Pending uploads are listed with their id (what resume, abort and forget take), \
             the file, its size, the phase the upload reached, how often the server lost it \
@@ -37,10 +41,16 @@ struct StatusCommand: AsyncParsableCommand {
         do throws(IngestError) {
             let config = try common.loadConfig()
             let statePath = common.statePath(config)
+            // No journal is nothing ingested yet, said as such; one that cannot be read is 73.
+            guard let journal = try common.readJournal(config) else {
+                if !common.json { ReportOutput.standardOutput.line("State directory: \(statePath)") }
+                common.say(common.nothingIngested(config, command: "status"), on: .standardOutput)
+                return
+            }
             if checkBucket {
-                let (state, journal) = try common.openState(config)
+                let (state, writable) = try common.openState(config)
                 let service = try common.makeUploadService(
-                    config: config, state: state, journal: journal, events: DiscardingSink(), logger: logger)
+                    config: config, state: state, journal: writable, events: DiscardingSink(), logger: logger)
                 let outcome = await service.checkBucket(days: max(config.rescan.bucketCheckDays, 1))
                 let event = RescanEvent.bucketChecked(outcome)
                 if common.json {
@@ -50,19 +60,17 @@ struct StatusCommand: AsyncParsableCommand {
                 }
                 if let error = outcome.error { throw IngestError.upload(error) }
             }
-            var summary = JournalSummary.empty
-            var uploads = UploadSummary.empty
-            var quarantine = QuarantineSummary.empty
-            var cards: [CardStanding] = []
-            if let journal = try common.readJournal(config) {
-                do {
-                    summary = try await journal.summary()
-                    uploads = try await journal.uploadSummary()
-                    quarantine = try await journal.quarantine()
-                    cards = try await CardStandings.all(journal: journal)
-                } catch {
-                    throw .journal(error)
-                }
+            let summary: JournalSummary
+            let uploads: UploadSummary
+            let quarantine: QuarantineSummary
+            let cards: [CardStanding]
+            do {
+                summary = try await journal.summary()
+                uploads = try await journal.uploadSummary()
+                quarantine = try await journal.quarantine()
+                cards = try await CardStandings.all(journal: journal)
+            } catch {
+                throw .journal(error)
             }
             if common.json {
                 printJSON(summary, uploads: uploads, quarantine: quarantine, cards: cards, statePath: statePath)

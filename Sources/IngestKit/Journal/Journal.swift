@@ -142,15 +142,60 @@ public final class Journal: Sendable {
         }
     }
 
-    /// Opens an existing journal without changing anything, for dry runs; nil if there is none.
+    /// Opens an existing journal without changing anything, for the commands that only read
+    /// it (`status`, `scan`, `verify-card`); nil if there is none: nothing was ingested with
+    /// this state directory yet.
+    ///
+    /// "None" is only what the system says of a path that is not there (`ENOENT`). A state
+    /// directory this user may not enter, a file where a directory of the path should be, a
+    /// directory where the journal should be, or a file SQLite cannot read as a database is an
+    /// error with its remedy (``JournalError/remedy``), never taken for an empty journal: a
+    /// report of zeros would tell the operator that nothing was ingested.
     public static func openForReading(path: String) throws(JournalError) -> Journal? {
-        guard access(path, F_OK) == 0 else { return nil }
+        func refused(_ reason: String, _ remedy: String) -> JournalError {
+            JournalError(path: path, operation: .read, reason: reason, remedy: remedy)
+        }
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) }.flatMap { $0.isEmpty ? "/" : $0 } ?? "."
+        let elsewhere = "or name another state directory with --state-dir or INGEST_STATE_DIR"
+        var info = stat()
+        if stat(path, &info) != 0 {
+            let error = SystemError.last("stat", path: path)
+            switch error.errno {
+            case ENOENT:
+                return nil
+            case EACCES, EPERM:
+                throw refused(
+                    "\(error.reason): this user (uid \(geteuid())) may not read \(directory)",
+                    "Run ingest as the user whose state directory it is (the station's, /var/lib/ingest, is root's: "
+                        + "sudo ingest …), or let this user read it, \(elsewhere).")
+            case ENOTDIR:
+                throw refused(
+                    "\(error.reason): part of \(directory) is a file, not a directory",
+                    "--state-dir, INGEST_STATE_DIR and state_dir name a directory: correct the one in use.")
+            default:
+                throw refused(error.reason, "Check the disk that holds \(directory), \(elsewhere).")
+            }
+        }
+        guard info.isRegularFile else {
+            throw refused(
+                "it is \(BoundedFile.Problem.kind(info.st_mode & S_IFMT)), not the journal's database file",
+                "Move it aside (the next ingest starts a new journal there, which knows no card), "
+                    + "\(elsewhere) if this is not ingest's.")
+        }
         var configuration = Configuration()
         configuration.readonly = true
         do {
-            return Journal(path: path, database: try DatabaseQueue(path: path, configuration: configuration))
+            let database = try DatabaseQueue(path: path, configuration: configuration)
+            // SQLite opens lazily: a first read tells a journal from a file that is not one now,
+            // not halfway through a report.
+            _ = try database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") }
+            return Journal(path: path, database: database)
         } catch {
-            throw JournalError(path: path, operation: .read, reason: "\(error)")
+            throw refused(
+                "\(error)",
+                "Check that --state-dir, INGEST_STATE_DIR or state_dir names ingest's state directory and that this "
+                    + "user may read and write it (the station's, /var/lib/ingest, is root's: sudo ingest …). "
+                    + "Keep a damaged journal rather than deleting it: it records what was uploaded.")
         }
     }
 

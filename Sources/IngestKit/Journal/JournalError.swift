@@ -20,11 +20,16 @@ public struct JournalError: Error, Sendable, Equatable, CustomStringConvertible 
     public let operation: Operation
     /// SQLite's message and code, or the failed system call.
     public let reason: String
+    /// What to do, where it is known better than "fix the state directory's permissions":
+    /// set by ``Journal/openForReading(path:)``, which tells a journal it cannot read from
+    /// none at all.
+    public let remedy: String?
 
-    public init(path: String, operation: Operation, reason: String) {
+    public init(path: String, operation: Operation, reason: String, remedy: String? = nil) {
         self.path = path
         self.operation = operation
         self.reason = reason
+        self.remedy = remedy
     }
 
     /// "cannot write the journal", the words every message built from it starts with.
@@ -36,7 +41,8 @@ public struct JournalError: Error, Sendable, Equatable, CustomStringConvertible 
 extension IngestError {
     /// A run cannot go on without its journal: each step after depends on what it records.
     public static func journal(_ error: JournalError) -> IngestError {
-        .stateUnusable(path: error.path, reason: "\(error.failure): \(error.reason)")
+        if let remedy = error.remedy { return .journalUnreadable(path: error.path, reason: error.reason, remedy: remedy) }
+        return .stateUnusable(path: error.path, reason: "\(error.failure): \(error.reason)")
     }
 }
 

@@ -20,7 +20,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable, Codable {
     case unavailable = 69
     /// A bug: something that should not happen did.
     case software = 70
-    /// The state directory or staging area cannot be written, or is full.
+    /// The state directory or staging area cannot be written, or is full; or the journal is
+    /// there and cannot be read (never taken for an empty one).
     case cantCreate = 73
     /// The card failed or disappeared while it was being read.
     case ioError = 74
@@ -44,7 +45,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable, Codable {
         case .unavailable: "the S3 endpoint (or udev, for watch) cannot be reached or keeps failing; staged files wait for the next run"
         case .noInput: "the path does not exist or cannot be read; or the device is not a card, is mounted at a system place, has a file-system type not allowed, or cannot be mounted or unmounted"
         case .software: "internal error (a bug: please report it)"
-        case .cantCreate: "the state directory or staging area cannot be written, or is full"
+        case .cantCreate: "the state directory or staging area cannot be written or is full, or the journal cannot be read"
         case .ioError: "the card failed or was removed while it was read"
         case .busy: "another ingest process holds this card or the journal (with --device: exit 0 and a notice instead)"
         case .integrity: "an uploaded object did not verify (size, fingerprint or digest)"
@@ -62,6 +63,9 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     case stagingFull(stagingPath: String, needed: Int64, available: Int64, reserve: Int64)
     case stagingUnwritable(SystemError)
     case stateUnusable(path: String, reason: String)
+    /// The journal is there but cannot be opened or read (``Journal/openForReading(path:)``):
+    /// nothing can be said of what was ingested, and a report of zeros would be a lie.
+    case journalUnreadable(path: String, reason: String, remedy: String)
     case volumeBusy(volume: String, lockPath: String)
     /// The card went while it was read: `cause` is the read that failed, `evidence` what
     /// showed the card itself gone (its device, its mount, its root), not only a file.
@@ -89,6 +93,8 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     case labels(String)
     /// No upload in the journal has this id.
     case unknownUpload(String)
+    /// An upload (or a file) is named by `id`, and there is no journal at all.
+    case nothingIngested(NothingIngested, id: String)
     /// Several uploads start with these digits.
     case ambiguousUpload(String, matches: [String])
     /// A command on one upload cannot be done in its phase.
@@ -100,14 +106,14 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .sourceUnavailable: .noInput
         case .config: .config
-        case .stagingFull, .stagingUnwritable, .stateUnusable, .metricsUnwritable: .cantCreate
+        case .stagingFull, .stagingUnwritable, .stateUnusable, .journalUnreadable, .metricsUnwritable: .cantCreate
         case .volumeBusy, .deviceBusy: .busy
         case .volumeLost: .ioError
         case .notACard, .systemDevice, .mountFailed, .unmountFailed, .fileSystemRefused: .noInput
         case .udevUnavailable: .unavailable
         case .upload(let error): error.exitStatus
         case .labels: .dataError
-        case .unknownUpload, .ambiguousUpload, .uploadRefused: .usage
+        case .unknownUpload, .nothingIngested, .ambiguousUpload, .uploadRefused: .usage
         }
     }
 
@@ -127,6 +133,8 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .stateUnusable(path, reason):
             return "cannot use the state directory \(path): \(reason). "
                 + "Choose another with --state-dir or INGEST_STATE_DIR, or fix its permissions."
+        case let .journalUnreadable(path, reason, remedy):
+            return "cannot read the journal \(path): \(reason). \(remedy)"
         case let .volumeBusy(volume, lockPath):
             return "\(volume) is being ingested by another ingest process (lock \(lockPath)); "
                 + "nothing to do now, it will finish there."
@@ -134,6 +142,9 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
             return error.description
         case .unknownUpload(let id):
             return "no upload with id '\(id)' in the journal. `ingest status` lists the pending uploads and their ids."
+        case let .nothingIngested(nothing, id):
+            return "no upload or file with id '\(id)': nothing ingested yet, there is no journal at \(nothing.journalPath). "
+                + nothing.hint
         case let .ambiguousUpload(id, matches):
             return "'\(id)' matches several uploads (\(matches.joined(separator: ", "))); give more digits."
         case let .uploadRefused(id, reason):
