@@ -158,7 +158,7 @@ public struct Config: Sendable, Equatable {
         config.source = file
         let root = TableReader(table: table, prefix: "", file: file)
         try root.allowOnly(["state_dir", "scan", "staging", "s3", "upload", "device", "scene", "watch", "rescan", "hooks"])
-        config.stateDirectory = try root.string("state_dir")
+        config.stateDirectory = try root.absolutePath("state_dir", example: "/var/lib/ingest")
         if let scan = try root.table("scan") {
             try scan.allowOnly(["include", "exclude"])
             config.scan.include = try scan.globs("include") ?? []
@@ -246,8 +246,9 @@ public struct Config: Sendable, Equatable {
         if let rescan = try root.table("rescan") {
             try rescan.allowOnly(["roots", "metrics_file", "orphan_upload_age", "bucket_check_days"])
             if let days = try rescan.integer("bucket_check_days", in: 0...36_500) { config.rescan.bucketCheckDays = days }
-            config.rescan.roots = try rescan.absolutePaths("roots") ?? []
-            config.rescan.metricsFile = try rescan.absolutePath("metrics_file")
+            config.rescan.roots = try rescan.absolutePaths("roots", example: "/srv/incoming") ?? []
+            config.rescan.metricsFile = try rescan.absolutePath(
+                "metrics_file", example: "/var/lib/prometheus/node-exporter/ingest.prom")
             if let age = try rescan.string("orphan_upload_age") {
                 config.rescan.orphanUploadAge =
                     age.trimmingCharacters(in: .whitespaces) == "off"
@@ -259,6 +260,13 @@ public struct Config: Sendable, Equatable {
             if let command = try hooks.string("on_card_done") {
                 guard !command.allSatisfy(\.isWhitespace) else {
                     throw hooks.fail("on_card_done", "is empty; give a command, like \"/usr/local/bin/card-done\", or leave the key out")
+                }
+                if let program = HookSettings.relativeProgram(command) {
+                    throw hooks.fail(
+                        "on_card_done",
+                        "runs '\(program)', a relative path, which would be looked for from whatever directory ingest "
+                            + "was started in (a shell's, systemd's /, cron's home); write the program's absolute path, "
+                            + "like \"/usr/local/bin/card-done\"")
                 }
                 config.hooks.onCardDone = command
             }
@@ -275,7 +283,12 @@ public struct Config: Sendable, Equatable {
 
     mutating func applyEnvironment(_ environment: [String: String]) throws(IngestError) {
         func value(_ variable: String) -> String? { environment[variable].flatMap { $0.isEmpty ? nil : $0 } }
-        if let dir = value("INGEST_STATE_DIR") { stateDirectory = dir }
+        if let dir = value("INGEST_STATE_DIR") {
+            guard dir.hasPrefix("/") else {
+                throw .config(file: nil, key: "INGEST_STATE_DIR", problem: Self.relativePathProblem(dir, example: "/var/lib/ingest"))
+            }
+            stateDirectory = dir
+        }
         if let reserve = value("INGEST_STAGING_RESERVE") {
             staging.reserve = try Self.parseSize(reserve, key: "INGEST_STAGING_RESERVE", file: nil)
         }
@@ -290,6 +303,12 @@ public struct Config: Sendable, Equatable {
             s3.bucket = bucket
         }
         if let region = value("AWS_REGION") ?? value("AWS_DEFAULT_REGION") { s3.region = region }
+    }
+
+    /// Why `path`, a relative path given where an absolute one is needed, is refused, and the fix.
+    static func relativePathProblem(_ path: String, example: String) -> String {
+        "'\(path)' is a relative path, which would be taken from whatever directory ingest was started in "
+            + "(a shell's, systemd's /, cron's home); write it as an absolute path, from /, like \"\(example)\""
     }
 
     /// Parses a size such as "2GiB"; `key` names the setting in the error.
@@ -419,17 +438,18 @@ private struct TableReader {
         return result
     }
 
-    /// An absolute path: a relative one would depend on where a timer or cron starts the job.
-    func absolutePath(_ name: String) throws(IngestError) -> String? {
+    /// An absolute path: a relative one would depend on where a shell, a timer or cron starts
+    /// the job. `example` shows the fix in the error.
+    func absolutePath(_ name: String, example: String) throws(IngestError) -> String? {
         guard let path = try string(name) else { return nil }
-        guard path.hasPrefix("/") else { throw fail(name, "'\(path)' is not an absolute path; write it from /, like \"/srv/incoming\"") }
+        guard path.hasPrefix("/") else { throw fail(name, Config.relativePathProblem(path, example: example)) }
         return path
     }
 
-    func absolutePaths(_ name: String) throws(IngestError) -> [String]? {
+    func absolutePaths(_ name: String, example: String) throws(IngestError) -> [String]? {
         guard let paths = try strings(name) else { return nil }
         for path in paths where !path.hasPrefix("/") {
-            throw fail(name, "'\(path)' is not an absolute path; write it from /, like \"/srv/incoming\"")
+            throw fail(name, Config.relativePathProblem(path, example: example))
         }
         return paths
     }
@@ -559,6 +579,23 @@ public struct HookSettings: Sendable, Equatable {
     public var timeout: Duration = .seconds(30)
     public static let timeoutRange: ClosedRange<Duration> = .milliseconds(100)...(.seconds(3600))
     public init() {}
+
+    /// The program `command` runs when it is a relative path (`./card-done`, `bin/done`),
+    /// which the shell would look for from ingest's working directory; nil when it is an
+    /// absolute path or a bare name the shell finds in `PATH`. Leading `NAME=value`
+    /// assignments are skipped, and quotes around the program's word are ignored.
+    static func relativeProgram(_ command: String) -> String? {
+        for word in command.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }) {
+            let program = word.trimmingCharacters(in: CharacterSet(charactersIn: "\"'"))
+            if let equals = program.firstIndex(of: "="), !program[..<equals].isEmpty,
+                program[..<equals].allSatisfy({ $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) })
+            {
+                continue
+            }
+            return program.contains("/") && !program.hasPrefix("/") && !program.hasPrefix("~") ? program : nil
+        }
+        return nil
+    }
 }
 
 extension UploadSettings {
