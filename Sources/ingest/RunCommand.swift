@@ -189,7 +189,7 @@ struct RunCommand: AsyncParsableCommand {
             let key = String(text[..<equals])
             let value = String(text[text.index(after: equals)...])
             if let earlier = tags[key], earlier != value {
-                throw .labels("--tag gives '\(key)' two values, '\(earlier)' and '\(value)'; give each key once.")
+                throw .runLabels("--tag gives '\(key)' two values, '\(earlier)' and '\(value)'; give each key once.")
             }
             tags[key] = value
         }

@@ -109,7 +109,7 @@ import Testing
 
     @Test func theRunsOwnConflictsFailWhenThePolicyIsMade() throws {
         let error = try #require(throws: LabelError.self) {
-            try LabelPolicy(deviceID: "station-3", commandLine: Scene(tags: ["device": "station-4"]))
+            try LabelPolicy(deviceTags: ["site": "north"], commandLine: Scene(tags: ["site": "south"]))
         }
         #expect(
             error.description.contains("the config's [device] section")
@@ -118,6 +118,29 @@ import Testing
             try LabelPolicy(deviceTags: ["site": "a"], defaultScene: Scene(tags: ["site": "b"]))
         }
         #expect(throws: LabelError.self) { try LabelPolicy(commandLine: Scene(tags: ["original-name": "x"])) }
+    }
+
+    /// `--tag device=evil` once labelled every object of a station without `[device] id` as
+    /// coming from "evil" while its keys named the host: the station is named by its id only.
+    @Test(arguments: [nil, "station-3"])
+    func theDeviceLabelComesOnlyFromTheConfiguredID(deviceID: String?) throws {
+        let evil = "evil-\(UInt32.random(in: 0...UInt32.max))"
+        let attempts: [(LabelSource, () throws(LabelError) -> LabelPolicy)] = [
+            (.commandLine, { () throws(LabelError) in try LabelPolicy(deviceID: deviceID, commandLine: Scene(tags: ["device": evil])) }),
+            (.commandLine, { () throws(LabelError) in try LabelPolicy(deviceID: deviceID, commandLine: Scene(tags: ["Device": evil])) }),
+            (.deviceConfig, { () throws(LabelError) in try LabelPolicy(deviceID: deviceID, deviceTags: ["device": evil]) }),
+            (.sceneConfig, { () throws(LabelError) in try LabelPolicy(deviceID: deviceID, defaultScene: Scene(tags: ["device": evil])) }),
+        ]
+        for (source, attempt) in attempts {
+            let error = try #require(throws: LabelError.self) { try attempt() }
+            #expect(error == .notTheDevice(source: source))
+            #expect(error.description.contains("only the config's [device] id sets it"), "\(error)")
+            #expect(!error.description.contains(evil))
+        }
+        let policy = try LabelPolicy(deviceID: deviceID, commandLine: Scene(tags: ["site": "km-12"]))
+        let labels = try policy.cardLabels(card: CardLabels(), sceneFile: nil)
+        #expect(labels.label("device")?.source == deviceID.map { _ in .deviceID })
+        #expect(labels["device"] == deviceID)
     }
 
     @Test func aUserTagCannotContradictTheCardsIdentity() throws {
@@ -286,12 +309,86 @@ import Testing
         let error = try #require(throws: LabelError.self) {
             try policy.objectLabels(base: base, path: tooLong, fingerprint: fingerprint)
         }
-        guard case .metadataTooLarge(let path, let bytes, let largestKey, _) = error else {
+        guard case .metadataTooLarge(let path, let bytes, let fileBytes, let largest, _) = error else {
             Issue.record("\(error)")
             return
         }
-        #expect(path == tooLong.display && bytes == 2050 && largestKey == "original-name")
-        #expect(error.description.contains("2048"))
+        #expect(path == tooLong.display && bytes == 2050 && fileBytes == 2050 && largest == nil)
+        #expect(error.description.contains("2048") && error.description.contains("shorter path"))
+    }
+
+    /// The budget the early check leaves is what a file's own labels get: shared labels of
+    /// exactly 1,536 bytes pass it, and then a file whose name and path take their 448 bytes
+    /// still uploads; one byte more of either fails, the first at the check, the second for
+    /// that file only.
+    @Test func whatPassesTheEarlyCheckNeverFailsLaterForSize() throws {
+        // scene (5 + 1) + note (4 + n) = 1536
+        let note = String(repeating: "n", count: LabelPolicy.sharedMetadataBytes - 10)
+        let policy = try LabelPolicy(commandLine: Scene(name: "s", tags: ["note": note]), objectTagKeys: [])
+        let base = try policy.cardLabels(card: CardLabels(), sceneFile: nil)
+        // A file at the card's root: its name is its path, 224 bytes each, 448 in all.
+        let longest = CardPath(String(repeating: "p", count: 224))
+        let labels = try policy.objectLabels(base: base, path: longest, fingerprint: fingerprint)
+        #expect(labels.metadataBytes == ObjectLabels.maximumMetadataBytes)
+
+        #expect(throws: LabelError.self) {
+            try LabelPolicy(commandLine: Scene(name: "s", tags: ["note": note + "n"]), objectTagKeys: [])
+        }
+        let longer = CardPath(String(repeating: "p", count: 225))
+        let error = try #require(throws: LabelError.self) {
+            try policy.objectLabels(base: base, path: longer, fingerprint: fingerprint)
+        }
+        guard case .metadataTooLarge(_, _, let fileBytes, let largest, _) = error else {
+            Issue.record("\(error)")
+            return
+        }
+        #expect(fileBytes == LabelPolicy.fileMetadataBytes + 2)
+        #expect(largest?.key == "note", "the user's label is named, not xxh128: \(error)")
+        #expect(error.description.contains("'note' from the command line"))
+    }
+
+    @Test func labelsTooLargeForTheMetadataAreRefusedWhenThePolicyIsMadeNamingTheUsersLabel() throws {
+        let note = String(repeating: "x", count: 10 * 1024)
+        let error = try #require(throws: LabelError.self) {
+            try LabelPolicy(deviceID: "station-7", commandLine: Scene(name: "survey", tags: ["note": note, "site": "km-12"]))
+        }
+        guard case .sharedLabelsTooLarge(let bytes, let count, _, let largest, let largestBytes) = error else {
+            Issue.record("\(error)")
+            return
+        }
+        #expect(count == 4 && largest.key == "note" && largest.source == .commandLine)
+        #expect(largestBytes == 4 + 10 * 1024 && bytes > largestBytes)
+        #expect(error.description.contains("the largest is 'note' from the command line"), "\(error)")
+        #expect(error.description.contains("1536") && error.description.contains("2048"))
+        #expect(!error.description.contains("xxh128") && !error.description.contains(note), "\(error)")
+    }
+
+    @Test func aSceneFileWithThousandsOfKeysIsRefusedWithTheCardNamingTheFile() throws {
+        let policy = try LabelPolicy(deviceID: "station-7")
+        var tags: [String: String] = [:]
+        for index in 0..<7000 { tags["k\(index)"] = "v" }
+        let path = "/media/sd/ingest-scene.toml"
+        let error = try #require(throws: LabelError.self) {
+            try policy.cardLabels(card: CardLabels(fsUUID: "1B6E-2F0A"), sceneFile: SceneFile(path: path, scene: Scene(tags: tags)))
+        }
+        guard case .sharedLabelsTooLarge(_, let count, let heaviest, let largest, _) = error else {
+            Issue.record("\(error)")
+            return
+        }
+        #expect(count == 7002 && heaviest.source == .sceneFile(path: path) && heaviest.count == 7000)
+        // Every scene label is 5 or 6 bytes; the largest a person gave is the device id.
+        #expect(largest.key == "device" && largest.source == .deviceID)
+        #expect(error.description.contains("Most of the bytes come from the scene file \(path) (7000 labels"), "\(error)")
+    }
+
+    @Test func theMetadataLimitCountsEncodedValuesInTheEarlyCheckToo() throws {
+        // Not ASCII, so sent as an encoded word, base64 taking a third more: 1,200 bytes of
+        // UTF-8 fit in the 1,536 a card's labels may take, their 1,612 as sent do not.
+        let value = String(repeating: "é", count: 600)
+        #expect(value.utf8.count + 4 < LabelPolicy.sharedMetadataBytes)
+        #expect(MetadataEncoding.encode(value).utf8.count == 1612)
+        let error = try #require(throws: LabelError.self) { try LabelPolicy(commandLine: Scene(tags: ["note": value])) }
+        #expect(error.description.contains("take 1616 bytes"), "\(error)")
     }
 
     @Test func theMetadataLimitCountsEncodedValues() throws {

@@ -64,7 +64,7 @@ import Testing
     @Test func entriesAreSortedByKey() throws {
         var labels = LabelSet()
         try labels.add("scene", "x", from: .commandLine)
-        try labels.add("device", "d", from: .deviceConfig)
+        try labels.add("device", "d", from: .deviceID)
         try labels.add("fs-uuid", "u", from: .cardIdentity)
         #expect(labels.entries.map(\.key) == ["device", "fs-uuid", "scene"])
     }

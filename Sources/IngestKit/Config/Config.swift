@@ -118,14 +118,14 @@ public struct Config: Sendable, Equatable {
         let parts = path.split(separator: ".", maxSplits: 2).map(String.init)
         let label: (key: String, source: LabelSource)? =
             switch parts.first {
-            case "device" where parts.count == 2 && parts[1] == "id": ("device", .deviceConfig)
+            case "device" where parts.count == 2 && parts[1] == "id": ("device", .deviceID)
             case "device" where parts.count == 3 && parts[1] == "tags": (parts[2], .deviceConfig)
             case "scene" where parts.count == 2 && parts[1] == "name": ("scene", .sceneConfig)
             case "scene" where parts.count == 3 && parts[1] == "tags": (parts[2], .sceneConfig)
             default: nil
             }
         if let label {
-            throw .labels(
+            throw .runLabels(
                 LabelError.controlCharacter(key: label.key, source: label.source, character: "U+0000 (NUL)").description
                     + " (in \(source), key '\(path)')")
         }

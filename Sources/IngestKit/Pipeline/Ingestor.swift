@@ -296,6 +296,13 @@ public struct Ingestor: Sendable {
         path: String, sink: some EventSink, stop: IngestStop, into outcome: inout IngestOutcome
     ) async throws(IngestError) {
         let started = Date()
+        // The run's own labels first: a problem with them (a `device` from --tag, labels too
+        // large for S3's metadata) would recur on every card, so none is touched, nothing staged.
+        if let upload {
+            do { _ = try UploadPlanner.labelPolicy(config: config, request: upload) } catch {
+                throw .runLabels(error.description)
+            }
+        }
         let volume = try VolumeIdentity.identify(path: path)
         outcome.volume = volume
         sink.emit(.volume(volume))

@@ -36,16 +36,25 @@ public struct UploadPlanner: Sendable {
         do { template = try KeyTemplate(prefix: config.s3.prefix, template: config.s3.keyTemplate) } catch {
             throw .config(file: config.source, key: error.configKey, problem: error.description)
         }
-        let defaultScene = config.scene.name == nil && config.scene.tags.isEmpty
-            ? nil : Scene(name: config.scene.name, tags: config.scene.tags)
         do {
-            policy = try LabelPolicy(
-                deviceID: config.device.id, deviceTags: config.device.tags, defaultScene: defaultScene,
-                commandLine: Scene(name: request.scene, tags: request.tags), objectTagKeys: config.s3.objectTagKeys)
+            policy = try Self.labelPolicy(config: config, request: request)
             cardLabels = try policy.cardLabels(card: CardLabels(device: volume.device), sceneFile: sceneFile)
         } catch {
             throw .labels(error.description)
         }
+    }
+
+    /// The labels of a run: the configuration's `[device]`, `[scene]` and `[s3] object_tags`,
+    /// and the request's scene and tags. Making it checks everything about them that no card
+    /// can change (``LabelPolicy/init(deviceID:deviceTags:defaultScene:commandLine:objectTagKeys:)``):
+    /// ``Ingestor`` makes it before it touches a card, so a problem stops the run before
+    /// anything is staged.
+    public static func labelPolicy(config: Config, request: UploadRequest) throws(LabelError) -> LabelPolicy {
+        let defaultScene = config.scene.name == nil && config.scene.tags.isEmpty
+            ? nil : Scene(name: config.scene.name, tags: config.scene.tags)
+        return try LabelPolicy(
+            deviceID: config.device.id, deviceTags: config.device.tags, defaultScene: defaultScene,
+            commandLine: Scene(name: request.scene, tags: request.tags), objectTagKeys: config.s3.objectTagKeys)
     }
 
     /// The upload of one staged file.

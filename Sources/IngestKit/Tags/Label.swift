@@ -7,7 +7,10 @@ public enum LabelSource: Sendable, Hashable, CustomStringConvertible {
     /// Set by ingest on every object (`xxh128`, `original-name`, `original-path`); no one
     /// else may set these keys, or an object could lie about its own content.
     case reserved
-    /// The config's `[device]` section: `id` (the key `device`) and the `[device.tags]` table.
+    /// The config's `[device] id`: the only source of the key `device`, which names the
+    /// station (and, with the host name when there is no id, the keys' `{device}`).
+    case deviceID
+    /// The config's `[device.tags]` table.
     case deviceConfig
     /// What udev knows of the card: `fs-uuid`, `fs-label`, `card-serial`, `card-vendor`,
     /// `card-model`, `card-bus`.
@@ -22,6 +25,7 @@ public enum LabelSource: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .reserved: "ingest itself (reserved)"
+        case .deviceID: "the config's [device] id"
         case .deviceConfig: "the config's [device] section"
         case .cardIdentity: "the card's identity"
         case .sceneFile(let path): "the scene file \(path)"
@@ -36,7 +40,7 @@ public enum LabelSource: Sendable, Hashable, CustomStringConvertible {
     public var isUserGiven: Bool {
         switch self {
         case .reserved, .cardIdentity: false
-        case .deviceConfig, .sceneFile, .sceneConfig, .commandLine: true
+        case .deviceID, .deviceConfig, .sceneFile, .sceneConfig, .commandLine: true
         }
     }
 }
@@ -84,8 +88,11 @@ public struct LabelSet: Sendable, Equatable {
         "device", "fs-uuid", "fs-label", "card-serial", "card-vendor", "card-model", "card-bus",
     ]
 
-    /// Adds `key = value`; fails on an invalid or reserved key, an empty value, or a key that
-    /// already has a different value.
+    /// The key that names the station; only ``LabelSource/deviceID`` sets it.
+    public static let deviceKey = "device"
+
+    /// Adds `key = value`; fails on an invalid or reserved key, a station key given by what
+    /// may not set it, an empty value, or a key that already has a different value.
     public mutating func add(_ key: String, _ value: String, from source: LabelSource) throws(LabelError) {
         try add(key, bytes: Array(value.utf8), from: source)
     }
@@ -99,6 +106,9 @@ public struct LabelSet: Sendable, Equatable {
         let key = try Self.normalizedKey(key, from: source)
         if source != .reserved, Self.reservedKeys.contains(key) { throw .reserved(key: key, source: source) }
         if case .sceneFile = source, Self.stationKeys.contains(key) { throw .notTheScene(key: key, source: source) }
+        // The station is named once, by its configuration: a `device` from `--tag` or a tags
+        // table would label every object with one station while its key names another.
+        if key == Self.deviceKey, source != .deviceID { throw .notTheDevice(source: source) }
         guard !bytes.isEmpty else { throw .emptyValue(key: key, source: source) }
         var bytes = bytes
         if source == .cardIdentity {

@@ -2,9 +2,10 @@
 /// what to change.
 ///
 /// Label errors are found before anything of a card is uploaded: the run's settings when the
-/// ``LabelPolicy`` is made, a card's identity and scene file in
+/// ``LabelPolicy`` is made, before anything is staged; a card's identity and scene file in
 /// ``LabelPolicy/cardLabels(card:sceneFile:)``. Only
-/// ``metadataTooLarge(path:bytes:largestKey:largestBytes:)`` belongs to a single file.
+/// ``metadataTooLarge(path:bytes:fileBytes:largest:largestBytes:)`` belongs to a single file,
+/// and only to one whose name and path are long.
 public enum LabelError: Error, Sendable, Equatable, CustomStringConvertible {
     /// One key, two values: the label already there, and the one that disagrees.
     case conflict(Label, Label)
@@ -20,6 +21,9 @@ public enum LabelError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A card's scene file setting a label of the station or the card
     /// (``LabelSet/stationKeys``): the card may describe its scene, not who ingests it.
     case notTheScene(key: String, source: LabelSource)
+    /// The key `device` given by anything but the config's `[device] id` (`--tag`, a tags
+    /// table): the station is named once, where its keys take their `{device}` from too.
+    case notTheDevice(source: LabelSource)
     /// A person's value for a key that becomes an object tag, longer than S3 allows.
     case tagValueTooLong(Label, length: Int)
     /// A person's value for a key that becomes an object tag, with characters S3 refuses in tags.
@@ -28,8 +32,16 @@ public enum LabelError: Error, Sendable, Equatable, CustomStringConvertible {
     case tooManyTagKeys([String])
     /// An entry of the list of keys that become object tags is not a valid key.
     case invalidTagKey(key: String, problem: String)
-    /// A file's labels exceed S3's 2 KB of user metadata.
-    case metadataTooLarge(path: String, bytes: Int, largestKey: String, largestBytes: Int)
+    /// The labels every object of a card shares take more than ``LabelPolicy/sharedMetadataBytes``
+    /// of user metadata, leaving too little of S3's 2 KB for each file's own labels:
+    /// `bytes` in `count` labels, most of them from `heaviest`; `largest` is the largest label a
+    /// person gave (or any, if none did).
+    case sharedLabelsTooLarge(bytes: Int, count: Int, heaviest: LabelWeight, largest: Label, largestBytes: Int)
+    /// A file's labels exceed S3's 2 KB of user metadata: `bytes` in all, `fileBytes` of them
+    /// the file's own (its fingerprint, name and path), which a long path makes larger than
+    /// ``LabelPolicy/fileMetadataBytes``; `largest` is the largest of the labels the card's
+    /// objects share that a person gave, if any.
+    case metadataTooLarge(path: String, bytes: Int, fileBytes: Int, largest: Label?, largestBytes: Int)
     /// A scene file that cannot be read as one.
     case sceneFile(path: String, problem: String)
 
@@ -59,6 +71,10 @@ public enum LabelError: Error, Sendable, Equatable, CustomStringConvertible {
                 + "'\(key)' describes the station or the card (ingest sets device from the config's [device] id and "
                 + "\(LabelSet.stationKeys.subtracting(["device"]).sorted().joined(separator: ", ")) from the card's "
                 + "identity). Remove '\(key)' from the file, or name it otherwise."
+        case .notTheDevice(let source):
+            return "label 'device' may not be set by \(source): it names the station, and only the config's "
+                + "[device] id sets it (the objects' keys take their {device} from the same id, or from the host "
+                + "name when there is none). Set [device] id = \"…\" in the configuration, or give the label another name."
         case let .tagValueTooLong(label, length):
             return "label '\(label.key)' from \(label.source) becomes an object tag, and S3 allows "
                 + "\(ObjectTagging.maximumValueLength) characters in a tag value; this one has \(length). "
@@ -73,12 +89,29 @@ public enum LabelError: Error, Sendable, Equatable, CustomStringConvertible {
                 + "every label is in the object's metadata anyway."
         case let .invalidTagKey(key, problem):
             return "object tag key '\(key)' \(problem); list label keys, which hold only a-z, 0-9, '-', '_' and '.'."
-        case let .metadataTooLarge(path, bytes, largestKey, largestBytes):
+        case let .sharedLabelsTooLarge(bytes, count, heaviest, largest, largestBytes):
+            return "the \(count) labels every object of the card carries take \(bytes) bytes of user metadata "
+                + "(keys and values as sent), and ingest allows them \(LabelPolicy.sharedMetadataBytes): S3 allows "
+                + "\(ObjectLabels.maximumMetadataBytes) per object, and ingest keeps \(LabelPolicy.fileMetadataBytes) "
+                + "for each file's own fingerprint, name and path. Most of the bytes come from \(heaviest.source) "
+                + "(\(heaviest.count) labels, \(heaviest.bytes) bytes); the largest is '\(largest.key)' from "
+                + "\(largest.source) (\(largestBytes) bytes). Remove labels or shorten their values until they fit."
+        case let .metadataTooLarge(path, bytes, fileBytes, largest, largestBytes):
+            let shared = largest.map { "; the largest of these is '\($0.key)' from \($0.source) (\(largestBytes) bytes)" } ?? ""
             return "the labels of \(path) take \(bytes) bytes of user metadata, and S3 allows "
-                + "\(ObjectLabels.maximumMetadataBytes) (keys and values as sent); the largest is '\(largestKey)' "
-                + "(\(largestBytes) bytes). Use fewer or shorter tags, or move the file to a shorter path on the card."
+                + "\(ObjectLabels.maximumMetadataBytes) (keys and values as sent): the file's own labels (xxh128, "
+                + "original-name, original-path) take \(fileBytes) of them, more than the \(LabelPolicy.fileMetadataBytes) "
+                + "ingest keeps for them, and the labels every object of the card carries \(bytes - fileBytes)\(shared). "
+                + "Move the file to a shorter path on the card, or use fewer or shorter labels."
         case let .sceneFile(path, problem):
             return "scene file \(path): \(problem). Fix the file on the card (or remove it) and ingest the card again."
         }
     }
+}
+
+/// How much of a card's labels one source gives: for an error that names where most of them come from.
+public struct LabelWeight: Sendable, Equatable {
+    public let source: LabelSource
+    public let count: Int
+    public let bytes: Int
 }

@@ -57,9 +57,23 @@ public struct CardLabels: Sendable, Equatable {
 /// is made, before any card is read; a card's identity and scene file in
 /// ``cardLabels(card:sceneFile:)``, before anything of the card is uploaded; only the size
 /// of one file's metadata, which depends on its path, in ``objectLabels(base:path:fingerprint:)``.
+///
+/// S3's 2 KB of user metadata per object (``ObjectLabels/maximumMetadataBytes``) is split
+/// the same way: the labels every object of a card carries may take
+/// ``sharedMetadataBytes``, checked with the run's settings and again with the card's, and
+/// ``fileMetadataBytes`` are kept for each file's own labels. So labels that pass those
+/// checks never make a file fail at upload time: only a file whose name and path alone are
+/// too long (over about 220 characters) can, and its message says so.
 public struct LabelPolicy: Sendable, Equatable {
     /// What lifecycle rules and analytics most often select on: the station, the scene, the card.
     public static let defaultObjectTagKeys = ["device", "scene", "fs-uuid", "fs-label"]
+
+    /// The user metadata ingest keeps for each file's own labels: `xxh128` and its 32 hex
+    /// digits (38 bytes), the keys `original-name` and `original-path` (26), and 448 bytes
+    /// for their values as sent, a path of some 220 characters with its name.
+    public static let fileMetadataBytes = 512
+    /// What the labels every object of a card carries may take of S3's 2 KB: 1,536 bytes.
+    public static let sharedMetadataBytes = ObjectLabels.maximumMetadataBytes - fileMetadataBytes
 
     /// The keys that also become object tags, lowercased, in the order given; keys a card or
     /// file has no label for are skipped.
@@ -89,7 +103,7 @@ public struct LabelPolicy: Sendable, Equatable {
         guard keys.count <= ObjectTagging.maximumTags else { throw .tooManyTagKeys(keys) }
 
         var labels = LabelSet()
-        if let deviceID { try labels.add("device", deviceID, from: .deviceConfig) }
+        if let deviceID { try labels.add(LabelSet.deviceKey, deviceID, from: .deviceID) }
         for (key, value) in deviceTags.sorted(by: { $0.key < $1.key }) {
             try labels.add(key, value, from: .deviceConfig)
         }
@@ -118,7 +132,33 @@ public struct LabelPolicy: Sendable, Equatable {
         for key in objectTagKeys {
             if let label = labels.label(key) { _ = try ObjectTagging.value(of: label) }
         }
+        try Self.checkShared(labels)
         return labels
+    }
+
+    /// Fails when `labels`, the ones every object of a card carries, take more than
+    /// ``sharedMetadataBytes`` of user metadata, counted as ``ObjectLabels`` counts them when
+    /// it makes the headers. The error names the largest label a person gave (the fix is
+    /// theirs to make) and, when most of the bytes come from elsewhere, where.
+    static func checkShared(_ labels: LabelSet) throws(LabelError) {
+        var total = 0
+        var weights: [LabelSource: (count: Int, bytes: Int)] = [:]
+        var largest: (label: Label, bytes: Int)?
+        var largestOfAny: (label: Label, bytes: Int)?
+        for label in labels.entries {
+            let size = ObjectLabels.metadataSize(of: label)
+            total += size
+            weights[label.source, default: (0, 0)].count += 1
+            weights[label.source, default: (0, 0)].bytes += size
+            if label.source.isUserGiven, size > largest?.bytes ?? -1 { largest = (label, size) }
+            if size > largestOfAny?.bytes ?? -1 { largestOfAny = (label, size) }
+        }
+        guard total > sharedMetadataBytes, let named = largest ?? largestOfAny else { return }
+        // The heaviest source; a tie goes to the one named first in text, so the message is stable.
+        let heaviest = weights.map { LabelWeight(source: $0.key, count: $0.value.count, bytes: $0.value.bytes) }
+            .max { ($0.bytes, $1.source.description) < ($1.bytes, $0.source.description) }!
+        throw .sharedLabelsTooLarge(
+            bytes: total, count: labels.entries.count, heaviest: heaviest, largest: named.label, largestBytes: named.bytes)
     }
 
     /// The headers of one file: `base` (from ``cardLabels(card:sceneFile:)``) with the

@@ -31,21 +31,29 @@ public struct ObjectLabels: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n") }
 
+    /// What `label` counts against ``maximumMetadataBytes``: its key and its value as sent.
+    static func metadataSize(of label: Label) -> Int {
+        label.key.utf8.count + MetadataEncoding.encode(bytes: label.bytes).utf8.count
+    }
+
     /// Builds the headers of `labels`, tagging the ones in `tagKeys`; `path` names the file in errors.
     init(labels: LabelSet, tagKeys: [String], path: CardPath) throws(LabelError) {
         var metadata: [(name: String, value: String)] = []
         var bytes = 0
-        var largest = (key: "", bytes: 0)
+        var fileBytes = 0
+        var largest: (label: Label, bytes: Int)?
         for label in labels.entries {
             let value = MetadataEncoding.encode(bytes: label.bytes)
             let size = label.key.utf8.count + value.utf8.count
             metadata.append((Self.metadataPrefix + label.key, value))
             bytes += size
-            if size > largest.bytes { largest = (label.key, size) }
+            if label.source == .reserved { fileBytes += size }
+            if label.source.isUserGiven, size > largest?.bytes ?? -1 { largest = (label, size) }
         }
         guard bytes <= Self.maximumMetadataBytes else {
             throw .metadataTooLarge(
-                path: path.display, bytes: bytes, largestKey: largest.key, largestBytes: largest.bytes)
+                path: path.display, bytes: bytes, fileBytes: fileBytes, largest: largest?.label,
+                largestBytes: largest?.bytes ?? 0)
         }
         var tags: [String: String] = [:]
         for key in tagKeys {

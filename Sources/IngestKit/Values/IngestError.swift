@@ -89,8 +89,11 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Uploading failed in a way that stops the run (the destination is unusable), or
     /// a command on one upload failed; the status says which.
     case upload(UploadError)
-    /// Tags or metadata cannot be applied; nothing was uploaded.
+    /// Tags or metadata of a card cannot be applied; nothing of it was uploaded, and it is staged.
     case labels(String)
+    /// The run's own tags or metadata (the configuration's, `--scene`, `--tag`) cannot be
+    /// applied: found before any card is touched, so nothing was staged or uploaded.
+    case runLabels(String)
     /// No upload in the journal has this id.
     case unknownUpload(String)
     /// An upload (or a file) is named by `id`, and there is no journal at all.
@@ -112,7 +115,7 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case .notACard, .systemDevice, .mountFailed, .unmountFailed, .fileSystemRefused: .noInput
         case .udevUnavailable: .unavailable
         case .upload(let error): error.exitStatus
-        case .labels: .dataError
+        case .labels, .runLabels: .dataError
         case .unknownUpload, .nothingIngested, .ambiguousUpload, .uploadRefused: .usage
         }
     }
@@ -151,6 +154,8 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
             return "upload \(id): \(reason)"
         case .labels(let problem):
             return "\(problem) Nothing was uploaded; the files are staged and upload once this is fixed."
+        case .runLabels(let problem):
+            return "\(problem) Nothing was staged or uploaded: fix this, then run again."
         case let .metricsUnwritable(path, reason):
             return "cannot write the metrics file \(path): \(reason). The rescan's work is done and recorded; "
                 + "make the directory exist and writable, or change [rescan] metrics_file or --metrics-file."
