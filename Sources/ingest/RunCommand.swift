@@ -41,8 +41,13 @@ struct RunCommand: AsyncParsableCommand {
             the scene and its tags; [s3] object_tags picks those also set as object tags. A \
             card may name its scene in ingest-scene.toml at its root: a regular file (no \
             link, FIFO or device) of at most 64 KiB of UTF-8, which may not set device, the \
-            card's identity or reserved labels. A key given two different values, or a \
-            label value with a control character, is an error (65) before anything is uploaded.
+            card's identity or reserved labels. Only [device] id sets the label device: \
+            --tag and the configuration's tags tables may not. A key given two different \
+            values, a label value with a control character, or labels every object shares \
+            taking more than 1536 bytes of S3's 2 KiB of metadata (512 stay for each file's \
+            own fingerprint, name and path) is an error (65): before anything is staged when \
+            the configuration or the command line is at fault, before anything of the card \
+            is uploaded when its scene file is.
 
             Credentials are read as the AWS tools read them: AWS_ACCESS_KEY_ID, \
             AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, the shared credentials and \
@@ -96,7 +101,7 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The scene of this run, a tag on every object (a card naming another scene in ingest-scene.toml is a conflict).", valueName: "name"))
     var scene: String?
 
-    @Option(name: .long, help: ArgumentHelp("A tag for every object of this run, key=value (repeatable).", valueName: "key=value"))
+    @Option(name: .long, help: ArgumentHelp("A tag for every object of this run, key=value (repeatable; not device, which [device] id sets).", valueName: "key=value"))
     var tag: [String] = []
 
     @Flag(name: .long, help: "Read each staged copy back from disk and compare fingerprints.")
