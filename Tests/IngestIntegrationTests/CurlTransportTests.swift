@@ -150,6 +150,22 @@ final class EchoServer {
         }
     }
 
+    /// The person wrote https:// for a server that speaks plain http: the error names that
+    /// server and the URL to use, and is not a broken connection (which would be retried).
+    @Test func httpsToAPlainHTTPServerIsNamedAsPlainHTTP() async throws {
+        let server = try EchoServer()
+        let host = "127.0.0.1:\(server.port)"
+        do {
+            _ = try await CurlTransport().send(HTTPRequest(method: "GET", url: "https://\(host)/bucket?location"))
+            Issue.record("TLS to a plain-http server succeeded")
+        } catch {
+            #expect(error.kind == .plainHTTP(server: host), "\(error)")
+            #expect(error.description.hasPrefix(
+                "the server at https://\(host) speaks plain http, not https: use http://\(host) in the endpoint"))
+            #expect(RetryPolicy.classify(.transport(error.kind)) == .permanent)
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func aServerThatStallsTimesOut() async throws {
         let server = try EchoServer()

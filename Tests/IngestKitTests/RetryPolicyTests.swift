@@ -45,6 +45,7 @@ private func response(_ status: Int, _ code: String? = nil, date: String? = nil,
         (.transport(.other), .transient),
         (.transport(.hostNotFound), .permanent),
         (.transport(.tls), .permanent),
+        (.transport(.plainHTTP(server: "127.0.0.1:8333")), .permanent),
         // Statuses without a code.
         (response(500), .transient),
         (response(502), .transient),

@@ -541,6 +541,10 @@ private final class Transfer: @unchecked Sendable {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: kind = .hostNotFound
         case CURLE_COULDNT_CONNECT: kind = .connectionFailed
         case CURLE_OPERATION_TIMEDOUT: kind = .timedOut
+        // A plain-http server answers the ClientHello with an HTTP status line, which the TLS
+        // library reads as a record of an impossible version: the scheme is wrong for good.
+        case CURLE_SSL_CONNECT_ERROR where Self.answeredInPlainHTTP(detail):
+            kind = .plainHTTP(server: Self.server(of: request.url))
         // CURLE_SSL_CONNECT_ERROR is also what a connection reset mid-handshake gives:
         // retryable, unlike a certificate that does not verify.
         case CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_HTTP2_STREAM,
@@ -557,6 +561,25 @@ private final class Transfer: @unchecked Sendable {
         default: kind = .other
         }
         return TransportError(kind: kind, code: Int32(code.rawValue), message: message)
+    }
+
+    /// The TLS library's words when the handshake got plain HTTP back: OpenSSL's "wrong
+    /// version number" (and "packet length too long", which older versions say when the
+    /// status line's bytes read as a record length), GnuTLS's "unexpected TLS packet".
+    static func answeredInPlainHTTP(_ detail: String) -> Bool {
+        let text = detail.lowercased()
+        return ["wrong version number", "packet length too long", "unexpected tls packet"].contains {
+            text.contains($0)
+        }
+    }
+
+    /// The `host:port` of a URL (no user information, which may hold a secret), as it is
+    /// written, for naming the server in a message.
+    static func server(of url: String) -> String {
+        var rest = Substring(url)
+        if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        return String(authority.split(separator: "@", omittingEmptySubsequences: false).last ?? authority)
     }
 
     func fail(_ error: TransportError) {

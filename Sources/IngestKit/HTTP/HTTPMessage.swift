@@ -62,6 +62,10 @@ public struct TransportError: Error, Sendable, Equatable, CustomStringConvertibl
         case hostNotFound
         /// The TLS handshake or the server's certificate failed.
         case tls
+        /// An `https://` URL reached a server that answered the TLS handshake in plain
+        /// HTTP (OpenSSL's "wrong version number"): the endpoint's scheme is wrong, and
+        /// sending again cannot fix it. `server` is the URL's `host:port`.
+        case plainHTTP(server: String)
         /// The body could not be read from disk.
         case bodyUnreadable(SystemError)
         /// libcurl refused an option the transport sets: its build lacks a feature, or a
@@ -86,6 +90,8 @@ public struct TransportError: Error, Sendable, Equatable, CustomStringConvertibl
                     + "if it persists check the network or any proxy in between"
             case .timedOut: "the server did not answer in time; retried, if it persists check the network"
             case .hostNotFound: "the endpoint's host name does not resolve; check the endpoint URL and DNS"
+            case .plainHTTP(let server):
+                "the server at https://\(server) speaks plain http, not https: use http://\(server) in the endpoint"
             case .tls:
                 "the TLS handshake failed; check the endpoint URL (https or http, host name), "
                     + "the trusted CA certificates, and this machine's clock"
@@ -95,6 +101,8 @@ public struct TransportError: Error, Sendable, Equatable, CustomStringConvertibl
                     + "install the libcurl ingest was built against (the libcurl4 package) and check the [s3] settings"
             case .other: "retried, if it persists check the network"
             }
+        // What the person must change comes first when it is all they need to know.
+        if case .plainHTTP = kind { return "\(remedy) (curl error \(code): \(message))" }
         return "\(message) (curl error \(code)): \(remedy)"
     }
 }

@@ -85,6 +85,12 @@ struct DestinationReadiness {
     /// HeadBucket failed otherwise than by refusing the credentials.
     private func bucketFailure(_ error: S3ClientError) -> ReadinessCheck {
         let status = UploadError(error, what: "HeadBucket", target: target).exitStatus
+        if case .transport(let problem, _) = error, case .plainHTTP(let server) = problem.kind {
+            return .failed(
+                .bucket, "HeadBucket \(target.displayName): \(error)",
+                remedy: "set the endpoint to http://\(server) (--endpoint, INGEST_ENDPOINT, [s3] endpoint)",
+                status: status)
+        }
         let remedy =
             switch status {
             case .unavailable:

@@ -92,9 +92,10 @@ public struct RetryState: Sendable, Equatable {
 /// - Failed at once: every other status (3xx, 4xx, 5xx: 501 `NotImplemented` too), every
 ///   other named code, and the transport failures that do not mend themselves within the
 ///   seconds a retry waits: `couldNotResolveHost` (a typo in the endpoint, or no network
-///   at all) and `tlsFailure` (an untrusted or mismatched certificate, a wrong clock, http
-///   spoken to an https port). Retrying them would hide the cause for a minute and then
-///   fail anyway; the file stays pending and the next run tries again.
+///   at all), `tls` (an untrusted or mismatched certificate, a wrong clock) and `plainHTTP`
+///   (an `https://` endpoint whose server speaks plain http). Retrying them would hide the
+///   cause for a minute and then fail anyway; the file stays pending and the next run tries
+///   again.
 /// - `RequestTimeTooSkewed`: correct the clock from the response's `Date` header (or the
 ///   body's `<ServerTime>`) and retry at once, once per request; without either, fail.
 /// - `ExpiredToken`: refresh the credentials and retry at once, once per request.
@@ -143,7 +144,7 @@ public struct RetryPolicy: Sendable, Equatable {
         case let .transport(failure):
             switch failure {
             case .connectionReset, .connectionFailed, .timedOut, .other: return .transient
-            case .hostNotFound, .tls, .bodyUnreadable, .optionRefused: return .permanent
+            case .hostNotFound, .tls, .plainHTTP, .bodyUnreadable, .optionRefused: return .permanent
             }
         case let .response(error, _):
             if let code = error.code, let kind = kind(of: code) { return kind }

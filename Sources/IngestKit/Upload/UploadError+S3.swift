@@ -9,6 +9,14 @@ extension UploadError {
             let status: ExitStatus = if case .refusedFile = problem { .config } else { .noPermission }
             self.init(exitStatus: status, scope: .destination, message: "\(what): \(problem)")
         case let .transport(problem, attempts):
+            if case .plainHTTP = problem.kind {
+                // Not the network: the endpoint's scheme is wrong, and every run fails the same way.
+                self.init(
+                    exitStatus: .config, scope: .destination,
+                    message: "\(what): \(problem). Set it with --endpoint, INGEST_ENDPOINT or [s3] endpoint; "
+                        + "staged files upload on the next run (ingest resume).")
+                return
+            }
             self.init(
                 exitStatus: .unavailable, scope: .destination,
                 message: "\(what): cannot reach \(target.endpoint): \(problem)"
