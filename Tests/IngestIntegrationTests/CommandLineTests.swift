@@ -169,6 +169,39 @@ import Testing
         #expect(status.result.stdoutText.contains(card.path))
     }
 
+    /// An https:// endpoint whose server speaks plain http is named as such, with the URL to
+    /// use, at once: not a broken connection retried five times, not the network (69) but
+    /// the configuration (78). The secret is never shown.
+    @Test(.timeLimit(.minutes(1)))
+    func httpsToAPlainHTTPServerSaysToUseHTTPAtOnceAndExits78() throws {
+        let server = try EchoServer()
+        let host = "127.0.0.1:\(server.port)"
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        try card.write("DCIM/a.jpg", randomBytes(1000))
+        let secret = "plain-http-secret-\(UInt32.random(in: 0...UInt32.max))"
+        let credentials = ["AWS_ACCESS_KEY_ID": "AKIDPLAINHTTP", "AWS_SECRET_ACCESS_KEY": secret]
+        let started = Date()
+        let run = try IngestRun.ingest(
+            [card.path, "--endpoint", "https://\(host)", "--bucket", "cards", "--state-dir", state.path],
+            environment: credentials)
+        #expect(run.status == 78, "\(run.stderr)")
+        #expect(run.stderr.contains(
+            "the server at https://\(host) speaks plain http, not https: use http://\(host) in the endpoint"), "\(run.stderr)")
+        #expect(!run.stderr.contains("attempts"), "sent once: \(run.stderr)")
+        #expect(!run.stderr.contains("connection broke"), "\(run.stderr)")
+        #expect(!run.stderr.contains(secret))
+        #expect(Date().timeIntervalSince(started) < 20)
+
+        let check = try IngestRun.ingest(
+            ["check", "--no-station", "--json", "--endpoint", "https://\(host)", "--bucket", "cards", "--state-dir", state.path],
+            environment: credentials)
+        #expect(check.status == 78, "\(check.result.stdoutText)")
+        let bucket = try #require(check.events("check").first { $0.string("check") == "bucket" })
+        #expect(bucket.string("status") == "fail")
+        #expect(bucket.string("remedy") == "set the endpoint to http://\(host) (--endpoint, INGEST_ENDPOINT, [s3] endpoint)")
+        #expect(!check.result.stdoutText.contains(secret))
+    }
+
     @Test func everyNDJSONLineIsAnObjectWithAnEvent() throws {
         let card = TemporaryDirectory(), state = TemporaryDirectory()
         try card.write("a b/é.jpg", randomBytes(100))
