@@ -16,13 +16,16 @@ struct CheckCommand: AsyncParsableCommand {
             The checks, in order:
               configuration      read as a run reads it (--config, INGEST_CONFIG or
                                  /etc/ingest/ingest.toml, the environment, the options),
-                                 with an endpoint and a bucket
+                                 with an endpoint and a bucket; with no file, the fix
+                                 says how to create one from the installed example
               state directory    exists (or can be made), writable by this user, not
                                  writable by others; a warning if others can read it
               staging space      free space on the staging disk above [staging] reserve
               credentials        found as a run finds them (a credential_process is run),
                                  and accepted by the server
               bucket             HeadBucket: the bucket exists and the endpoint answers
+                                 (an https:// endpoint whose server speaks plain http
+                                 is named as such, with the http:// URL to use)
               conditional write  an empty PutObject with If-None-Match: * at the probe key
                                  under [s3] prefix, refused (412) once the key holds an
                                  object, then deleted; a warning if the server ignores it
@@ -33,7 +36,10 @@ struct CheckCommand: AsyncParsableCommand {
                                  ingest@.service, ingest-rescan.service and .timer where
                                  udev and systemd read them, none masked, and the timer
                                  enabled (its link in timers.target.wants, or
-                                 systemctl is-enabled) or /etc/cron.d/ingest present
+                                 systemctl is-enabled) or the rescan in cron
+                                 (/etc/cron.d/ingest, or a line of /etc/cron.d or
+                                 /etc/crontab running ingest rescan); neither is a
+                                 warning on a station with cron, a failure elsewhere
 
             Exit status: 0 when no check failed (warnings allowed); otherwise the status of \
             the first failed check, the one a run would end with: 78 configuration, bucket \

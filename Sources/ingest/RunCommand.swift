@@ -136,7 +136,7 @@ struct RunCommand: AsyncParsableCommand {
         do throws(IngestError) {
             var config = try common.loadConfig()
             try apply(to: &config)
-            let target = noUpload ? nil : try config.s3.target()
+            let target = noUpload ? nil : try config.s3.target(alternative: "use --no-upload to stage only")
             let tags = try parsedTags()
             let (state, journal) = try common.openState(config)
             let (sink, reports) = common.makeReporting(progress, uploads: target != nil, systemd: systemd)

@@ -200,6 +200,25 @@ final class CheckCommandTests {
         #expect(staging.string("remedy")?.contains("[staging] reserve") == true, "\(staging)")
     }
 
+    /// Right after `make install` on a station with cron, the timer not enabled is a warning
+    /// that says so, and the station is ready (0), not "configuration invalid" (78).
+    @Test(.timeLimit(.minutes(3)))
+    func rightAfterMakeInstallOnAStationWithCronTheTimerNotEnabledIsAWarning() throws {
+        let root = TemporaryDirectory()
+        let installed = try InstallTests.make("install", destdir: root.path)
+        #expect(installed.status == 0, "\(installed.stderr)")
+        let cron = try root.write("usr/sbin/cron", [])
+        chmod(cron, 0o755)
+
+        let check = try check(["--station-root", root.path])
+        #expect(check.status == 0, "\(check.result.stdoutText)")
+        let timer = try #require(Self.event(check, "rescan_timer"))
+        #expect(timer.string("status") == "warn", "\(timer)")
+        #expect(timer.string("detail")?.contains("this station has cron (/usr/sbin/cron)") == true, "\(timer)")
+        #expect(timer.string("remedy")?.contains("systemctl enable --now ingest-rescan.timer") == true, "\(timer)")
+        #expect(check.events("check_summary").last?["ready"] as? Bool == true)
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func theStationChecksFindTheInstalledFilesAndFailUntilTheTimerIsEnabled() throws {
         let root = TemporaryDirectory()

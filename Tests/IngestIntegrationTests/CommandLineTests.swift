@@ -202,6 +202,44 @@ import Testing
         #expect(!check.result.stdoutText.contains(secret))
     }
 
+    /// `ls` and `check` cannot stage: without an endpoint they say how to set one, never
+    /// `--no-upload`, which only `ingest PATH` has (and still suggests).
+    @Test func withoutAnEndpointLsAndCheckSayHowToSetItAndOnlyARunSuggestsNoUpload() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        try card.write("a.jpg", [1])
+        let ls = try IngestRun.ingest(["ls", "--bucket", "cards", "--state-dir", state.path])
+        #expect(ls.status == 78, "\(ls.stderr)")
+        #expect(ls.stderr.contains("give --endpoint URL (or INGEST_ENDPOINT, or [s3] endpoint)"), "\(ls.stderr)")
+        #expect(!ls.stderr.contains("--no-upload"), "\(ls.stderr)")
+
+        let check = try IngestRun.ingest(["check", "--no-station", "--json", "--bucket", "cards", "--state-dir", state.path])
+        #expect(check.status == 78, "\(check.result.stdoutText)")
+        let configuration = try #require(check.events("check").first { $0.string("check") == "config" })
+        #expect(configuration.string("status") == "fail")
+        #expect(!check.result.stdoutText.contains("--no-upload"), "\(check.result.stdoutText)")
+        #expect(configuration.string("remedy")?.contains("give --endpoint URL (INGEST_ENDPOINT)") == true, "\(configuration)")
+        #expect(configuration.string("remedy")?.contains("correct it in the file") == false, "\(configuration)")
+
+        let run = try IngestRun.ingest([card.path, "--bucket", "cards", "--state-dir", state.path])
+        #expect(run.status == 78)
+        #expect(run.stderr.contains("or use --no-upload to stage only"), "\(run.stderr)")
+    }
+
+    /// `check` with a configuration file that is not there says to create it, from where,
+    /// from which example; not to correct it.
+    @Test func checkWithAMissingConfigurationFileSaysHowToCreateIt() throws {
+        let dir = TemporaryDirectory()
+        let missing = dir.path + "/ingest.toml"
+        let check = try IngestRun.ingest(
+            ["check", "--no-station", "--json", "--config", missing, "--state-dir", dir.path + "/state"])
+        #expect(check.status == 78, "\(check.result.stdoutText)")
+        let configuration = try #require(check.events("check").first { $0.string("check") == "config" })
+        let remedy = try #require(configuration.string("remedy"))
+        #expect(remedy.hasPrefix("create \(missing) from the example (install -m 0644 "), "\(remedy)")
+        #expect(remedy.contains("ingest.toml.example \(missing))"), "\(remedy)")
+        #expect(remedy.contains("set [s3] endpoint and bucket in it"), "\(remedy)")
+    }
+
     @Test func everyNDJSONLineIsAnObjectWithAnEvent() throws {
         let card = TemporaryDirectory(), state = TemporaryDirectory()
         try card.write("a b/é.jpg", randomBytes(100))

@@ -177,8 +177,95 @@ import Testing
         #expect(checks[.units]?.outcome == .fail && checks[.units]?.remedy == "systemctl unmask ingest@.service; systemctl daemon-reload")
     }
 
+    /// Right after `make install` the timer is not enabled; on a station with cron that is a
+    /// warning that says so (a crontab ingest does not read may run the rescan), not a failure.
+    @Test(arguments: ["/usr/sbin/cron", "/usr/sbin/crond", "/usr/bin/crontab"])
+    func aTimerNotEnabledIsAWarningOnAStationWithCron(program: String) throws {
+        let root = try Self.root(files: Self.installed + [program])
+        chmod(root.path + program, 0o755)
+        let check = try #require(Self.checks(root)[.rescanTimer])
+        #expect(check.outcome == .warn, "\(check)")
+        #expect(check.failureStatus == nil)
+        #expect(check.detail.contains("this station has cron (\(program))"), "\(check.detail)")
+        #expect(check.remedy?.hasPrefix("systemctl enable --now ingest-rescan.timer, or schedule it with cron: cp ") == true)
+        #expect(check.remedy?.hasSuffix("ingest.cron /etc/cron.d/ingest") == true, "\(check.remedy ?? "")")
+    }
+
+    @Test func aTimerNotEnabledFailsWhereNoCronCanRunTheRescan() throws {
+        let check = try #require(Self.checks(try Self.root(files: Self.installed))[.rescanTimer])
+        #expect(check.outcome == .fail && check.failureStatus == .config, "\(check)")
+        #expect(check.detail.contains("this station has no cron"), "\(check.detail)")
+    }
+
+    /// A line of /etc/cron.d or /etc/crontab that runs `ingest rescan` schedules it, whatever
+    /// the file's name; a line commented out does not.
+    @Test func aCronLineRunningIngestRescanSchedulesIt() throws {
+        let root = try Self.root(files: Self.installed + ["/usr/sbin/cron"])
+        chmod(root.path + "/usr/sbin/cron", 0o755)
+        try root.write("etc/cron.d/nightly", Array("# 30 2 * * * root /usr/local/bin/ingest rescan\n".utf8))
+        #expect(Self.checks(root)[.rescanTimer]?.outcome == .warn, "a comment schedules nothing")
+        try root.write("etc/crontab", Array("SHELL=/bin/sh\n30 2 * * *  root  /usr/local/bin/ingest rescan\n".utf8))
+        let check = try #require(Self.checks(root)[.rescanTimer])
+        #expect(check.outcome == .pass && check.detail == "scheduled by cron (/etc/crontab)", "\(check)")
+    }
+
     @Test func aFileInEtcOverridesTheOneInUsrLib() throws {
         let root = try Self.root(files: Self.installed + ["/etc/udev/rules.d/99-ingest.rules"])
         #expect(Self.checks(root)[.udevRule]?.detail == "/etc/udev/rules.d/99-ingest.rules")
+    }
+}
+
+/// The fix `ingest check` gives for a configuration that is not there or lacks what a run needs.
+@Suite struct ConfigurationRemedyTests {
+    static let example = "/usr/local/share/doc/ingest/ingest.toml.example"
+
+    @Test func withNoConfigurationFileTheFixSaysHowToCreateOneFromTheExample() throws {
+        let endpoint = try #require(throws: IngestError.self) { try Config().s3.target() }
+        let remedy = ReadinessChecker.remedy(for: endpoint, source: nil, example: Self.example)
+        #expect(remedy == "no configuration file was found at /etc/ingest/ingest.toml: create /etc/ingest/ingest.toml "
+            + "from the example (install -m 0644 \(Self.example) /etc/ingest/ingest.toml) and set [s3] endpoint in it, "
+            + "or give --endpoint URL (INGEST_ENDPOINT)")
+        var config = Config()
+        config.s3.endpoint = "https://s3.example.net"
+        let bucket = try #require(throws: IngestError.self) { try config.s3.target() }
+        #expect(ReadinessChecker.remedy(for: bucket, source: nil, example: Self.example).hasSuffix(
+            "and set [s3] bucket in it, or give --bucket NAME (INGEST_BUCKET)"))
+    }
+
+    @Test func aFileWithoutAnEndpointIsCompletedInThatFile() throws {
+        let endpoint = try #require(throws: IngestError.self) { try Config().s3.target() }
+        #expect(ReadinessChecker.remedy(for: endpoint, source: "/etc/ingest/ingest.toml", example: Self.example)
+            == "set [s3] endpoint in /etc/ingest/ingest.toml, or give --endpoint URL (INGEST_ENDPOINT)")
+    }
+
+    @Test func aNamedFileThatIsNotThereIsCreatedFromTheExample() {
+        let missing = TemporaryDirectory().path + "/none.toml"
+        let error = IngestError.config(file: missing, key: nil, problem: "no such file (check --config or INGEST_CONFIG)")
+        #expect(ReadinessChecker.remedy(for: error, source: nil, example: Self.example)
+            == "create \(missing) from the example (install -m 0644 \(Self.example) \(missing)) and set [s3] endpoint "
+            + "and bucket in it, or name the right file with --config or INGEST_CONFIG")
+    }
+
+    @Test func aWrongKeyOfAFileIsCorrectedThere() throws {
+        let directory = TemporaryDirectory()
+        let file = try directory.write("ingest.toml", Array("[staging]\nreserve = \"lots\"\n".utf8))
+        let error = IngestError.config(file: file, key: "staging.reserve", problem: "'lots' is not a size")
+        #expect(ReadinessChecker.remedy(for: error, source: nil, example: Self.example)
+            == "correct staging.reserve in \(file); man ingest.toml lists every key")
+    }
+
+    /// The example is named where the install that the binary belongs to put it, and where
+    /// an install puts it when it is not there.
+    @Test func theExampleIsNamedWhereTheInstallPutIt() throws {
+        let prefix = TemporaryDirectory()
+        let binary = try prefix.write("bin/ingest", [])
+        #expect(InstalledDocuments.named("ingest.toml.example", executable: binary)
+            == "PREFIX/share/doc/ingest/ingest.toml.example")
+        let example = URL(fileURLWithPath: try prefix.write("share/doc/ingest/ingest.toml.example", []))
+            .resolvingSymlinksInPath().path
+        #expect(InstalledDocuments.named("ingest.toml.example", executable: binary) == example)
+        let link = prefix.path + "/ingest-link"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: binary)
+        #expect(InstalledDocuments.path("ingest.toml.example", executable: link) == example, "the link is followed")
     }
 }

@@ -485,18 +485,20 @@ public struct S3Settings: Sendable, Equatable {
 
     public init() {}
 
-    /// The upload target, or an error naming what is missing.
-    public func target() throws(IngestError) -> S3Destination {
+    /// The upload target, or an error naming what is missing and how to set it.
+    /// - Parameter alternative: what else the command can do without a destination, added
+    ///   to that error (`ingest PATH` has "use --no-upload to stage only"; `ls` has nothing).
+    public func target(alternative: String? = nil) throws(IngestError) -> S3Destination {
+        let orElse = alternative.map { ", or \($0)" } ?? ""
         guard let endpoint, !endpoint.isEmpty else {
             throw .config(
                 file: nil, key: "s3.endpoint",
-                problem: "no S3 endpoint: give --endpoint URL (or INGEST_ENDPOINT, or [s3] endpoint), "
-                    + "or use --no-upload to stage only")
+                problem: "no S3 endpoint: give --endpoint URL (or INGEST_ENDPOINT, or [s3] endpoint)\(orElse)")
         }
         guard let bucket, !bucket.isEmpty else {
             throw .config(
                 file: nil, key: "s3.bucket",
-                problem: "no bucket: give --bucket NAME (or INGEST_BUCKET, or [s3] bucket), or use --no-upload to stage only")
+                problem: "no bucket: give --bucket NAME (or INGEST_BUCKET, or [s3] bucket)\(orElse)")
         }
         // Checked here too, after the flags: --bucket is the last word.
         if let problem = BucketName.problem(bucket) {

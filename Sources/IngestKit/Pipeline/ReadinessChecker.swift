@@ -1,3 +1,4 @@
+import Glibc
 import Logging
 
 /// `ingest check`: whether this station would ingest a card now, asked of every part a run
@@ -45,7 +46,7 @@ public struct ReadinessChecker: Sendable {
         case .success(let config):
             let target: S3Destination
             do { target = try config.s3.target() } catch {
-                checks.append(configurationFailure(error))
+                checks.append(configurationFailure(error, source: config.source))
                 checks += await local(config)
                 checks += destinationNames.map { .skipped($0, because: "needs an endpoint and a bucket") }
                 break
@@ -68,11 +69,49 @@ public struct ReadinessChecker: Sendable {
         return ReadinessReport(checks: checks)
     }
 
-    private func configurationFailure(_ error: IngestError) -> ReadinessCheck {
+    /// The configuration could not be read (`source` nil), or lacks what a run needs (read
+    /// from `source`, nil when no file was found).
+    private func configurationFailure(_ error: IngestError, source: String? = nil) -> ReadinessCheck {
         .failed(
             .configuration, error.description,
-            remedy: "correct it in the file, the environment or the options; man ingest.toml lists every key",
+            remedy: Self.remedy(for: error, source: source, example: InstalledDocuments.named("ingest.toml.example")),
             status: error.exitStatus)
+    }
+
+    /// What to do about a configuration error: create a file that is missing (from the
+    /// example), correct the key of a file, or set what is not set where it can be set.
+    static func remedy(for error: IngestError, source: String?, example: String) -> String {
+        let manual = "man ingest.toml lists every key"
+        guard case let .config(file, key, _) = error else {
+            return "correct it in the file, the environment or the options; \(manual)"
+        }
+        if let file {
+            if access(file, F_OK) != 0 {
+                return "create \(file) from the example (install -m 0644 \(example) \(file)) and set [s3] endpoint "
+                    + "and bucket in it, or name the right file with --config or INGEST_CONFIG"
+            }
+            return "correct \(key.map { "\($0) in " } ?? "")\(file); \(manual)"
+        }
+        let setting: (table: String, option: String, variable: String)? =
+            switch key {
+            case "s3.endpoint": ("[s3] endpoint", "--endpoint URL", "INGEST_ENDPOINT")
+            case "s3.bucket": ("[s3] bucket", "--bucket NAME", "INGEST_BUCKET")
+            default: nil
+            }
+        guard let setting else {
+            return "correct it where it is set: \(source ?? "the environment"), or the options; \(manual)"
+        }
+        // /dev/null stands for no file (INGEST_CONFIG=/dev/null).
+        guard let source, source != "/dev/null" else {
+            let none =
+                source == nil
+                ? "no configuration file was found at \(Config.defaultPath)"
+                : "the configuration is /dev/null (no file)"
+            return "\(none): create \(Config.defaultPath) from the example "
+                + "(install -m 0644 \(example) \(Config.defaultPath)) and set \(setting.table) in it, "
+                + "or give \(setting.option) (\(setting.variable))"
+        }
+        return "set \(setting.table) in \(source), or give \(setting.option) (\(setting.variable))"
     }
 
     /// The state directory and the staging space; blocking calls, off the concurrency pool.

@@ -98,7 +98,13 @@ struct StationReadiness {
         return .passed(.units, found.joined(separator: ", "))
     }
 
-    /// Enabled by `systemctl enable` (its link in `timers.target.wants`), or scheduled by cron.
+    /// Enabled by `systemctl enable` (its link in `timers.target.wants`), or scheduled by cron
+    /// (`/etc/cron.d/ingest`, or a line of `/etc/cron.d` or `/etc/crontab` that runs
+    /// `ingest rescan`).
+    ///
+    /// Neither is a failure where a cron daemon is installed, only a warning: a crontab that
+    /// is not ours to read (a user's, under `/var/spool/cron`) may run the rescan, and the
+    /// station ingests cards without it. Where there is no cron, nothing can run it.
     func rescanTimer() -> ReadinessCheck {
         if case .found(let path) = lookUp(Self.timer, in: Self.unitDirectories.map { $0 + "/timers.target.wants" }) {
             return .passed(.rescanTimer, "\(Self.timer) is enabled (\(path))")
@@ -106,16 +112,55 @@ struct StationReadiness {
         if access(onDisk(Self.cronFile), F_OK) == 0 {
             return .passed(.rescanTimer, "scheduled by cron (\(Self.cronFile))")
         }
+        if let entry = cronEntryRunningRescan() {
+            return .passed(.rescanTimer, "scheduled by cron (\(entry))")
+        }
         if systemctlSaysEnabled() {
             return .passed(.rescanTimer, "\(Self.timer) is enabled (systemctl is-enabled)")
         }
-        return .failed(
-            .rescanTimer,
-            "\(Self.timer) is not enabled (no link in timers.target.wants) and \(Self.cronFile) does not exist: "
-                + "pending uploads, cards left in a reader and staging wait for someone to run ingest rescan",
-            remedy: "systemctl enable --now \(Self.timer) (without systemd: copy share/doc/ingest/ingest.cron "
-                + "to \(Self.cronFile))",
-            status: .config)
+        let unscheduled =
+            "\(Self.timer) is not enabled (no link in timers.target.wants) and no file in /etc/cron.d "
+            + "or /etc/crontab runs ingest rescan"
+        let waiting = "pending uploads, cards left in a reader and staging wait for someone to run ingest rescan"
+        let remedy =
+            "systemctl enable --now \(Self.timer), or schedule it with cron: "
+            + "cp \(InstalledDocuments.named("ingest.cron")) \(Self.cronFile)"
+        if let cron = cronDaemon() {
+            return .warned(
+                .rescanTimer,
+                "\(unscheduled); this station has cron (\(cron)), and a crontab ingest does not read may run it: "
+                    + "if none does, \(waiting)",
+                remedy: remedy)
+        }
+        return .failed(.rescanTimer, "\(unscheduled), and this station has no cron: \(waiting)", remedy: remedy, status: .config)
+    }
+
+    /// The programs of a cron daemon (Debian's cron, cronie, busybox's crontab), the first found.
+    static let cronPrograms = ["/usr/sbin/cron", "/usr/sbin/crond", "/usr/bin/crontab"]
+
+    private func cronDaemon() -> String? {
+        Self.cronPrograms.first { access(onDisk($0), X_OK) == 0 }
+    }
+
+    /// The first file of the system's crontabs with a line (not a comment) that runs
+    /// `ingest rescan`.
+    private func cronEntryRunningRescan() -> String? {
+        let directory = "/etc/cron.d"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: onDisk(directory))) ?? []
+        for path in ["/etc/crontab"] + names.sorted().map({ directory + "/" + $0 }) {
+            var info = stat()
+            guard stat(onDisk(path), &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= 1 << 20,
+                let data = FileManager.default.contents(atPath: onDisk(path))
+            else { continue }
+            let lines = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline)
+            if lines.contains(where: { line in
+                let text = line.drop { $0 == " " || $0 == "\t" }
+                return !text.hasPrefix("#") && text.contains("ingest rescan")
+            }) {
+                return path
+            }
+        }
+        return nil
     }
 
     /// `systemctl is-enabled` on a live system booted with systemd; false elsewhere.
