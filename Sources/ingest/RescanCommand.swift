@@ -11,8 +11,10 @@ struct RescanCommand: AsyncParsableCommand {
             Meant for a systemd timer or cron, unattended. In order, it:
               - resumes every pending upload, as `ingest resume` does;
               - ingests every mounted card the journal knows (by its file system UUID,
-                wherever it is mounted), then each directory of [rescan] roots and --root,
-                one after another, like `ingest PATH`;
+                wherever under /media, /run/media or /run/ingest it is mounted), then
+                each directory of [rescan] roots and --root, one after another, like
+                `ingest PATH`; a known card mounted anywhere else is only named, with
+                the command that ingests it (`ingest MOUNT-POINT`);
               - aborts the multipart uploads under [s3] prefix, at the configured
                 destination and every one the journal has uploads for, that the
                 journal does not know and that are older than [rescan]

@@ -373,6 +373,45 @@ final class RescanTests {
         #expect(try proxy.stats().requests == 0)
     }
 
+    /// A card the journal knows, mounted by hand outside the places rescan takes cards from:
+    /// rescan leaves it alone and says so, naming where it is and the command that ingests it.
+    @Test(.timeLimit(.minutes(5)), needsRoot)
+    func aKnownCardMountedElsewhereIsNamedWithTheCommandThatIngestsIt() throws {
+        let udev = try Udevd()
+        defer { udev.stop() }
+        let dir = TemporaryDirectory()
+        let card = try LoopCard(sizeMiB: 32, label: "BY_HAND")
+        defer { try? card.detach() }
+        try sh("mkdir -p \(card.mountPoint)/DCIM && head -c 70000 /dev/urandom > \(card.mountPoint)/DCIM/IMG_1.JPG")
+        try card.seal()
+        let state = TemporaryDirectory()
+        let config = try config(roots: [], bucketCheckDays: 0, in: dir)
+        let first = try ingest([card.mountPoint], state: state, config: config)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.events("volume").first?.string("key") == "uuid:\(card.uuid)")
+
+        // Mounted under the test's directory, as by hand at /mnt/sd: not where cards are taken from.
+        let mountPoint = try realPath(card.mountPoint)
+        let rescan = try ingest(["rescan"], state: state, config: config)
+        #expect(rescan.status == 0, "\(rescan.stderr)")
+        #expect(rescan.events("rescan_card").isEmpty, "not ingested")
+        let note = try #require(rescan.events("known_card_elsewhere").first, "\(rescan.result.stdoutText)")
+        #expect(note.string("key") == "uuid:\(card.uuid)")
+        #expect(note.string("name") == "BY_HAND")
+        #expect(note["mount_points"] as? [String] == [mountPoint])
+        #expect(note.string("command") == "ingest \(mountPoint)")
+        #expect(rescan.events("rescan_summary").first?.int("known_cards_elsewhere") == 1)
+
+        let people = try run(
+            IngestBinary.path, ["rescan", "--state-dir", state.path], environment: environment(config: config))
+        #expect(people.status == 0, "\(people.stderr)")
+        #expect(people.stderr.contains(
+            "BY_HAND (uuid:\(card.uuid)), a card the journal knows, is mounted at \(mountPoint), not where rescan takes "
+                + "cards from (/media, /run/media, /run/ingest): not ingested. To ingest it: ingest \(mountPoint)"),
+                "\(people.stderr)")
+        #expect(people.stderr.contains("known cards mounted elsewhere, not ingested: BY_HAND (ingest \(mountPoint))"))
+    }
+
     /// A rescan configuration with a key prefix and an orphan age, no roots.
     func orphanConfig(age: String, metricsFile: String, in dir: TemporaryDirectory) throws -> String {
         let text = """

@@ -88,6 +88,66 @@ import Testing
         #expect(found.map(\.key) == ["uuid:DRONE-2"])
     }
 
+    /// A known card mounted by hand at /mnt/sd is not ingested by rescan, but named, with
+    /// the command that ingests it; so is one mounted under /media and also bind-mounted at a
+    /// place outside. The system's own file systems never are, whatever UUID they carry.
+    @Test func aKnownCardMountedElsewhereIsNamedWithTheCommandThatIngestsIt() {
+        let text = Self.mountText + """
+
+            99 22 8:81 / /mnt/sd rw - vfat /dev/sdf1 rw
+            100 22 8:17 /DCIM /srv/dcim ro - exfat /dev/sdb1 rw
+            101 22 8:97 / /mnt/my\\040card rw - vfat /dev/sdg1 rw
+            """
+        let mounts = MountTable(parsing: text)
+        let uuids: [UInt32: String] = Self.uuids.merging([81: "BYHAND-5", 97: "SPACE-6"]) { $1 }
+        let identify = { (path: String) throws(IngestError) -> VolumeIdentity in
+            let mount = mounts.entries.last { $0.mountPoint == path }
+            return VolumeIdentity.identify(rootPath: path, mount: mount) { _, minor in
+                uuids[minor].map { ["ID_FS_UUID": $0, "ID_FS_LABEL": "L\($0.prefix(3))"] } ?? [:]
+            }
+        }
+        let known: Set<String> = ["uuid:ROOT-0", "uuid:DATA-4", "uuid:EOS-1", "uuid:BYHAND-5", "uuid:DRONE-2", "uuid:SPACE-6"]
+        let taken = Set(RescanSource.mountedKnownCards(policy: Self.policy, known: known, mounts: mounts, identify: identify).map(\.key))
+        #expect(taken == ["uuid:DRONE-2"])
+
+        let elsewhere = RescanSource.knownCardsElsewhere(
+            policy: Self.policy, known: known, taken: taken, mounts: mounts, identify: identify)
+        #expect(elsewhere.map(\.volumeKey) == ["uuid:EOS-1", "uuid:DATA-4", "uuid:BYHAND-5", "uuid:SPACE-6"],
+                "in the mount table's order; / is the system's; /mnt/data could be a card, it is only named")
+        let eos = elsewhere.first { $0.volumeKey == "uuid:EOS-1" }
+        #expect(eos?.mountPoints == ["/media/pi/EOS_DIGITAL"], "the bind mount of a folder is not the card's root")
+        #expect(eos?.command == "ingest /media/pi/EOS_DIGITAL")
+        let byHand = elsewhere.first { $0.volumeKey == "uuid:BYHAND-5" }
+        #expect(byHand?.mountPoints == ["/mnt/sd"])
+        #expect(byHand?.name == "LBYH")
+        #expect(byHand?.command == "ingest /mnt/sd")
+        #expect(elsewhere.first { $0.volumeKey == "uuid:SPACE-6" }?.command == "ingest '/mnt/my card'")
+
+        let none = RescanSource.knownCardsElsewhere(
+            policy: Self.policy, known: ["uuid:DRONE-2", "uuid:NOT-HERE"], taken: ["uuid:DRONE-2"], mounts: mounts,
+            identify: identify)
+        #expect(none.isEmpty, "a card rescan takes, or one not mounted, is not named")
+    }
+
+    /// The note for people and for programs: which card, where, why not, and how.
+    @Test func theNoteSaysWhereTheCardIsAndHowToIngestIt() {
+        let card = KnownCardElsewhere(volumeKey: "uuid:BYHAND-5", name: "DRONE_A", mountPoints: ["/mnt/sd"])
+        let event = RescanEvent.knownCardElsewhere(card, lookedIn: Self.policy.removableRoots)
+        #expect(event.text == "DRONE_A (uuid:BYHAND-5), a card the journal knows, is mounted at /mnt/sd, not where rescan "
+            + "takes cards from (/media, /run/media, /run/ingest): not ingested. To ingest it: ingest /mnt/sd")
+        let json = event.json
+        #expect(json["event"] == .string("known_card_elsewhere"))
+        #expect(json["mount_points"] == .array([.string("/mnt/sd")]))
+        #expect(json["command"] == .string("ingest /mnt/sd"))
+
+        var report = RescanReport(resume: ResumeOutcome(pending: 0, totals: UploadTotals(), problem: nil))
+        report.elsewhere = [card]
+        let summary = RescanEvent.finished(report, exitStatus: .success, metricsFile: nil)
+        #expect(summary.text.hasPrefix("Rescan: 0 cards (0 skipped), 0 uploads resumed\n"), "\(summary.text)")
+        #expect(summary.text.contains("\n  known cards mounted elsewhere, not ingested: DRONE_A (ingest /mnt/sd)\n"))
+        #expect(summary.json["known_cards_elsewhere"] == .int(1))
+    }
+
     @Test func aPlainDirectoryKeyNeverMakesAMountACard() {
         // A directory ingested by path on a file system udev knows nothing of.
         let found = RescanSource.mountedKnownCards(policy: Self.policy, known: ["path:/media/a"], mounts: Self.mounts) { path throws(IngestError) in

@@ -50,6 +50,80 @@ public struct RescanSource: Sendable, Equatable {
     }
 }
 
+/// A card the journal knows, mounted where `ingest rescan` does not take cards from (a
+/// card mounted by hand at `/mnt/sd`, or also bind-mounted at a system place): left alone,
+/// and said, with the command that ingests it.
+public struct KnownCardElsewhere: Sendable, Equatable {
+    /// The journal's key of its volume (`uuid:…`).
+    public var volumeKey: String
+    /// How people know it: its label, else its device.
+    public var name: String
+    /// Where its whole file system is mounted, the places outside those for removable media first.
+    public var mountPoints: [String]
+
+    public init(volumeKey: String, name: String, mountPoints: [String]) {
+        self.volumeKey = volumeKey
+        self.name = name
+        self.mountPoints = mountPoints
+    }
+
+    /// What ingests it by hand.
+    public var command: String { "ingest \(mountPoints.first.map(shellQuotedIfNeeded) ?? "")" }
+}
+
+extension RescanSource {
+    /// The places of the system itself: a device mounted at one of them is the station's,
+    /// whatever UUID it carries (a crafted card can carry the root's), and is never named as
+    /// a card, not even in a note.
+    public static let systemPlaces: Set<String> = [
+        "/", "/boot", "/boot/efi", "/boot/firmware", "/usr", "/var", "/home", "/opt", "/root", "/etc",
+    ]
+
+    /// The known cards mounted where ``mountedKnownCards(policy:known:mounts:identify:)`` does
+    /// not take them: block devices whose whole file system is mounted outside the places for
+    /// removable media (or inside, and also outside), identified as every card is (the mount
+    /// table and udev), whose key is among `known` and not in `taken` (the cards the rescan
+    /// ingests). A device with any mount at one of the ``systemPlaces`` is passed over, and
+    /// so are mounts of anything but a `/dev/` node.
+    public static func knownCardsElsewhere(
+        policy: MountPolicy, known: Set<String>, taken: Set<String>, mounts: MountTable,
+        identify: (String) throws(IngestError) -> VolumeIdentity
+    ) -> [KnownCardElsewhere] {
+        let blockMounts = mounts.entries.filter { $0.source.hasPrefix("/dev/") }
+        var devices: [String] = []
+        var mountsOf: [String: [MountEntry]] = [:]
+        for entry in blockMounts {
+            let device = "\(entry.major):\(entry.minor)"
+            if mountsOf[device] == nil { devices.append(device) }
+            mountsOf[device, default: []].append(entry)
+        }
+        var found: [KnownCardElsewhere] = []
+        for device in devices {
+            let entries = mountsOf[device] ?? []
+            guard !entries.contains(where: { systemPlaces.contains($0.mountPoint) }),
+                entries.contains(where: { !policy.isRemovableMediaLocation($0.mountPoint) })
+            else { continue }
+            let whole = entries.filter { $0.root == "/" }.map(\.mountPoint)
+            let places = whole.filter { !policy.isRemovableMediaLocation($0) } + whole.filter(policy.isRemovableMediaLocation)
+            guard let first = places.first, let identity = try? identify(first),
+                !identity.key.hasPrefix("path:"), known.contains(identity.key), !taken.contains(identity.key),
+                !found.contains(where: { $0.volumeKey == identity.key })
+            else { continue }
+            found.append(KnownCardElsewhere(volumeKey: identity.key, name: identity.displayName, mountPoints: places))
+        }
+        return found
+    }
+}
+
+/// A path as a shell reads it: as it is when it holds only safe characters, else in single quotes.
+func shellQuotedIfNeeded(_ path: String) -> String {
+    let safe = path.utf8.allSatisfy { byte in
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || "/._-+:@%,=".utf8.contains(byte)
+    }
+    return safe && !path.isEmpty ? path : "'" + path.replacingOccurrences(of: "'", with: "'\\''") + "'"
+}
+
 /// What became of one card or root in a rescan.
 public struct CardOutcome: Sendable, Equatable {
     public enum Status: Sendable, Equatable {
@@ -91,6 +165,8 @@ public struct RescanReport: Sendable, Equatable {
     /// What the check of the cards' folders in the bucket found (``UploadService/checkBucket(days:now:)``).
     public var bucket = BucketCheckOutcome()
     public var cards: [CardOutcome] = []
+    /// Known cards mounted where rescan does not take cards from: not ingested, only named.
+    public var elsewhere: [KnownCardElsewhere] = []
     public var sweep = StagingSweep()
     /// Multipart uploads no journal knows, aborted at the destinations.
     public var orphans = OrphanSweep()
@@ -170,7 +246,7 @@ public struct Rescanner: Sendable {
     /// destination, uploads never started elsewhere); the step before it resumes the rest.
     public func run(sink: some EventSink, progress: (RescanEvent) -> Void) async throws(IngestError) -> RescanReport {
         let started = Date()
-        let sources = try await sources()
+        let (sources, elsewhere) = try await sources()
         try await uploads.recover(sink: sink)
         let others = try await PendingUploads.all(in: journal, exceptOfVolumes: Set(sources.compactMap(\.volumeKey)))
         let resumed = await PendingUploads.resume(
@@ -187,6 +263,8 @@ public struct Rescanner: Sendable {
             progress(.card(outcome))
             report.cards.append(outcome)
         }
+        report.elsewhere = elsewhere
+        for card in elsewhere { progress(.knownCardElsewhere(card, lookedIn: policy.removableRoots)) }
 
         // After every upload of this run ended, so that none of its own is in flight.
         report.orphans = try await sweepOrphans()
@@ -229,8 +307,8 @@ public struct Rescanner: Sendable {
     }
 
     /// The known cards that are mounted, then the roots; a root that is also a known card
-    /// is ingested once.
-    func sources() async throws(IngestError) -> [RescanSource] {
+    /// is ingested once. Besides, the known cards mounted elsewhere that none of them is.
+    func sources() async throws(IngestError) -> ([RescanSource], elsewhere: [KnownCardElsewhere]) {
         let known: Set<String>
         do { known = try await journal.volumeKeys() } catch { throw .journal(error) }
         let mounts: MountTable
@@ -247,7 +325,10 @@ public struct Rescanner: Sendable {
             if let key, !keys.insert(key).inserted { continue }
             sources.append(RescanSource(path: root, origin: .root, volumeKey: key))
         }
-        return sources
+        let elsewhere = RescanSource.knownCardsElsewhere(policy: policy, known: known, taken: keys, mounts: mounts) {
+            path throws(IngestError) in try VolumeIdentity.identify(path: path, mounts: mounts)
+        }
+        return (sources, elsewhere)
     }
 
     private func ingest(_ source: RescanSource, sink: some EventSink) async -> CardOutcome {

@@ -9,6 +9,9 @@ public enum RescanEvent: Sendable {
     case bucketChecked(BucketCheckOutcome)
     /// One card or root is done, or was skipped.
     case card(CardOutcome)
+    /// A known card is mounted outside `lookedIn`, the places rescan takes cards from: it
+    /// was not ingested.
+    case knownCardElsewhere(KnownCardElsewhere, lookedIn: [String])
     /// Multipart uploads no journal knows were looked for at one destination, and the old
     /// ones aborted.
     case orphansSwept(OrphanSweepOutcome, age: Duration)
@@ -57,6 +60,12 @@ extension RescanEvent {
                 }
             }
             return object
+        case let .knownCardElsewhere(card, lookedIn):
+            return [
+                "event": "known_card_elsewhere", "key": .string(card.volumeKey), "name": .string(card.name),
+                "mount_points": .array(card.mountPoints.map(JSONValue.string)),
+                "looked_in": .array(Self.places(lookedIn).map(JSONValue.string)), "command": .string(card.command),
+            ]
         case let .orphansSwept(outcome, age):
             var object: [String: JSONValue] = [
                 "event": "orphan_uploads_swept", "endpoint": .string(outcome.target.endpoint),
@@ -91,6 +100,7 @@ extension RescanEvent {
                 "orphan_sweeps_failed": .int(report.orphans.failures), "seconds": .double(report.seconds),
                 "exit_status": .int(exitStatus.rawValue),
                 "cards_safe_to_erase": .array(report.cards.filter { $0.summary?.safeToErase == true }.map { .string($0.name) }),
+                "known_cards_elsewhere": .int(report.elsewhere.count),
             ]
             object["metrics_file"] = metricsFile.map(JSONValue.string)
             return object
@@ -129,6 +139,10 @@ extension RescanEvent {
                 }
                 return line
             }
+        case let .knownCardElsewhere(card, lookedIn):
+            let places = card.mountPoints.joined(separator: " and ")
+            return "\(card.name) (\(card.volumeKey)), a card the journal knows, is mounted at \(places), not where rescan "
+                + "takes cards from (\(Self.places(lookedIn).joined(separator: ", "))): not ingested. To ingest it: \(card.command)"
         case let .orphansSwept(outcome, age):
             return "Orphan uploads (unknown to the journal, older than \(age.configText)) at " + outcome.text
         case let .orphanSweepDeferred(last, next):
@@ -152,12 +166,29 @@ extension RescanEvent {
                     "  orphan multipart uploads aborted: \(report.orphans.aborted)"
                         + (report.orphans.failures > 0 ? " (\(report.orphans.failures) destinations could not be swept)" : ""))
             }
+            if !report.elsewhere.isEmpty {
+                lines.append(
+                    "  known cards mounted elsewhere, not ingested: "
+                        + report.elsewhere.map { "\($0.name) (\($0.command))" }.joined(separator: ", "))
+            }
             let safe = report.cards.filter { $0.summary?.safeToErase == true }.map(\.name)
             if !safe.isEmpty { lines.append("  safe to erase: \(safe.joined(separator: ", "))") }
             if let metricsFile { lines.append("  metrics written to \(metricsFile)") }
             lines.append(String(format: "  done in %.1f s, exit status %d", report.seconds, exitStatus.rawValue))
             return lines.joined(separator: "\n")
         }
+    }
+}
+
+extension RescanEvent {
+    /// The places of `roots` not inside another of them (`/run/ingest/cards` is in `/run/ingest`).
+    static func places(_ roots: [String]) -> [String] {
+        var places: [String] = []
+        for root in roots where !places.contains(root)
+            && !roots.contains(where: { $0 != root && root.hasPrefix($0 + "/") }) {
+            places.append(root)
+        }
+        return places
     }
 }
 
