@@ -29,11 +29,7 @@ struct AbortCommand: AsyncParsableCommand {
                 throw .nothingIngested(common.nothingIngested(config, command: "abort \(id)"), id: id)
             }
             let record = try await common.findUpload(id, in: journal)
-            guard record.phase != .completed else {
-                throw .uploadRefused(
-                    id: record.id, reason: "it is completed: \(record.key) is in \(record.target.displayName). "
-                        + "Delete the object with an S3 client if it is unwanted.")
-            }
+            try common.refuseCompleted(record)
             let lock = try common.lockUpload(record, in: state)
             defer { lock.release() }
             let client = try common.makeClient(record.target, config: config, logger: logger)

@@ -5,13 +5,14 @@ import IngestKit
 struct ForgetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "forget",
-        abstract: "Remove an upload from the journal without telling the server, or give up a quarantined file.",
+        abstract: "Remove a pending upload from the journal without telling the server, or give up a quarantined file.",
         discussion: """
-            With an upload's id: for an upload whose server is gone for good. Parts the server \
+            With a pending upload's id: for an upload whose server is gone for good. Parts the server \
             holds stay there until a lifecycle rule (AbortIncompleteMultipartUpload), ingest \
             rescan's sweep of unknown uploads or `aws s3api abort-multipart-upload` removes \
             them; to free them now, use `ingest abort`. The file stays staged: the next ingest \
-            of its card plans a new upload.
+            of its card plans a new upload. A completed upload cannot be forgotten: its \
+            object is in the bucket, and its record is what says its files are uploaded.
 
             With a quarantined file's id (file-N, as `ingest status` lists it): the file is \
             given up. It is not staged again while its size and time stay the same, and its \
@@ -35,6 +36,7 @@ struct ForgetCommand: AsyncParsableCommand {
             }
             if let row = QuarantinedFileID.row(id) { return try await forgetFile(row: row, state: state, journal: journal) }
             let record = try await common.findUpload(id, in: journal)
+            try common.refuseCompleted(record)
             let lock = try common.lockUpload(record, in: state)
             defer { lock.release() }
             try await common.removeUpload(record, note: "upload \(record.id) forgotten by ingest forget", from: journal)
@@ -56,7 +58,7 @@ struct ForgetCommand: AsyncParsableCommand {
         do { forgotten = try await journal.forgetFile(row: row, note: "given up by ingest forget \(id)") } catch {
             throw .journal(error)
         }
-        guard let (file, freed) = forgotten else { throw .unknownUpload(id) }
+        guard let (file, freed) = forgotten else { throw .unknownFile(id) }
         var freedBytes: Int64 = 0
         if let freed {
             let staging = try StagingArea(root: state.stagingPath)

@@ -101,7 +101,11 @@ struct StatusCommand: AsyncParsableCommand {
             for reason in card.reasons.dropFirst() { lines.append("      also: \(reason)") }
         }
         let completed = uploads.byPhase[.completed, default: .zero]
-        lines.append("Uploads completed: \(completed.count) (\(ByteCount(completed.bytes)))")
+        // Objects, not files: one per key and bucket, so a file changed since its upload
+        // counts once above and once more here for each content of it that went up.
+        lines.append(
+            "Objects uploaded: \(completed.count) (\(ByteCount(completed.bytes))), one per completed upload: "
+                + "a changed file's earlier contents and other buckets count too")
         lines.append("Uploads pending: \(uploads.pending.count)")
         if !uploads.pending.isEmpty {
             lines.append("  ID            PHASE       RESTARTS  SIZE        UPDATED               FILE")

@@ -79,6 +79,18 @@ extension CommonOptions {
         }
     }
 
+    /// Refuses what `abort` and `forget` would do to a completed upload: its object is in the
+    /// bucket, and the journal's record of it is what says its files are uploaded (and their
+    /// cards safe to erase). Nothing is pending there to abort or forget.
+    func refuseCompleted(_ record: UploadRecord) throws(IngestError) {
+        guard record.phase == .completed else { return }
+        throw .uploadRefused(
+            id: record.id,
+            reason: "it is completed: \(record.key) is in \(record.target.displayName), and the journal's record of it "
+                + "is what says its files are uploaded; there is nothing pending to abort or forget. "
+                + "Delete the object with an S3 client if it is unwanted.")
+    }
+
     /// Finds one upload by its id or a unique prefix of it.
     func findUpload(_ id: String, in journal: Journal) async throws(IngestError) -> UploadRecord {
         let matches: [UploadRecord]

@@ -240,6 +240,17 @@ import Testing
         #expect(remedy.contains("set [s3] endpoint and bucket in it"), "\(remedy)")
     }
 
+    /// `forget` of a file id the journal does not have says there is no such file, not upload.
+    @Test func forgettingAnUnknownFileIDSaysNoFileHasIt() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        try card.write("a.jpg", [1, 2])
+        #expect(try IngestRun.ingest([card.path, "--no-upload", "--state-dir", state.path]).status == 0)
+        let forget = try IngestRun.ingest(["forget", "file-999", "--state-dir", state.path])
+        #expect(forget.status == 64, "\(forget.stderr)")
+        #expect(forget.stderr.contains("no file with id 'file-999' in the journal"), "\(forget.stderr)")
+        #expect(!forget.stderr.contains("no upload"), "\(forget.stderr)")
+    }
+
     @Test func everyNDJSONLineIsAnObjectWithAnEvent() throws {
         let card = TemporaryDirectory(), state = TemporaryDirectory()
         try card.write("a b/é.jpg", randomBytes(100))

@@ -552,6 +552,45 @@ final class UploadTests {
         #expect(again.stderr.contains("ingest status"))
     }
 
+    /// `abort` and `forget` both refuse a completed upload, saying why and what to do; and
+    /// `status` tells the objects its uploads wrote from the files, so that a file uploaded
+    /// twice (changed in between) does not read as a contradiction.
+    @Test(.timeLimit(.minutes(5)))
+    func aCompletedUploadIsNeitherAbortedNorForgottenAndStatusCountsObjectsApartFromFiles() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        _ = try card.write("DCIM/a.JPG", randomBytes(70_000))
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+        let first = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(first.status == 0, "\(first.stderr)")
+        let id = try #require(first.events("uploaded").first?.string("upload_id"))
+
+        for command in ["abort", "forget"] {
+            let refused = try ingest([command, id], state: state, config: config)
+            #expect(refused.status == 64, "\(command): \(refused.stderr)")
+            #expect(refused.stderr.contains("it is completed"), "\(command): \(refused.stderr)")
+            #expect(refused.stderr.contains("nothing pending to abort or forget"), "\(command): \(refused.stderr)")
+            #expect(refused.stderr.contains("Delete the object with an S3 client"), "\(command): \(refused.stderr)")
+        }
+        #expect(try cardObjects(in: bucket).count == 1)
+
+        // The file changes on the card: its new content is another object; the first stays.
+        _ = try card.write("DCIM/a.JPG", randomBytes(90_000))
+        let second = try ingest([card.path] + destination(), state: state, config: config)
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(try cardObjects(in: bucket).count == 2)
+
+        var environment = server.awsEnvironment
+        environment["INGEST_CONFIG"] = config
+        let status = try IngestRun.ingest(["status", "--state-dir", state.path], environment: environment)
+        let text = status.result.stdoutText
+        #expect(text.contains("  uploaded  1 "), "one file: \(text)")
+        #expect(text.contains("Objects uploaded: 2 "), "two objects: \(text)")
+        #expect(text.contains("a changed file's earlier contents and other buckets count too"), "\(text)")
+        #expect(!text.contains("Uploads completed"), "\(text)")
+    }
+
     @Test(.timeLimit(.minutes(5)))
     func destinationProblemsEndWithTheirCauseAndExitStatusAndLoseNothing() throws {
         let dir = TemporaryDirectory()

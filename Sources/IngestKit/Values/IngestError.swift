@@ -96,6 +96,8 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     case runLabels(String)
     /// No upload in the journal has this id.
     case unknownUpload(String)
+    /// No file in the journal has this id (`file-N`).
+    case unknownFile(String)
     /// An upload (or a file) is named by `id`, and there is no journal at all.
     case nothingIngested(NothingIngested, id: String)
     /// Several uploads start with these digits.
@@ -116,7 +118,7 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case .udevUnavailable: .unavailable
         case .upload(let error): error.exitStatus
         case .labels, .runLabels: .dataError
-        case .unknownUpload, .nothingIngested, .ambiguousUpload, .uploadRefused: .usage
+        case .unknownUpload, .unknownFile, .nothingIngested, .ambiguousUpload, .uploadRefused: .usage
         }
     }
 
@@ -145,6 +147,8 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
             return error.description
         case .unknownUpload(let id):
             return "no upload with id '\(id)' in the journal. `ingest status` lists the pending uploads and their ids."
+        case .unknownFile(let id):
+            return "no file with id '\(id)' in the journal. `ingest status` lists the quarantined files and their ids (file-N)."
         case let .nothingIngested(nothing, id):
             return "no upload or file with id '\(id)': nothing ingested yet, there is no journal at \(nothing.journalPath). "
                 + nothing.hint
