@@ -305,3 +305,41 @@ import Testing
         #expect(ServerClock.offset(dateHeader: "yesterday", local: ahead) == nil)
     }
 }
+
+/// What the server said and what to do about it, apart: a message that gives its own advice
+/// (a missing bucket's, with the options that set it) does not give the server's twice.
+@Suite struct S3ErrorAdviceTests {
+    @Test func theStatementIsTheDescriptionWithoutTheRemedy() throws {
+        let error = try #require(S3Error.parse(
+            status: 404, body: Data("<Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message></Error>".utf8)))
+        #expect(error.statement == "S3 error NoSuchBucket (HTTP 404): The specified bucket does not exist")
+        #expect(error.description == error.statement + ". " + error.remedy)
+    }
+
+    @Test func aMissingBucketIsAdvisedOnce() throws {
+        let error = try #require(S3Error.parse(
+            status: 404, body: Data("<Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message></Error>".utf8)))
+        let target = S3Destination(endpoint: "http://127.0.0.1:8333", bucket: "nosuchbucket", region: "us-east-1", addressing: .path)
+        let upload = UploadError(.server(error, attempts: 1), what: "listing s3://nosuchbucket", target: target)
+        #expect(upload.exitStatus == .config)
+        #expect(upload.message.components(separatedBy: "reate the bucket").count == 2, "\(upload.message)")
+        #expect(upload.message.hasSuffix(
+            "Create the bucket, or correct --bucket (INGEST_BUCKET, [s3] bucket) and check that the endpoint URL is the "
+                + "right server; nothing was uploaded there."))
+    }
+
+    /// An https:// endpoint whose server speaks plain http is the configuration's fault (78),
+    /// said with the URL to use.
+    @Test func httpsToAPlainHTTPServerIsAConfigurationError() {
+        let target = S3Destination(endpoint: "https://127.0.0.1:8333", bucket: "cards", region: "us-east-1", addressing: .path)
+        let problem = TransportError(
+            kind: .plainHTTP(server: "127.0.0.1:8333"), code: 35,
+            message: "OpenSSL/3.0.19: error:0A00010B:SSL routines::wrong version number")
+        let upload = UploadError(.transport(problem, attempts: 1), what: "HeadBucket", target: target)
+        #expect(upload.exitStatus == .config && upload.scope == .destination)
+        #expect(upload.message.hasPrefix(
+            "HeadBucket: the server at https://127.0.0.1:8333 speaks plain http, not https: use http://127.0.0.1:8333 "
+                + "in the endpoint (curl error 35: OpenSSL/3.0.19"), "\(upload.message)")
+        #expect(upload.message.contains("Set it with --endpoint, INGEST_ENDPOINT or [s3] endpoint"))
+    }
+}

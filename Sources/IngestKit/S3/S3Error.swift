@@ -251,13 +251,17 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
+    public var description: String { statement + ". " + remedy }
+
+    /// What the server said (code, status, message, identifiers), without ``remedy``: for a
+    /// message that gives its own advice.
+    public var statement: String {
         var text = code.map { "S3 error \($0.rawValue)" } ?? "S3 request failed"
         text += (200...299).contains(status) ? " (HTTP \(status) with an error body)" : " (HTTP \(status))"
         if let message, !message.isEmpty { text += ": \(message)" }
         let ids = [resource.map { "resource \($0)" }, requestID.map { "request ID \($0)" }].compactMap { $0 }
         if !ids.isEmpty { text += " [\(ids.joined(separator: ", "))]" }
-        return text + ". " + remedy
+        return text
     }
 }
 

@@ -34,8 +34,9 @@ extension UploadError {
             case .noSuchBucket?:
                 self.init(
                     exitStatus: .config, scope: .destination,
-                    message: "\(what): \(place) does not exist: \(s3). Create the bucket, or correct --bucket "
-                        + "(INGEST_BUCKET, [s3] bucket); nothing was uploaded there.")
+                    message: "\(what): \(place) does not exist: \(s3.statement)\(tried). Create the bucket, or correct "
+                        + "--bucket (INGEST_BUCKET, [s3] bucket) and check that the endpoint URL is the right server; "
+                        + "nothing was uploaded there.")
             case _ where s3.status >= 500 || s3.code?.isThrottling == true:
                 self.init(
                     exitStatus: .unavailable, scope: .destination,
