@@ -50,7 +50,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable, Codable {
         case .busy: "another ingest process holds this card or the journal (with --device: exit 0 and a notice instead)"
         case .integrity: "an uploaded object did not verify (size, fingerprint or digest)"
         case .noPermission: "the credentials are missing or the server refused them"
-        case .config: "the configuration is invalid (a bucket name S3 does not allow, too; a configuration or AWS shared file that is not a regular file of at most 1 MiB), or the bucket does not exist"
+        case .config: "the configuration is invalid (a bucket name S3 does not allow, too; a configuration or AWS shared file that is not a regular file of at most 1 MiB), or the bucket does not exist, or an https:// endpoint's server speaks plain http"
         }
     }
 }
