@@ -92,7 +92,8 @@ struct RescanCommand: AsyncParsableCommand {
             let rescanner = Rescanner(
                 config: config, state: state, journal: journal, logger: logger, target: target,
                 policy: MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems),
-                uploads: try common.makeUploadService(config: config, state: state, journal: journal, events: sink, logger: logger),
+                uploads: try common.makeUploadService(
+                    config: config, state: state, journal: journal, events: sink, wire: reports.progress.wire, logger: logger),
                 makeClient: { [common, config] target throws(IngestError) in
                     try common.makeClient(target, config: config, logger: logger)
                 })

@@ -145,7 +145,8 @@ struct RunCommand: AsyncParsableCommand {
             let upload = try target.map { target throws(IngestError) in
                 UploadRequest(
                     target: target,
-                    service: try common.makeUploadService(config: config, state: state, journal: journal, events: sink, logger: logger),
+                    service: try common.makeUploadService(
+                        config: config, state: state, journal: journal, events: sink, wire: reports.progress.wire, logger: logger),
                     scene: scene, tags: tags)
             }
             let ingestor = Ingestor(config: config, state: state, journal: journal, logger: logger, upload: upload)
@@ -167,7 +168,7 @@ struct RunCommand: AsyncParsableCommand {
             if let signal = signals.signal { stopped(by: signal) }
             throw fail(error, json: common.json)
         }
-        if let signal = signals.signal { stopped(by: signal) }
+        if let signal = signals.signal { stopped(by: signal, summary: summary) }
         if let problem = summary.uploadError {
             // Files that failed are listed as they fail; the upload problem decides the status.
             ReportOutput.standardError.line("ingest: error: \(problem)")
@@ -175,11 +176,21 @@ struct RunCommand: AsyncParsableCommand {
         if summary.exitStatus != .success { throw ExitCode(summary.exitStatus.rawValue) }
     }
 
-    /// After a clean stop on SIGTERM or SIGINT: said, then the death the signal asked for.
-    private func stopped(by signal: Int32) -> Never {
+    /// After a clean stop on SIGTERM or SIGINT: what is pending (from the run's `summary`,
+    /// when it ended with one), then the death the signal asked for.
+    private func stopped(by signal: Int32, summary: RunSummary? = nil) -> Never {
+        var pending: [String] = []
+        if let summary {
+            let notCopied = max(summary.scan.toStage - summary.staged - summary.failed, 0)
+            if notCopied > 0 { pending.append("\(counted(notCopied, "file")) not copied, found again on the next run of the card") }
+            if let interrupted = summary.uploads?.interrupted, interrupted > 0 {
+                pending.append("\(counted(interrupted, "upload")) pending, their acknowledged parts kept: `ingest resume` sends the rest")
+            }
+        } else {
+            pending.append("what was not copied is found again on the next run; pending uploads resume with `ingest resume`")
+        }
         ReportOutput.standardError.line(
-            "ingest: stopped by signal \(signal); what was not copied is found again on the next run, "
-                + "pending uploads resume with `ingest resume`")
+            "ingest: stopped by signal \(signal); " + (pending.isEmpty ? "nothing is pending" : pending.joined(separator: "; ")))
         ShutdownSignals.dieBy(signal)
     }
 

@@ -41,14 +41,16 @@ struct UploadRateOptions: ParsableArguments {
 extension CommonOptions {
     /// The process's one upload service, whatever the command: credentials as the AWS
     /// tools read them, one libcurl transport (under `[upload] max_rate`), the limits of `[upload]`. `events` hears what
-    /// concerns a destination rather than one run.
+    /// concerns a destination rather than one run; `wire` counts the bytes the transport
+    /// sends, for the job's progress (``JobProgress/wire``).
     func makeUploadService(
-        config: Config, state: StateDirectory, journal: Journal, events: any EventSink, logger: Logger
+        config: Config, state: StateDirectory, journal: Journal, events: any EventSink, wire: WireMeter = WireMeter(),
+        logger: Logger
     ) throws(IngestError) -> UploadService {
         try UploadService(
             journal: journal, state: state, settings: config.upload,
             credentials: CredentialsProvider(environment: environment) { events.emit(.upload(.refreshingCredentials)) },
-            transport: CurlTransport(settings: config.uploadTransport), events: events, logger: logger,
+            transport: CurlTransport(settings: config.uploadTransport, meter: wire), events: events, logger: logger,
             keyPrefix: config.s3.prefix)
     }
 

@@ -47,16 +47,21 @@ public struct TransportSettings: Sendable, Equatable {
 /// size; a transfer whose next block is not read yet is paused until it is. Under a
 /// ``TransportSettings/maxSendRate`` the bodies take turns from one ``SendRateLimiter``: a
 /// transfer waiting for its turn is paused, and the thread's poll wakes when the turn is
-/// due. Connections are kept alive and reused.
+/// due. Connections are kept alive and reused. The payload bytes handed to libcurl are
+/// counted as they go (``WireMeter``), and ``cut()`` ends every transfer at once when the
+/// process is stopping.
 /// The proxy variables (`https_proxy`, `no_proxy`, …) are honoured as libcurl does.
 ///
 /// The only file that talks to libcurl.
 public final class CurlTransport: Sendable {
     public let settings: TransportSettings
+    /// The payload bytes on the wire (``HTTPRequest/isPayload``).
+    public let meter: WireMeter
     private let loop: Loop
 
-    public init(settings: TransportSettings = TransportSettings()) {
+    public init(settings: TransportSettings = TransportSettings(), meter: WireMeter = WireMeter()) {
         self.settings = settings
+        self.meter = meter
         loop = Loop(settings: settings)
         loop.start()
     }
@@ -68,9 +73,30 @@ public final class CurlTransport: Sendable {
     public func send(_ request: HTTPRequest) async throws(TransportError) -> HTTPResponse {
         let result: Result<HTTPResponse, TransportError> = await withCheckedContinuation { continuation in
             loop.submit(
-                Transfer(request: request, settings: settings, readAhead: loop.readAhead, continuation: continuation))
+                Transfer(
+                    request: request, settings: settings, readAhead: loop.readAhead, meter: request.isPayload ? meter : nil,
+                    continuation: continuation))
         }
         return try result.get()
+    }
+
+    /// Ends every transfer in flight and every one sent from now on with ``TransportError/Kind/cut``:
+    /// the process is stopping, and a part under a rate cap may have minutes left to send.
+    /// What the server acknowledged before is journalled; what the cut transfers carried is
+    /// sent again when their uploads resume. For good: the transport serves nothing more.
+    public func cut() { loop.cut() }
+
+    /// Whether ``cut()`` was called.
+    public var isCut: Bool { loop.isCut }
+
+    /// Waits `duration`, or until ``cut()`` (a retry's backoff need not outlast the process's
+    /// stop): in steps of a tenth of a second, which the backoffs' half-second and longer
+    /// waits can afford.
+    public func pause(for duration: Duration) async {
+        let end = ContinuousClock.now + duration
+        while !isCut, ContinuousClock.now < end {
+            try? await Task.sleep(for: min(.milliseconds(100), end - .now))
+        }
     }
 }
 
@@ -91,6 +117,8 @@ private final class Loop: @unchecked Sendable {
     /// The cap on the bodies' bytes per second; nil: none.
     private let sendRate: SendRateLimiter<Transfer>?
     private let running = Atomic<Bool>(true)
+    /// Every transfer is to end now, and every later one at once (``CurlTransport/cut()``).
+    private let cutting = Atomic<Bool>(false)
     /// The option libcurl refused when the multi handle was set up, if one was: every
     /// request fails with it (there is no transport to send them with).
     private let setupError: TransportError?
@@ -139,12 +167,20 @@ private final class Loop: @unchecked Sendable {
         Self.wake(wakeup)
     }
 
+    func cut() {
+        cutting.store(true, ordering: .releasing)
+        Self.wake(wakeup)
+    }
+
+    var isCut: Bool { cutting.load(ordering: .acquiring) }
+
     private static func wake(_ wakeup: Int32) {
         _ = eventfd_write(wakeup, 1)
     }
 
     func submit(_ transfer: Transfer) {
         if let setupError { return transfer.fail(setupError) }
+        if isCut { return transfer.fail(.cutForStop) }
         // One wake-up for the transfers the loop has not taken yet: it takes them all at
         // once, and a wake-up (a write to the eventfd, a pass of the loop) for each of a
         // burst of small files' PUTs cost a system call or two a file.
@@ -174,6 +210,7 @@ private final class Loop: @unchecked Sendable {
         var stillRunning: Int32 = 0
         var polled: [pollfd] = []
         while running.load(ordering: .acquiring) || !active.isEmpty {
+            if isCut { cutEverything() }
             for transfer in pending.withLock({ list in defer { list.removeAll() }; return list }) {
                 if let easy = transfer.prepare(sendRate: sendRate) {
                     active[easy] = transfer
@@ -211,6 +248,16 @@ private final class Loop: @unchecked Sendable {
         readAhead.stop()  // no wake-up after this
         curl_multi_cleanup(multi)
         close(wakeup)
+    }
+
+    /// Ends the transfers in flight and those not taken yet, each with the cut's error.
+    private func cutEverything() {
+        for transfer in pending.withLock({ list in defer { list.removeAll() }; return list }) { transfer.fail(.cutForStop) }
+        for (easy, transfer) in active {
+            curl_multi_remove_handle(multi, easy)
+            transfer.cut()
+        }
+        active.removeAll()
     }
 
     /// What `poll` found on a socket, as libcurl's `CURL_CSELECT_*`: a hang-up is a read
@@ -298,6 +345,9 @@ private struct EasyOptions {
 }
 
 extension TransportError {
+    /// The transfer was cut: the process is stopping (``CurlTransport/cut()``).
+    fileprivate static let cutForStop = TransportError(kind: .cut, code: 0, message: "transfer cut")
+
     /// libcurl refused an option the transport sets: its build lacks a feature ingest needs.
     fileprivate static func refusedOption(_ name: String, code: Int32, reason: String) -> TransportError {
         TransportError(kind: .optionRefused, code: code, message: "libcurl refused the option \(name): \(reason)")
@@ -309,6 +359,8 @@ private final class Transfer: @unchecked Sendable {
     let request: HTTPRequest
     let settings: TransportSettings
     let readAhead: BodyReadAhead
+    /// Counts the body as it is sent, for a payload.
+    let meter: WireMeter?
     let continuation: CheckedContinuation<Result<HTTPResponse, TransportError>, Never>
 
     private var easy: UnsafeMutableRawPointer?
@@ -330,12 +382,13 @@ private final class Transfer: @unchecked Sendable {
     private var tooLarge = false
 
     init(
-        request: HTTPRequest, settings: TransportSettings, readAhead: BodyReadAhead,
+        request: HTTPRequest, settings: TransportSettings, readAhead: BodyReadAhead, meter: WireMeter?,
         continuation: CheckedContinuation<Result<HTTPResponse, TransportError>, Never>
     ) {
         self.request = request
         self.settings = settings
         self.readAhead = readAhead
+        self.meter = meter
         self.continuation = continuation
     }
 
@@ -472,6 +525,7 @@ private final class Transfer: @unchecked Sendable {
         switch readBody(into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<room])) {
         case .bytes(let count):
             position += Int64(count)
+            meter?.add(Int64(count))
             if sendRate != nil { turnLeft -= count }
             return count
         case .end: return 0
@@ -501,6 +555,7 @@ private final class Transfer: @unchecked Sendable {
     func seek(to offset: Int64, origin: Int32) -> Int32 {
         guard origin == SEEK_SET, offset >= 0, offset <= request.body.length else { return CURL_SEEKFUNC_CANTSEEK }
         bodyFile?.rewind(to: offset)
+        meter?.add(offset - position)
         position = offset
         bodyError = nil
         return CURL_SEEKFUNC_OK
@@ -525,11 +580,13 @@ private final class Transfer: @unchecked Sendable {
     func complete(_ code: CURLcode) {
         defer { cleanUp() }
         guard code == CURLE_OK else {
+            meter?.takeBack(position)
             fail(error(for: code))
             return
         }
         var status = 0
         _ = ingest_curl_get_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        if !(200..<300).contains(status) { meter?.takeBack(position) }
         continuation.resume(returning: .success(HTTPResponse(status: status, headers: responseHeaders, body: responseBody)))
     }
 
@@ -584,6 +641,13 @@ private final class Transfer: @unchecked Sendable {
 
     func fail(_ error: TransportError) {
         continuation.resume(returning: .failure(error))
+    }
+
+    /// Ends the transfer, taken out of the multi handle, as cut.
+    func cut() {
+        meter?.takeBack(position)
+        cleanUp()
+        fail(.cutForStop)
     }
 
     private func cleanUp() {

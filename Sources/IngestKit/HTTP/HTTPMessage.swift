@@ -21,16 +21,23 @@ public struct HTTPRequest: Sendable, Equatable {
     /// Sent in this order; names as given.
     public var headers: [(name: String, value: String)]
     public var body: HTTPBody
+    /// The body is a file's content being uploaded (a part, a single PUT): counted by the
+    /// transport's ``WireMeter`` as it is sent.
+    public var isPayload: Bool
 
-    public init(method: String, url: String, headers: [(name: String, value: String)] = [], body: HTTPBody = .empty) {
+    public init(
+        method: String, url: String, headers: [(name: String, value: String)] = [], body: HTTPBody = .empty,
+        isPayload: Bool = false
+    ) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
+        self.isPayload = isPayload
     }
 
     public static func == (a: HTTPRequest, b: HTTPRequest) -> Bool {
-        a.method == b.method && a.url == b.url && a.body == b.body
+        a.method == b.method && a.url == b.url && a.body == b.body && a.isPayload == b.isPayload
             && a.headers.map { [$0.name, $0.value] } == b.headers.map { [$0.name, $0.value] }
     }
 }
@@ -71,6 +78,9 @@ public struct TransportError: Error, Sendable, Equatable, CustomStringConvertibl
         /// libcurl refused an option the transport sets: its build lacks a feature, or a
         /// setting is out of the option's range. Never worth retrying.
         case optionRefused
+        /// Cut because the process is stopping (``CurlTransport/cut()``): not retried; what
+        /// it carried is sent again by the run that resumes.
+        case cut
         case other
     }
 
@@ -96,6 +106,7 @@ public struct TransportError: Error, Sendable, Equatable, CustomStringConvertibl
                 "the TLS handshake failed; check the endpoint URL (https or http, host name), "
                     + "the trusted CA certificates, and this machine's clock"
             case .bodyUnreadable: "the staged file could not be read; check the staging disk"
+            case .cut: "ingest is stopping; what the request carried is sent again when the upload resumes"
             case .optionRefused:
                 "the libcurl this machine loads lacks a feature ingest needs, or a transport setting is out of range; "
                     + "install the libcurl ingest was built against (the libcurl4 package) and check the [s3] settings"

@@ -214,8 +214,7 @@ extension UploadService {
                     throw S3ClientError.server(S3Error(status: 412, code: .preconditionFailed, message: "looked at first"), attempts: 1)
                 }
             }
-            let written = try await client.putObject(
-                key: key, body: .bytes(bytes), payloadHash: PayloadHash(sha256Of: bytes), headers: headers + [condition])
+            let written = try await client.putDocument(key: key, bytes: bytes, headers: headers + [condition])
             return written.etag
         } catch {
             if error.isPreconditionFailed, let head = try? await client.headObject(key: key), head.etag == md5 { return md5 }

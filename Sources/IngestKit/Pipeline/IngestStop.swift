@@ -112,6 +112,12 @@ public final class ShutdownSignals: Sendable {
     /// systemd) sees what it sent and not an exit status made up for it.
     public static func dieBy(_ signal: Int32) -> Never {
         Glibc.signal(signal, SIG_DFL)
+        // Dispatch watches the signal with it blocked: unblocked here, or raising it would
+        // only leave it pending and the process would end by the exit status below.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, signal)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
         raise(signal)
         _exit(128 + signal)
     }

@@ -172,12 +172,14 @@ public final class UploadRunner: Sendable {
         PartStreamer(planner: planner, service: service, stop: stopping, sink: sink)
     }
 
-    /// Asks the uploads to stop for now (a shutdown): none starts any more, and each running
-    /// one sends no new part; the parts on the wire end and are journalled. Everything left
+    /// Asks the uploads to stop now (a shutdown): none starts any more, and the transfers on
+    /// the wire are cut (``CurlTransport/cut()``: under a rate cap a part may have minutes
+    /// left to send); what the server acknowledged before is journalled. Everything left
     /// stays pending in the journal, counted as ``UploadTotals/interrupted``. Any thread.
     public func stop() {
         machine.withLock { $0.stop() }
         stopping.raise()
+        service.destinations.cutTransfers()
     }
 
     /// Submits nothing more, waits for every queued upload, then deletes the staged copies
@@ -477,6 +479,9 @@ actor Destinations {
     private let probeKey: String
     private var ready: [S3Destination: Task<Result<ReadyDestination, UploadError>, Never>] = [:]
     private var stopped: [S3Destination: UploadError] = [:]
+
+    /// Cuts every transfer of the process's transport, for good: it is stopping.
+    nonisolated func cutTransfers() { transport.cut() }
 
     init(credentials: CredentialsProvider, transport: CurlTransport, sink: any EventSink, logger: Logger, probeKey: String) {
         self.credentials = credentials

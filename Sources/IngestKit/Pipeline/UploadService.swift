@@ -48,7 +48,23 @@ public final class UploadService: Sendable {
             credentials: credentials, transport: transport, sink: events, logger: logger,
             probeKey: KeyTemplate.probeKey(prefix: keyPrefix))
         limiter = TransferLimiter(
-            maxRequests: settings.partsInFlight, maxBytes: settings.bytesInFlight, smallBody: Int64(BodyReadAhead.defaultBlockSize))
+            maxRequests: settings.partsInFlight, maxBytes: Self.bytesInFlight(settings),
+            smallBody: Int64(BodyReadAhead.defaultBlockSize))
+    }
+
+    /// How long a body may take on the wire under a rate cap, at most: the cap then bounds the
+    /// bytes in flight to what it sends in this time.
+    static let bodyTimeUnderCap: Duration = .seconds(4)
+
+    /// The bytes on the wire at once: `[upload] bytes_in_flight`, and under a rate cap what it
+    /// sends in ``bodyTimeUnderCap``. Eight 16 MiB parts sharing 5 MiB/s each took 25 s to be
+    /// acknowledged, so progress stood still, a kill lost 25 s of sending and a stop waited
+    /// for them; with the cap's 4 s worth in flight (one part alone, when a part is larger)
+    /// a part ends every few seconds, and the cap is still filled.
+    static func bytesInFlight(_ settings: UploadSettings) -> Int64 {
+        guard let rate = settings.maxRate else { return settings.bytesInFlight }
+        let capWorth = Int64(Double(rate.bytesPerSecond) * bodyTimeUnderCap.inSeconds)
+        return max(1, min(settings.bytesInFlight, capWorth))
     }
 
     /// A new run of uploads reporting to `sink`, with its own file slots, totals and stop

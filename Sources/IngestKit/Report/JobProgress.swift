@@ -11,10 +11,13 @@ import Synchronization
 /// `STATUS=`.
 ///
 /// Bytes to upload count from the moment an upload is queued; while the card is still being
-/// copied, the bytes not copied yet are expected to follow. Bytes uploaded are those the
+/// copied, the bytes not copied yet are expected to follow. Bytes acknowledged are those the
 /// bucket holds of them: parts acknowledged, the parts a resumed upload had acknowledged
-/// already, objects completed and objects found there already. The upload rate counts only
-/// what this process sent, so that neither of the last two makes it leap.
+/// already, objects completed and objects found there already. Bytes uploaded add what this
+/// process has on the wire and the server has not acknowledged yet (``WireMeter``, taken
+/// back when a transfer fails): a part under a rate cap moves the figure as it goes, not
+/// only when its last byte is answered. The upload rate counts only what this process
+/// sent, so that a resumed upload's parts or an object found in the bucket never make it leap.
 ///
 /// Events come from every upload at once and take one short lock each: one per file or part,
 /// never per byte (the bytes being copied are read from the stager's own atomic counter). The
@@ -92,11 +95,14 @@ public final class JobProgress: Sendable {
 
     /// Whether the job uploads what it copies (false for `--no-upload`).
     public let uploads: Bool
+    /// The payload bytes the job's transport has on the wire: give it to the transport.
+    public let wire: WireMeter
     private let started: ContinuousClock.Instant
     private let state = Mutex(State())
 
-    public init(uploads: Bool, now: ContinuousClock.Instant = .now) {
+    public init(uploads: Bool, wire: WireMeter = WireMeter(), now: ContinuousClock.Instant = .now) {
         self.uploads = uploads
+        self.wire = wire
         started = now
     }
 
@@ -192,7 +198,10 @@ public final class JobProgress: Sendable {
             // Each rate is watched from when its work could begin: the time spent scanning the
             // card before copying, or before the first upload was queued, is no slowness.
             if state.filesToCopy > 0 { state.copyRate.add(bytesRead, at: now) }
-            if state.objectsToUpload > 0 { state.sendRate.add(state.bytesSent, at: now) }
+            // Sent: what the server acknowledged of this process's bodies, and what is on the
+            // wire beyond it (read once: the transport's thread moves it meanwhile).
+            let sent = max(state.bytesSent, wire.onWire)
+            if state.objectsToUpload > 0 { state.sendRate.add(sent, at: now) }
             var snapshot = ProgressSnapshot(seconds: (now - started).inSeconds)
             snapshot.filesToCopy = state.filesToCopy
             snapshot.filesCopied = state.filesSettled
@@ -204,10 +213,12 @@ public final class JobProgress: Sendable {
                 // The files not copied yet are expected to be uploaded too (a file is queued
                 // before it counts as copied, so none is missed in between).
                 let expected = state.bytesLeftToCopy
+                let toUpload = max(state.bytesToUpload - state.bytesDropped, state.bytesUploaded) + expected
                 snapshot.upload = ProgressSnapshot.Upload(
                     objectsToUpload: state.objectsToUpload - state.objectsDropped, objectsUploaded: state.objectsUploaded,
-                    bytesToUpload: max(state.bytesToUpload - state.bytesDropped, state.bytesUploaded) + expected,
-                    bytesUploaded: state.bytesUploaded, rate: state.sendRate.rate(state.bytesSent, at: now))
+                    bytesToUpload: toUpload,
+                    bytesUploaded: min(state.bytesUploaded + sent - state.bytesSent, toUpload),
+                    bytesAcknowledged: state.bytesUploaded, rate: state.sendRate.rate(sent, at: now))
             }
             return snapshot
         }

@@ -4,17 +4,35 @@ import Foundation
 /// is told: a line for people (the terminal, systemd's `STATUS=`), and a `progress` event for
 /// programs.
 public struct ProgressSnapshot: Sendable, Equatable {
-    /// The uploads' side: bytes in the bucket of the bytes to put there.
+    /// The uploads' side: bytes sent of the bytes to put in the bucket.
     public struct Upload: Sendable, Equatable {
         public var objectsToUpload = 0
         public var objectsUploaded = 0
         /// Queued uploads, and while copying the files not copied yet; less what failed.
         public var bytesToUpload: Int64 = 0
+        /// In the bucket, and on the wire to it (``JobProgress``).
         public var bytesUploaded: Int64 = 0
-        /// Bytes per second sent and acknowledged, over the last half minute; nil until known.
+        /// In the bucket: acknowledged by the server.
+        public var bytesAcknowledged: Int64 = 0
+        /// Bytes per second on the wire, over the last half minute; nil until known.
         public var rate: Double?
 
+        public init(
+            objectsToUpload: Int = 0, objectsUploaded: Int = 0, bytesToUpload: Int64 = 0, bytesUploaded: Int64 = 0,
+            bytesAcknowledged: Int64? = nil, rate: Double? = nil
+        ) {
+            self.objectsToUpload = objectsToUpload
+            self.objectsUploaded = objectsUploaded
+            self.bytesToUpload = bytesToUpload
+            self.bytesUploaded = bytesUploaded
+            self.bytesAcknowledged = bytesAcknowledged ?? bytesUploaded
+            self.rate = rate
+        }
+
+        /// Still to send.
         var bytesLeft: Int64 { max(bytesToUpload - bytesUploaded, 0) }
+        /// Not yet acknowledged.
+        var bytesUnacknowledged: Int64 { max(bytesToUpload - bytesAcknowledged, 0) }
     }
 
     /// Since the job began.
@@ -53,7 +71,7 @@ public struct ProgressSnapshot: Sendable, Equatable {
     public var hasWork: Bool { filesToCopy > 0 || (upload?.objectsToUpload ?? 0) > 0 }
 
     /// Everything known so far is copied and in the bucket (the summary is due).
-    public var isDone: Bool { !copying && (upload?.bytesLeft ?? 0) == 0 }
+    public var isDone: Bool { !copying && (upload?.bytesUnacknowledged ?? 0) == 0 }
 
     /// One line for people, like
     /// `copied 120/201 files (1.2 GiB/1.8 GiB, 150.0 MiB/s) · uploaded 600.0 MiB/1.8 GiB (40.0 MiB/s) · ETA 0:42`.
@@ -65,7 +83,7 @@ public struct ProgressSnapshot: Sendable, Equatable {
                 if let copyRate { piece += ", \(Self.rate(copyRate))" }
                 pieces.append(piece + ")")
             } else {
-                pieces.append("copied \(filesCopied) files (\(ByteCount(bytesCopied)))")
+                pieces.append("copied \(counted(filesCopied, "file")) (\(ByteCount(bytesCopied)))")
             }
         }
         if let upload, upload.objectsToUpload > 0 || copying {
@@ -91,6 +109,7 @@ public struct ProgressSnapshot: Sendable, Equatable {
             object["objects_uploaded"] = .int(upload.objectsUploaded)
             object["bytes_to_upload"] = .int(upload.bytesToUpload)
             object["bytes_uploaded"] = .int(upload.bytesUploaded)
+            object["bytes_acknowledged"] = .int(upload.bytesAcknowledged)
             object["upload_rate"] = upload.rate.map { .int(Int64($0.rounded())) }
         }
         object["eta_seconds"] = eta.map { .int(Int64($0.rounded())) }

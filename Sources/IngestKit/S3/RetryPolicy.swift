@@ -144,7 +144,7 @@ public struct RetryPolicy: Sendable, Equatable {
         case let .transport(failure):
             switch failure {
             case .connectionReset, .connectionFailed, .timedOut, .other: return .transient
-            case .hostNotFound, .tls, .plainHTTP, .bodyUnreadable, .optionRefused: return .permanent
+            case .hostNotFound, .tls, .plainHTTP, .bodyUnreadable, .optionRefused, .cut: return .permanent
             }
         case let .response(error, _):
             if let code = error.code, let kind = kind(of: code) { return kind }

@@ -230,8 +230,20 @@ public final class S3Client: Sendable {
     public func putObject(
         key: String, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header] = []
     ) async throws(S3ClientError) -> ObjectWritten {
+        try await put(key: key, body: body, payloadHash: payloadHash, headers: headers, isPayload: true)
+    }
+
+    /// PutObject of a document of ingest's own (a card's ASC MHL manifest or chain), not a
+    /// file's content: not counted as the job's bytes on the wire (``WireMeter``).
+    public func putDocument(key: String, bytes: [UInt8], headers: [SigV4Header]) async throws(S3ClientError) -> ObjectWritten {
+        try await put(key: key, body: .bytes(bytes), payloadHash: PayloadHash(sha256Of: bytes), headers: headers, isPayload: false)
+    }
+
+    private func put(
+        key: String, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header], isPayload: Bool
+    ) async throws(S3ClientError) -> ObjectWritten {
         let response = try await perform(
-            "PUT", key: key, headers: headers, body: body, payloadHash: payloadHash, policy: .part)
+            "PUT", key: key, headers: headers, body: body, payloadHash: payloadHash, policy: .part, isPayload: isPayload)
         return ObjectWritten(
             etag: try etag(of: response), checksumCRC32C: response[header: "x-amz-checksum-crc32c"],
             serverSideEncryption: response[header: "x-amz-server-side-encryption"],
@@ -255,7 +267,7 @@ public final class S3Client: Sendable {
     ) async throws(S3ClientError) -> String {
         let response = try await perform(
             "PUT", key: key, query: [S3QueryItem("partNumber", String(partNumber)), S3QueryItem("uploadId", uploadID)],
-            headers: headers, body: body, payloadHash: payloadHash, policy: .part)
+            headers: headers, body: body, payloadHash: payloadHash, policy: .part, isPayload: true)
         return try etag(of: response)
     }
 
@@ -540,7 +552,7 @@ public final class S3Client: Sendable {
     func perform(
         _ method: String, key: String, query: [S3QueryItem] = [], headers: [SigV4Header] = [],
         body: HTTPBody = .empty, payloadHash: PayloadHash = .emptyBody, policy: RetryPolicy = .control,
-        notFoundIsAnswer: Bool = false
+        notFoundIsAnswer: Bool = false, isPayload: Bool = false
     ) async throws(S3ClientError) -> HTTPResponse {
         let location: S3Location
         do {
@@ -560,7 +572,7 @@ public final class S3Client: Sendable {
             } catch { throw .request("\(error)") }
             let request = HTTPRequest(
                 method: method, url: location.url(query: query),
-                headers: (headers + signature.headers).map { ($0.name, $0.value) }, body: body)
+                headers: (headers + signature.headers).map { ($0.name, $0.value) }, body: body, isPayload: isPayload)
 
             let failure: AttemptFailure
             var lastTransportError: TransportError?
@@ -582,7 +594,7 @@ public final class S3Client: Sendable {
                 "S3 request failed", metadata: ["method": "\(method)", "key": "\(key)", "decision": "\(decision)"])
             switch decision {
             case .retry(let delay):
-                try? await Task.sleep(for: delay)
+                await transport.pause(for: delay)  // cut short by a stop: the next attempt is cut too
             case .correctClockAndRetry(let offset):
                 clockOffset.withLock { $0 = offset }
                 logger.notice("corrected the clock from the server's time", metadata: ["offset": "\(offset)"])
@@ -607,6 +619,12 @@ public final class S3Client: Sendable {
 }
 
 extension S3ClientError {
+    /// The request was cut: the process is stopping (``CurlTransport/cut()``).
+    public var isCut: Bool {
+        if case .transport(let error, _) = self, error.kind == .cut { return true }
+        return false
+    }
+
     /// The server computed another digest of the body than the one sent (`BadDigest`).
     var isBadDigest: Bool {
         if case .server(let error, _) = self, error.code == .badDigest { return true }

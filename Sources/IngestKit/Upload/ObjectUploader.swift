@@ -415,8 +415,12 @@ struct ObjectUploader: Sendable {
 
     // MARK: the end
 
-    /// Journals the outcome; lets the staged copy go when nothing is to be kept.
+    /// Journals the outcome; lets the staged copy go when nothing is to be kept. A failure to
+    /// reach the server while the process is stopping is the stop's own cut of the transfers
+    /// (``CurlTransport/cut()``): the upload is left for later, not failed (a real failure
+    /// shows again when it resumes).
     func conclude(_ result: UploadResult) async -> UploadResult {
+        if case .failed(let error) = result, stop.isRaised, error.exitStatus == .unavailable { return .interrupted }
         switch result {
         case .uploaded(let alreadyThere):
             await verified?()

@@ -8,6 +8,9 @@ extension UploadError {
             // configuration, wrong: 78, as for the configuration file itself.
             let status: ExitStatus = if case .refusedFile = problem { .config } else { .noPermission }
             self.init(exitStatus: status, scope: .destination, message: "\(what): \(problem)")
+        case .transport(let problem, _) where problem.kind == .cut:
+            // Not the destination's failure: every upload is stopping.
+            self.init(exitStatus: .unavailable, scope: .object, message: "\(what): \(problem)")
         case let .transport(problem, attempts):
             if case .plainHTTP = problem.kind {
                 // Not the network: the endpoint's scheme is wrong, and every run fails the same way.

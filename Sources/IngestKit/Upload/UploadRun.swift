@@ -139,6 +139,8 @@ struct UploadRun {
             let id = try await client.createMultipartUpload(
                 key: record.key, headers: record.requestHeaders + record.checksum.createMultipartUploadHeaders)
             return .more(machine.uploadCreated(uploadID: id))
+        } catch where cutByStop(error) {
+            return .end(.done(.interrupted))
         } catch {
             return .more(machine.requestFailed(given(up: error, "CreateMultipartUpload \(record.key)")))
         }
@@ -181,6 +183,8 @@ struct UploadRun {
                 confirmed: written.confirms(.expected(singlePut: digest))))
         } catch let error where error.isPreconditionFailed {
             return .end(await uploader.afterPreconditionFailed())
+        } catch where cutByStop(error) {
+            return .end(.done(.interrupted))
         } catch let error where fromCard && error.isBadDigest {
             return .end(.done(await uploader.handle(.refusedByServer(part: nil))))
         } catch {
@@ -199,6 +203,8 @@ struct UploadRun {
             return .more(machine.partsListed(Self.remoteParts(listed, journal: machine.acknowledgedParts), adopted: adopted))
         } catch .uploadGone {
             return .more(machine.uploadGone(uploadID: uploadID))
+        } catch where cutByStop(error) {
+            return .end(.done(.interrupted))
         } catch {
             return .more(machine.requestFailed(given(up: error, "ListParts \(record.key)")))
         }
@@ -235,6 +241,8 @@ struct UploadRun {
             return .end(await uploader.afterPreconditionFailed(uploadID: uploadID, parts: wholeDigest))
         } catch .uploadGone {
             return .more(machine.completeFailed(.restartUpload))
+        } catch where cutByStop(error) {
+            return .end(.done(.interrupted))
         } catch {
             return .more(machine.completeFailed(given(up: error, "CompleteMultipartUpload \(record.key)")))
         }
@@ -244,6 +252,8 @@ struct UploadRun {
         do throws(S3ClientError) {
             try await client.abortMultipartUpload(key: record.key, uploadID: uploadID)
             return .more(machine.abortConfirmed())
+        } catch where cutByStop(error) {
+            return .end(.done(.interrupted))
         } catch {
             return .more(machine.requestFailed(given(up: error, "AbortMultipartUpload \(record.key)")))
         }
@@ -268,6 +278,8 @@ struct UploadRun {
             }
             return .more(machine.objectAlreadyExists(
                 size: head.size, fingerprint: found.flatMap(Fingerprint.init(hex:)), digestMismatch: mismatch))
+        } catch where cutByStop(error) {
+            return .end(.done(.interrupted))
         } catch {
             return .more(machine.requestFailed(given(up: error, "HeadObject \(record.key)")))
         }
@@ -335,6 +347,10 @@ struct UploadRun {
     }
 
     // MARK: helpers
+
+    /// The request was cut because the process is stopping (``CurlTransport/cut()``): not a
+    /// failure of the upload, which is left as the journal has it and resumes from there.
+    private func cutByStop(_ error: S3ClientError) -> Bool { uploader.stop.isRaised && error.isCut }
 
     /// A request given up after its retries: its words kept as the cause, and what the
     /// machine is told. `NoSuchUpload` starts the upload over; anything else fails it.
@@ -441,6 +457,7 @@ extension ObjectUploader {
                     headers: digest.headers)
                 return .acknowledged(uploadID: uploadID, number: number, etag: etag, digest: digest)
             } catch {
+                if stop.isRaised, error.isCut { return .notSent }
                 if fromCard, error.isBadDigest { return .damaged(number: number) }
                 return .failed(uploadID: uploadID, number: number, error: error)
             }
