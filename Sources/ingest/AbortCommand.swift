@@ -47,7 +47,7 @@ struct AbortCommand: AsyncParsableCommand {
                 ]) + "\n")
             } else {
                 ReportOutput.standardError.line(
-                    "Aborted upload \(record.id) (\(record.key)): \(aborted) multipart upload(s) freed on the server; "
+                    "Aborted upload \(record.id) (\(record.key)): \(counted(aborted, "multipart upload")) freed on the server; "
                         + "the journal no longer holds it.")
             }
         } catch {

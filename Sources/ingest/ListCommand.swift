@@ -48,7 +48,7 @@ struct ListCommand: AsyncParsableCommand {
             } catch {
                 throw .upload(UploadError(error, what: what, target: target))
             }
-            if !common.json { ReportOutput.standardError.line("\(count) objects, \(ByteCount(bytes))") }
+            if !common.json { ReportOutput.standardError.line("\(counted(count, "object")), \(ByteCount(bytes))") }
         } catch {
             throw fail(error, json: common.json)
         }

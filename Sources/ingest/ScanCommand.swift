@@ -26,7 +26,8 @@ struct ScanCommand: AsyncParsableCommand {
             let volume = try VolumeIdentity.identify(path: path)
             let known = try common.readJournal(config).map { KnownFiles.journal($0, volumeKey: volume.key) } ?? .records()
             let plan = try await ScanPlan.make(volume: volume, rules: config.scan, known: known)
-            let sink = common.makeReporter()
+            // A dry run: its first line says "Scanning", not "Ingesting".
+            let sink: any EventSink = common.json ? JSONLinesReporter() : ConsoleReporter(action: .scanning)
             sink.emit(.volume(plan.volume))
             for (path, reason) in plan.notableSkips { sink.emit(.skipped(path, reason)) }
             for notice in plan.notices { sink.emit(.notice(notice.0, code: notice.code, message: notice.message)) }

@@ -125,7 +125,7 @@ struct StatusCommand: AsyncParsableCommand {
         }
         if quarantine.count > 0 {
             lines.append(
-                "Quarantined: \(quarantine.files.count) files, \(quarantine.uploads.count) uploads, holding "
+                "Quarantined: \(counted(quarantine.files.count, "file")), \(counted(quarantine.uploads.count, "upload")), holding "
                     + "\(ByteCount(quarantine.stagedBytes)) of staging (every run that meets them exits non-zero):")
             for file in quarantine.files {
                 lines.append("  \(QuarantinedFileID.text(file))  \(file.cardPath.display), \(file.failures) failed runs: \(file.lastError ?? "")")
@@ -139,7 +139,7 @@ struct StatusCommand: AsyncParsableCommand {
         if needingCard > 0 {
             let names = Dictionary(summary.volumes.map { ($0.key, $0.name) }, uniquingKeysWith: { first, _ in first })
             lines.append(
-                "Need their card again: \(needingCard) files (ingest each card again to copy them; do not format it yet)"
+                "Need their card again: \(counted(needingCard, "file")) (ingest each card again to copy them; do not format it yet)"
                     + (needingCard > summary.needingCard.count ? ", the latest \(summary.needingCard.count):" : ":"))
             for file in summary.needingCard {
                 let card = names[file.volumeKey] ?? file.volumeKey

@@ -251,6 +251,21 @@ import Testing
         #expect(!forget.stderr.contains("no upload"), "\(forget.stderr)")
     }
 
+    /// The dry run says it scans, and a count of one takes the singular.
+    @Test func scanSaysScanningNotIngestingAndOneFileIsOneFile() throws {
+        let card = TemporaryDirectory(), state = TemporaryDirectory()
+        try card.write("DCIM/a.jpg", randomBytes(100))
+        let scan = try IngestRun.ingest(["scan", "--list", card.path, "--state-dir", state.path])
+        #expect(scan.status == 0, "\(scan.stderr)")
+        #expect(scan.stderr.hasPrefix("Scanning \(try realPath(card.path))"), "\(scan.stderr)")
+        #expect(!scan.stderr.contains("Ingesting"), "\(scan.stderr)")
+        #expect(scan.stderr.contains("Found 1 file to copy"), "\(scan.stderr)")
+
+        let run = try IngestRun.ingest([card.path, "--no-upload", "--state-dir", state.path])
+        #expect(run.stderr.hasPrefix("Ingesting "), "\(run.stderr)")
+        #expect(run.stderr.contains("Staged 1 file ("), "\(run.stderr)")
+    }
+
     @Test func everyNDJSONLineIsAnObjectWithAnEvent() throws {
         let card = TemporaryDirectory(), state = TemporaryDirectory()
         try card.write("a b/é.jpg", randomBytes(100))

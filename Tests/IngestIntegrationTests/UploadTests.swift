@@ -591,6 +591,33 @@ final class UploadTests {
         #expect(!text.contains("Uploads completed"), "\(text)")
     }
 
+    /// A run whose destination failed says what did not finish before any "verified", and a
+    /// missing bucket's advice is given once, by `ls` as by a run.
+    @Test(.timeLimit(.minutes(5)))
+    func aRunThatFailedNeverSaysVerifiedAndAMissingBucketsAdviceIsGivenOnce() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        _ = try card.write("DCIM/a.JPG", randomBytes(1000))
+        let config = try config(in: dir)
+        var environment = server.awsEnvironment
+        environment["INGEST_CONFIG"] = config
+        func advice(_ text: String) -> Int { text.components(separatedBy: "--bucket").count - 1 }
+
+        let run = try IngestRun.ingest(
+            [card.path, "--state-dir", TemporaryDirectory().path] + destination(bucket: "no-such-bucket"),
+            environment: environment)
+        #expect(run.status == 78, "\(run.stderr)")
+        #expect(!run.stderr.contains(", verified") && !run.stderr.contains("and verified"), "\(run.stderr)")
+        #expect(run.stderr.contains("\nUploads not finished: 1 not attempted; 0 objects (0 B) uploaded\n"), "\(run.stderr)")
+        #expect(run.stderr.contains("Staged 1 file ("), "\(run.stderr)")
+        #expect(advice(run.stderr) == 1, "\(run.stderr)")
+
+        let listed = try IngestRun.ingest(["ls"] + destination(bucket: "no-such-bucket"), environment: environment)
+        #expect(listed.status == 78, "\(listed.stderr)")
+        #expect(listed.stderr.contains("does not exist"), "\(listed.stderr)")
+        #expect(advice(listed.stderr) == 1, "\(listed.stderr)")
+    }
+
     @Test(.timeLimit(.minutes(5)))
     func destinationProblemsEndWithTheirCauseAndExitStatusAndLoseNothing() throws {
         let dir = TemporaryDirectory()

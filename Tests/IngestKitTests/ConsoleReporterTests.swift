@@ -68,6 +68,53 @@ final class OutputCapture {
         #expect(capture.text() == "  failed a\\x1B[2J: disappeared before it could be copied\n")
     }
 
+    /// A run whose uploads did not all finish says so before any "verified"; one that
+    /// uploaded nothing never says "verified" at all.
+    @Test func aRunWhoseUploadsFailedNeverOpensWithVerified() {
+        var failed = UploadTotals()
+        failed.notAttempted = 3
+        #expect(ConsoleReporter.uploadLine(failed, failed: true) == "Uploads not finished: 3 not attempted; 0 objects (0 B) uploaded")
+        failed.uploaded = 1
+        failed.uploadedBytes = 2048
+        failed.failed = 1
+        #expect(ConsoleReporter.uploadLine(failed, failed: true)
+            == "Uploads not finished: 1 failed, 3 not attempted; 1 object (2.0 KiB) uploaded and verified")
+        #expect(ConsoleReporter.uploadLine(UploadTotals(), failed: true) == "Uploads stopped by an error; 0 objects (0 B) uploaded")
+        #expect(ConsoleReporter.uploadLine(UploadTotals(), failed: false) == "Uploaded 0 objects (0 B)")
+
+        var done = UploadTotals()
+        done.uploaded = 2
+        done.uploadedBytes = 4096
+        done.copied = 1
+        done.alreadyThere = 1
+        #expect(ConsoleReporter.uploadLine(done, failed: false)
+            == "Uploaded 2 objects (4.0 KiB), verified, 1 of them copied in the bucket; 1 already in the bucket")
+    }
+
+    /// Counts agree with their nouns: one file, two files.
+    @Test func theSummaryOfOneFileSaysFile() {
+        let capture = OutputCapture()
+        var summary = RunSummary(volume: "card")
+        summary.staged = 1
+        summary.stagedBytes = 100
+        summary.scan.toStage = 1
+        summary.scan.toStageBytes = 100
+        ConsoleReporter(output: capture.output).emit(.scanned(summary.scan))
+        ConsoleReporter(output: capture.output).emit(.finished(summary))
+        let text = capture.text()
+        #expect(text.hasPrefix("Found 1 file to copy (100 B)"), "\(text)")
+        #expect(text.contains("\nStaged 1 file (100 B);"), "\(text)")
+    }
+
+    /// `ingest scan` names the volume it scans as scanned, not ingested.
+    @Test func aDryRunSaysScanningNotIngesting() {
+        let capture = OutputCapture()
+        let volume = VolumeIdentity(key: "path:/srv/card", rootPath: "/srv/card", mountPoint: nil, pathInFileSystem: "/", fsType: nil, device: nil)
+        ConsoleReporter(output: capture.output, action: .scanning).emit(.volume(volume))
+        ConsoleReporter(output: capture.output).emit(.volume(volume))
+        #expect(capture.text() == "Scanning /srv/card\nIngesting /srv/card\n")
+    }
+
     @Test func theProgressLineIsCutToTheTerminalsWidthSoItNeverWraps() {
         #expect(ProgressLine.cut("copied 1/4 files", to: 80) == "copied 1/4 files")
         #expect(ProgressLine.cut("copied 1/4 files", to: 10) == "copied 1…", "nine characters: the tenth column is left free")

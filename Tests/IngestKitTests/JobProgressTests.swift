@@ -160,7 +160,7 @@ import Testing
         snapshot = progress.snapshot()
         #expect(!snapshot.copying)
         #expect(snapshot.upload?.bytesToUpload == 10 * Self.mib)
-        #expect(snapshot.text == "copied 1 files (0 B) · uploaded 0 B/10.0 MiB")
+        #expect(snapshot.text == "copied 1 file (0 B) · uploaded 0 B/10.0 MiB")
     }
 
     @Test func aStagedFileNoObjectCanBeMadeOfIsCountedAsCopiedOnce() {

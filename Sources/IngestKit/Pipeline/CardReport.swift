@@ -92,7 +92,7 @@ public struct CardReport: Sendable {
         who += ")"
         var parts: [String] = []
         if let summary {
-            parts.append("\(summary.staged) files staged (\(ByteCount(summary.stagedBytes)))")
+            parts.append("\(counted(summary.staged, "file")) staged (\(ByteCount(summary.stagedBytes)))")
             if let uploads = summary.uploads {
                 var uploaded = "\(uploads.uploaded) uploaded (\(ByteCount(uploads.uploadedBytes)))"
                 if uploads.copied > 0 { uploaded += ", \(uploads.copied) of them copied in the bucket" }
@@ -100,7 +100,7 @@ public struct CardReport: Sendable {
                 parts.append(uploaded)
             }
             parts.append("\(failedFiles) failed")
-            if summary.uploads != nil { parts.append("\(uploadsPending) uploads pending") }
+            if summary.uploads != nil { parts.append("\(counted(uploadsPending, "upload")) pending") }
             parts.append(String(format: "in %.1f s", seconds))
         }
         var text = "\(who): \(outcome.rawValue)"

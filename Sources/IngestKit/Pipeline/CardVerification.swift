@@ -537,12 +537,12 @@ public struct CardVerificationSummary: Sendable {
     /// The last line, for people.
     public var text: String {
         let card = volume.displayName
-        let problemWords = problems == 1 ? "1 problem" : "\(problems) problems"
+        let problemWords = counted(problems, "problem")
         if failure != nil || stopped {
-            return "Verification of \(card) stopped after \(files) files (\(ByteCount(bytes))), "
+            return "Verification of \(card) stopped after \(counted(files, "file")) (\(ByteCount(bytes))), "
                 + (problems > 0 ? "\(problemWords) (\(breakdown))" : "no problem") + " so far: not safe to erase"
         }
-        let checked = "Verified \(files) files (\(ByteCount(bytes))) of \(card): "
+        let checked = "Verified \(counted(files, "file")) (\(ByteCount(bytes))) of \(card): "
         if problems == 0 { return checked + "all in the bucket with the same fingerprint — safe to erase" }
         return checked + "\(problemWords) (\(breakdown)): not safe to erase"
     }

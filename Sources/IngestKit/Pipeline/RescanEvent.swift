@@ -114,7 +114,8 @@ extension RescanEvent {
             return outcome.text + (outcome.problem.map { "\n  upload error: \($0)" } ?? "")
         case .bucketChecked(let outcome):
             var lines = [
-                "Bucket: \(outcome.objects) objects of \(outcome.cards) cards checked, \(outcome.problems.count) missing or changed"
+                "Bucket: \(counted(outcome.objects, "object")) of \(counted(outcome.cards, "card")) checked, "
+                    + "\(outcome.problems.count) missing or changed"
                     + (outcome.problems.isEmpty ? "" : " (sent again when their card is here; not safe to erase meanwhile):")
             ]
             lines += outcome.problems.prefix(20).map { "  " + $0.text }
@@ -130,7 +131,7 @@ extension RescanEvent {
                 var line = "\(head): staged \(summary?.staged ?? 0) (\(ByteCount(summary?.stagedBytes ?? 0)))"
                 line += ", uploaded \(summary?.uploads?.uploaded ?? 0) (\(ByteCount(summary?.uploads?.uploadedBytes ?? 0)))"
                 line += ", failed \(summary?.failed ?? 0)"
-                if let failed = summary?.uploads?.failed, failed > 0 { line += " (+\(failed) uploads)" }
+                if let failed = summary?.uploads?.failed, failed > 0 { line += " (+\(counted(failed, "upload")))" }
                 line += ", pending \(card.pending.count) (\(ByteCount(card.pending.bytes)))"
                 if let message = card.message { line += "\n  stopped: \(message)" }
                 if let problem = summary?.uploadError { line += "\n  upload error: \(problem)" }
@@ -148,23 +149,25 @@ extension RescanEvent {
         case let .orphanSweepDeferred(last, next):
             return "Orphan uploads: last looked for at \(last.formatted(.iso8601)); not again before \(next.formatted(.iso8601))"
         case .swept(let sweep):
-            return "Staging: removed \(sweep.copiesRemoved) staged copies past their retention, "
-                + "\(sweep.partialsRemoved) partial copies left by interrupted runs"
+            return "Staging: removed \(counted(sweep.copiesRemoved, "staged copy", plural: "staged copies")) past their "
+                + "retention, \(counted(sweep.partialsRemoved, "partial copy", plural: "partial copies")) left by interrupted runs"
         case let .finished(report, exitStatus, metricsFile):
             let cards = report.cards.count
             var lines = [
-                "Rescan: \(cards) \(cards == 1 ? "card" : "cards") (\(report.cards.filter(\.isSkipped).count) skipped), "
-                    + "\(report.resume.pending) uploads resumed",
+                "Rescan: \(counted(cards, "card")) (\(report.cards.filter(\.isSkipped).count) skipped), "
+                    + "\(counted(report.resume.pending, "upload")) resumed",
                 "  staged \(report.staged.count) (\(ByteCount(report.staged.bytes))), "
                     + "uploaded \(report.uploaded.count) (\(ByteCount(report.uploaded.bytes))), "
-                    + "failed \(report.failed) files and \(report.uploadsFailed) uploads",
-                "  pending: \(report.totals.notUploaded.count) files (\(ByteCount(report.totals.notUploaded.bytes))) "
-                    + "not in the bucket yet, \(report.totals.pendingUploads.count) uploads",
+                    + "failed \(counted(report.failed, "file")) and \(counted(report.uploadsFailed, "upload"))",
+                "  pending: \(counted(report.totals.notUploaded.count, "file")) "
+                    + "(\(ByteCount(report.totals.notUploaded.bytes))) not in the bucket yet, "
+                    + counted(report.totals.pendingUploads.count, "upload"),
             ]
             if report.orphans.aborted > 0 || report.orphans.failures > 0 {
                 lines.append(
                     "  orphan multipart uploads aborted: \(report.orphans.aborted)"
-                        + (report.orphans.failures > 0 ? " (\(report.orphans.failures) destinations could not be swept)" : ""))
+                        + (report.orphans.failures > 0
+                            ? " (\(counted(report.orphans.failures, "destination")) could not be swept)" : ""))
             }
             if !report.elsewhere.isEmpty {
                 lines.append(

@@ -34,7 +34,7 @@ public struct ResumeOutcome: Sendable, Equatable {
 
     /// One line for people.
     public var text: String {
-        "Resumed \(pending) uploads: \(totals.uploaded) uploaded (\(ByteCount(totals.uploadedBytes))"
+        "Resumed \(counted(pending, "upload")): \(totals.uploaded) uploaded (\(ByteCount(totals.uploadedBytes))"
             + (totals.copied > 0 ? ", \(totals.copied) of them copied in the bucket), " : "), ")
             + "\(totals.alreadyThere) already in the bucket, \(totals.failed) failed, "
             + "\(totals.notAttempted) not attempted"

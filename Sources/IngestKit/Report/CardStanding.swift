@@ -58,7 +58,7 @@ public struct CardStanding: Sendable, Equatable {
         if let label = v.fsLabel, label != v.name { who += " (\(label))" }
         who += "  \(v.key)"
         let verdict = safeToErase ? "safe to erase" : "NOT safe to erase: " + reasons[0]
-        return "\(who)  last seen \(v.lastSeen.formatted(.iso8601))  \(tally.files) files (\(ByteCount(tally.bytes)))  \(verdict)"
+        return "\(who)  last seen \(v.lastSeen.formatted(.iso8601))  \(counted(tally.files, "file")) (\(ByteCount(tally.bytes)))  \(verdict)"
     }
 
     /// The `card` object of `status --json`, and of the hook's JSON.

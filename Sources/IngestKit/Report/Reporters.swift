@@ -110,19 +110,28 @@ public struct CardJSONReporter: EventSink {
 /// live progress line is drawn by ``ProgressReports`` on a ``ProgressLine`` of the same
 /// output, which each message clears first.
 public final class ConsoleReporter: EventSink, Sendable {
+    /// What the command does with the volume it names first.
+    public enum Action: String, Sendable {
+        case ingesting = "Ingesting"
+        /// `ingest scan`: a dry run, which copies nothing.
+        case scanning = "Scanning"
+    }
+
     private let output: ReportOutput
     private let line: ProgressLine?
+    private let action: Action
 
     /// - Parameter line: the progress line drawn on `output`, if one is.
-    public init(output: ReportOutput = .standardError, line: ProgressLine? = nil) {
+    public init(output: ReportOutput = .standardError, line: ProgressLine? = nil, action: Action = .ingesting) {
         self.output = output
         self.line = line
+        self.action = action
     }
 
     public func emit(_ event: IngestEvent) {
         switch event {
         case .volume(let volume):
-            var line = "Ingesting \(volume.rootPath)"
+            var line = "\(action.rawValue) \(volume.rootPath)"
             if let device = volume.device {
                 let details = [device.fsLabel.map { "label \($0)" }, device.fsUUID.map { "UUID \($0)" }].compactMap { $0 }
                 line += " (on \(device.node)" + (details.isEmpty ? "" : ": " + details.joined(separator: ", ")) + ")"
@@ -134,7 +143,7 @@ public final class ConsoleReporter: EventSink, Sendable {
             print("  note: \(file.path.display): \(message)")
         case .scanned(let totals):
             print(
-                "Found \(totals.toStage) files to copy (\(ByteCount(totals.toStageBytes))), "
+                "Found \(counted(totals.toStage, "file")) to copy (\(ByteCount(totals.toStageBytes))), "
                     + "\(totals.known) already ingested (\(ByteCount(totals.knownBytes))), \(totals.skipped) skipped"
                     + (totals.unlisted > 0 ? " (\(totals.unlisted) more skips and notes not listed)" : ""))
         case let .failed(file, failure):
@@ -142,20 +151,12 @@ public final class ConsoleReporter: EventSink, Sendable {
         case .upload(let event):
             report(event)
         case .finished(let summary):
-            var line = "Staged \(summary.staged) files (\(ByteCount(summary.stagedBytes)))"
+            var line = "Staged \(counted(summary.staged, "file")) (\(ByteCount(summary.stagedBytes)))"
             if summary.deduplicated > 0 { line += ", \(summary.deduplicated) with content already staged" }
             line += "; \(summary.scan.known) already ingested; \(summary.failed) failed"
             line += String(format: " in %.1f s", summary.seconds)
             print(line)
-            if let uploads = summary.uploads {
-                var line = "Uploaded \(uploads.uploaded) objects (\(ByteCount(uploads.uploadedBytes))), verified"
-                if uploads.copied > 0 { line += ", \(uploads.copied) of them copied in the bucket" }
-                if uploads.alreadyThere > 0 { line += "; \(uploads.alreadyThere) already in the bucket" }
-                if uploads.failed > 0 { line += "; \(uploads.failed) failed" }
-                if uploads.notAttempted > 0 { line += "; \(uploads.notAttempted) not attempted" }
-                if uploads.interrupted > 0 { line += "; \(uploads.interrupted) left for later (ingest resume)" }
-                print(line)
-            }
+            if let uploads = summary.uploads { print(Self.uploadLine(uploads, failed: summary.uploadError != nil)) }
             if summary.scan.lost > 0 {
                 print("\(summary.scan.lost) \(summary.scan.lost == 1 ? "folder" : "folders") of the card not ingested (listed above): "
                     + "copy \(summary.scan.lost == 1 ? "it" : "them") off by hand before the card is formatted")
@@ -172,6 +173,26 @@ public final class ConsoleReporter: EventSink, Sendable {
         case .stagingStarted, .staged, .stagingEnded:
             break
         }
+    }
+
+    /// What the uploads came to. What did not finish comes first, so that a run that failed
+    /// never opens its last word with "verified"; `failed`: an upload error ends the run.
+    static func uploadLine(_ uploads: UploadTotals, failed: Bool) -> String {
+        var unfinished: [String] = []
+        if uploads.failed > 0 { unfinished.append("\(uploads.failed) failed") }
+        if uploads.notAttempted > 0 { unfinished.append("\(uploads.notAttempted) not attempted") }
+        if uploads.interrupted > 0 { unfinished.append("\(uploads.interrupted) left for later (ingest resume)") }
+        let objects = "\(counted(uploads.uploaded, "object")) (\(ByteCount(uploads.uploadedBytes)))"
+        var done: String
+        if unfinished.isEmpty, !failed {
+            done = "Uploaded \(objects)" + (uploads.uploaded > 0 ? ", verified" : "")
+        } else {
+            let head = unfinished.isEmpty ? "Uploads stopped by an error" : "Uploads not finished: " + unfinished.joined(separator: ", ")
+            done = "\(head); \(objects) uploaded" + (uploads.uploaded > 0 ? " and verified" : "")
+        }
+        if uploads.copied > 0 { done += ", \(uploads.copied) of them copied in the bucket" }
+        if uploads.alreadyThere > 0 { done += "; \(uploads.alreadyThere) already in the bucket" }
+        return done
     }
 
     /// Upload events worth a line: the rest shows in the progress line.

@@ -77,10 +77,16 @@ public struct Recovery: Sendable, Equatable {
     /// One line for people.
     public var text: String {
         let what = uncleanStops > 0 ? "after an unclean stop" : "from an interrupted run"
-        var line = "recovered \(what): \(uploadsPending) uploads resume with \(partsKept) parts kept"
-        if streamsAdopted > 0 { line += " (\(streamsAdopted) streamed files adopted, \(streamedPartsKept) parts)" }
-        if streamsAborted > 0 { line += "; \(streamsAborted) streamed files whose copy did not finish start over" }
-        line += "; \(filesNeedingCard) files need their card again"
+        let resume = uploadsPending == 1 ? "resumes" : "resume"
+        var line = "recovered \(what): \(counted(uploadsPending, "upload")) \(resume) with \(counted(partsKept, "part")) kept"
+        if streamsAdopted > 0 {
+            line += " (\(counted(streamsAdopted, "streamed file")) adopted, \(counted(streamedPartsKept, "part")))"
+        }
+        if streamsAborted > 0 {
+            line += "; \(counted(streamsAborted, "streamed file")) whose copy did not finish "
+                + (streamsAborted == 1 ? "starts" : "start") + " over"
+        }
+        line += "; " + (filesNeedingCard == 1 ? "1 file needs its card again" : "\(filesNeedingCard) files need their card again")
         if filesNeedingCard > 0 { line += " (ingest status lists them)" }
         return line
     }
