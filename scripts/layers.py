@@ -2,7 +2,7 @@
 """make layers: each folder of Sources/IngestKit uses only the folders below it.
 
 The folders form one order, from plain values and system calls at the bottom to the
-pipeline that wires everything at the top (the README's "Working on it" shows it). A folder
+pipeline that wires everything at the top (docs/design.md, "The layers", shows it). A folder
 may use the types of any folder below it, never of one above: so the parts can be read,
 tested and replaced from the bottom up, and no change to a low part has to know a high one.
 
