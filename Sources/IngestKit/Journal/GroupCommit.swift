@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// A card of small files completes an upload every fraction of a millisecond, a few of them
 /// at once; each completion alone was a transaction of its own (a `BEGIN`, its pages
-/// written to the WAL, the WAL's locks, a `COMMIT`), and about a tenth of the CPU time of
+/// written to the WAL, the WAL's locks, a `COMMIT`), and a large share of the CPU time of
 /// the upload path. A caller that finds no commit under way leads the next batch and
 /// commits what has gathered; those that come while it commits make the batch after. While
 /// items come together (the batch before held more than one, or others wait already), the

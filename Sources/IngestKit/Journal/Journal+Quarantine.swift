@@ -58,7 +58,7 @@ extension Journal {
     /// How many files and uploads of a volume are quarantined: a run of the card that
     /// leaves any ends with a non-zero status. Counted from the quarantined rows (partial
     /// indexes) at the end of every run: from the volume's side it read every file the
-    /// card ever had and each one's upload, 0.5 s for a card of 100,000 files.
+    /// card ever had and each one's upload, a cost that grew with the card.
     public func quarantinedCount(ofVolume key: String) async throws(JournalError) -> Int {
         try await reading { db in
             try Int.fetchOne(

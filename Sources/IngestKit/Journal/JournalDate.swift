@@ -8,8 +8,8 @@ import Glibc
 ///
 /// GRDB formats dates with a `DateFormatter` and reads them back through a `Calendar` with a
 /// locale, which bring ICU, its locale and calendar data and the time zone files into the
-/// process: 5.5 MiB of the 61 MiB peak RSS of an upload of 1.8 GiB, and 20 ms at every
-/// start, for one fixed numeric format.
+/// process: a good share of a run's peak memory, and time at every start, for one fixed
+/// numeric format.
 ///
 /// Every date the journal writes or reads goes through this type: in records, through
 /// ``JournalRecord``; as a statement argument or a fetched value, wrapped (`JournalDate(date)`,
@@ -60,7 +60,7 @@ struct JournalDate: DatabaseValueConvertible {
 
     /// The stored text, to the nearest millisecond, as GRDB's `DateFormatter` rounds it.
     /// Written digit by digit into one buffer: every row a file makes carries a date or two,
-    /// and joining thirteen strings took 3.5 % of the journal thread's time on a card of small files.
+    /// and joining thirteen strings took a visible share of the journal thread's time on a card of small files.
     static func text(_ date: Date) -> String {
         let milliseconds = ((date.timeIntervalSinceReferenceDate + Date.timeIntervalBetween1970AndReferenceDate) * 1000)
             .rounded()

@@ -75,7 +75,7 @@ extension Journal {
     /// Runs `body` between `begin` and `COMMIT`, rolled back if anything throws. The two are
     /// cached statements: GRDB's own `read` and `write` compile theirs anew each time, and
     /// compiling one (its authorizer builds what the statement touches) cost more than the
-    /// small transactions a file makes: 5 % of a 5,000-file card's CPU time. A write begins
+    /// small transactions a file makes, a visible share of a card's CPU time. A write begins
     /// IMMEDIATE, so it waits out another process's write at its start (the busy timeout)
     /// rather than failing when it first writes.
     private static func inTransaction<T>(_ db: Database, begin: String, _ body: (Database) throws -> T) throws -> T {

@@ -1,7 +1,7 @@
 /// The JSON of an array of arrays of strings, `[["a","b"],["c"]]`: how an upload's headers
 /// are kept in the journal (``UploadRecord/headers``). Written when a file is planned and
 /// read when it is sent, once per file each; Foundation's `JSONEncoder` and `JSONDecoder`
-/// took about 3 % of the CPU time of a card of small files for it, this a tenth of that.
+/// took a visible share of the CPU time of a card of small files for it, this a small part of that.
 ///
 /// Writes RFC 8259 JSON, its strings as the `--json` lines' (``appendJSONString(_:to:)``).
 /// Reads any JSON of that shape, whitespace and every escape included

@@ -123,7 +123,7 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
 extension UploadRecord {
     /// Read column by column rather than through `Decodable`: a card's run reads every
     /// record at least twice (its page of the queue, then afresh when it starts), and GRDB's
-    /// keyed decoding container took about 2 % of a card of small files' CPU time. Dates as
+    /// keyed decoding container took a visible share of a card of small files' CPU time. Dates as
     /// every journal record reads them (``JournalRecord``).
     public init(row: Row) throws {
         id = try row.decode(forColumn: "id")
@@ -159,8 +159,8 @@ extension UploadRecord {
     }
 
     /// Inserts the record with one cached statement (GRDB's generic insert built a persistence
-    /// container and its statement's text each time: about 2 % of the CPU time of a card of
-    /// small files), unless an upload of its content to its bucket is there already: then
+    /// container and its statement's text each time: a visible share of the CPU time of a
+    /// card of small files), unless an upload of its content to its bucket is there already: then
     /// nothing changes, and the database's `changesCount` is 0.
     ///
     /// An id is 60 bits of a hash: two contents may, rarely, get one. The second then takes
@@ -418,8 +418,8 @@ extension Journal {
     ///
     /// Asked from the pending uploads' side (their partial index, then each one's files by
     /// `file_by_upload`): from the card's side it looked up the upload of every file the
-    /// card ever had, a random read of the upload table each, 0.5 s for a card of 100,000
-    /// files at every insertion and rescan.
+    /// card ever had, a random read of the upload table each, at every insertion and rescan:
+    /// a cost that grew with the card, not with what is pending.
     public func pendingUploadsBesidesPages(ofVolume key: String, target: S3Destination) async throws(JournalError) -> [UploadRecord] {
         try await reading { db in
             try UploadRecord.fetchAll(

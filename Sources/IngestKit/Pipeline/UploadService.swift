@@ -57,9 +57,9 @@ public final class UploadService: Sendable {
     static let bodyTimeUnderCap: Duration = .seconds(4)
 
     /// The bytes on the wire at once: `[upload] bytes_in_flight`, and under a rate cap what it
-    /// sends in ``bodyTimeUnderCap``. Eight 16 MiB parts sharing 5 MiB/s each took 25 s to be
-    /// acknowledged, so progress stood still, a kill lost 25 s of sending and a stop waited
-    /// for them; with the cap's 4 s worth in flight (one part alone, when a part is larger)
+    /// sends in ``bodyTimeUnderCap``. Eight large parts sharing a low cap each took tens of
+    /// seconds to be acknowledged, so progress stood still, a kill lost that much sending and
+    /// a stop waited for them; with the cap's 4 s worth in flight (one part alone, when a part is larger)
     /// a part ends every few seconds, and the cap is still filled.
     static func bytesInFlight(_ settings: UploadSettings) -> Int64 {
         guard let rate = settings.maxRate else { return settings.bytesInFlight }

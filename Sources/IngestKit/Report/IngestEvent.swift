@@ -195,7 +195,7 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral {
 
     /// One line of NDJSON: the object with its keys in sorted order (byte order). Several
     /// lines a file of a card with `--json`: written into one byte buffer, where appending
-    /// strings to a string took a tenth of the instructions of a run of small files.
+    /// strings to a string took a large share of the instructions of a run of small files.
     public static func line(_ object: [String: JSONValue]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(256)

@@ -23,8 +23,8 @@ public struct ReportOutput: Sendable {
     }
 
     /// Writes `line` within ``HeldLines/delay``, with the lines written soon around it: a
-    /// card's events (five a file, a run of 5,000 small files in 5 s) cost a `write` each
-    /// when written one by one, 1.5 % of the run's CPU. What is held is written when it
+    /// card's events (five a file, thousands a second on a card of small files) cost a
+    /// `write` each when written one by one, a visible share of the run's CPU. What is held is written when it
     /// reaches ``HeldLines/limit`` bytes, before anything written now, and at exit.
     public func writeSoon(_ line: String) {
         let first = HeldLines.shared.withLock { held in

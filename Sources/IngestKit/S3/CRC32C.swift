@@ -5,8 +5,8 @@ import CIsal
 /// 0xE3069283.
 ///
 /// The one file that calls Intel ISA-L (`libisal`): its `crc32_iscsi` picks the fastest code
-/// the CPU has at run time, PCLMULQDQ/AVX-512 folding here, at some 50 GB/s per core, against
-/// 0.75 GB/s for MD5, so a part's digest costs next to nothing beside reading it.
+/// the CPU has at run time, PCLMULQDQ/AVX-512 folding here, many times faster than MD5, so a
+/// part's digest costs next to nothing beside reading it.
 ///
 /// ISA-L's function neither inverts its seed nor its result; this type keeps the CRC in its
 /// finished form between calls, so `update` of an empty CRC (0) is the CRC of the bytes, and

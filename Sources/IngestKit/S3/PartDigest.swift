@@ -5,11 +5,11 @@ import Glibc
 /// Which digest goes with every part (and single PUT) so that the server refuses bytes that
 /// changed on the way, and which whole-object value is checked after completion.
 ///
-/// CRC32C is the one to use, by measurement on the 2-core station (one core, 1.8 GB): the
-/// CRC itself (ISA-L's `crc32_iscsi`) costs 0.03 s of CPU (about 55 GB/s), and a part's
-/// digest from the page cache 0.2 s in all, nearly all of it the copy out of the cache;
-/// MD5 costs 2.4 s (0.75 GB/s, swift-crypto and `openssl md5` alike), more than twice the
-/// SHA-256 of the signed payload (1.0 s). SeaweedFS 4.48 (the test server) verifies both:
+/// CRC32C is the one to use, by measurement on the 2-core station (docs/benchmarks.md): the
+/// CRC itself (ISA-L's `crc32_iscsi`) costs next to nothing, and a part's digest from the
+/// page cache is nearly all the copy out of the cache; MD5 costs many times more CPU
+/// (swift-crypto and `openssl md5` alike), more than the SHA-256 of the signed payload.
+/// SeaweedFS 4.48 (the test server) verifies both:
 /// a part or object whose bytes do not match either header is refused with `BadDigest`.
 /// MD5 stays for servers that verify `Content-MD5` only (older S3-compatible servers).
 public enum PartDigestAlgorithm: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {

@@ -137,19 +137,18 @@ public struct StageSettings: Sendable, Equatable {
     /// Size of one read from the card.
     public var chunkSize: Int
     /// Chunks in flight between reader and writer: the memory bound is `chunkSize × chunks`.
-    /// Sixteen, so that the card's reader can run further ahead of the writer (a 1 GiB file
-    /// first on a 90 MB/s card: 1.018× a plain read against 1.03× with eight).
+    /// Sixteen, so that the card's reader can run further ahead of the writer: with eight, a
+    /// card with a large file first ended measurably behind a plain read of it.
     /// A chunk's pages are only touched as far as reads fill it, so a card of small files
-    /// pays a few KiB a chunk, not the MiB (100,000 files of 4 KiB: peak RSS 54 MiB with
-    /// sixteen, 53 with eight).
+    /// pays a few KiB a chunk, not the MiB: the eight more cost it next to no memory.
     public var chunks: Int
     /// When the copies are uploaded next: how they are cut into parts, so that the read that
     /// fingerprints a file also computes its parts' CRC32Cs (nil: none are computed).
     public var partChecksums: UploadCut?
     /// Read the card with direct I/O (where its file system takes it) rather than through
-    /// the page cache. Direct reads cost a tenth of the CPU on a virtual machine (see
-    /// DirectIO.swift) but have no kernel read-ahead: reading the benchmark's loop card while
-    /// the copies were written, 0.55 GB/s against 0.75. So they are for runs that upload,
+    /// the page cache. Direct reads cost far less CPU on a virtual machine (see
+    /// DirectIO.swift) but have no kernel read-ahead: the benchmark's loop card, read while
+    /// the copies were written, was read slower direct than through the cache. So they are for runs that upload,
     /// where the uploads, not the card, set the pace and the CPU is shared with them.
     /// A file already in the page cache is read through it either way (see `readOne`).
     public var directReads = false
@@ -497,14 +496,14 @@ private final class Pipeline: @unchecked Sendable {
     private static let writebackStride: Int64 = 8 << 20
     /// Copies become durable in batches: one `syncfs` for the data of a batch and one for
     /// its new names, instead of two `fsync`s per file (which made a card of small files
-    /// four times slower than `cp`). A batch is published when the reader has nothing more
+    /// several times slower than `cp`). A batch is published when the reader has nothing more
     /// ready, or when it reaches its size in files (see `write(report:)`) or `batchBytes`.
     private static let batchFiles = 64
     private static let batchBytes: Int64 = 256 << 20
     /// How long a batch waits for more copies once the reader has none ready. Without it, a
     /// card of small files read at card speed left the writer ahead of the reader at almost
-    /// every file, and published batches of two or three: a `syncfs` per 3 copies, 6 % of
-    /// the CPU time of 5,000 files of 20 kB. A copy's upload starts this much later at most.
+    /// every file, and published batches of two or three: a `syncfs` per few copies, a
+    /// visible share of the CPU time of a card of small files. A copy's upload starts this much later at most.
     private static let batchGathering: Duration = .milliseconds(10)
 
     private func write(report: @Sendable (StageOutcome) -> Void) {
@@ -651,7 +650,7 @@ private final class Pipeline: @unchecked Sendable {
     /// Writes a chunk. With direct I/O the chunk goes from its (aligned) buffer to the disk:
     /// no page-cache page is allocated, filled and dropped for it, which on a virtual machine
     /// whose host takes back idle guest memory is most of what a buffered write costs
-    /// (measured on our CI machine: 0.08 CPU s per GiB direct, 0.97 buffered). The file's
+    /// (measured on our CI machine, see DirectIO.swift). The file's
     /// unaligned tail, and any write the file system refuses direct, go through the cache.
     private func append(_ chunk: Chunk, to partial: inout Partial) throws(IngestError) {
         let wasDirect = partial.isDirect

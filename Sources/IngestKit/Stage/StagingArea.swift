@@ -22,16 +22,16 @@ import Synchronization
 /// written into it (``createPartial()``), in this run or a later one: a card of small files
 /// stages without allocating, or freeing, an inode a file.
 /// On an ext4 without a journal, allocating one skips, one by one, every inode freed in the
-/// last minutes: a card of 5,000 small files after another spent a fifth of its CPU time
+/// last minutes: a card of small files after another spent a large share of its CPU time
 /// there. A copy of ``smallCopyLimit`` (64 KiB) or less keeps its blocks too, and the next
 /// copy is written over them and cut to its own length: freeing a small copy's blocks, and
-/// allocating the next one's, was a tenth of such a card's CPU time (on a file system mounted
+/// allocating the next one's, was a visible share of such a card's CPU time (on a file system mounted
 /// `discard`, every free also waits for the disk). A larger copy is emptied. At most
 /// ``spareLimit`` spares are kept, so they hold at most 1.2 GiB, which the stager gives back
 /// (``emptySpares()``) before it ever reports the staging disk full.
 ///
 /// A large copy let go is not kept: freeing its blocks holds the caller in the kernel for as
-/// long as the file system takes (0.6 s for 4 GiB on an ext4 mounted `discard`), and a run
+/// long as the file system takes (long, for a large copy on one mounted `discard`), and a run
 /// that waited for it would end that much after its last object verified. It is renamed into
 /// `.freeing/` and deleted there by a process that nobody waits for.
 public struct StagingArea: Sendable {

@@ -6,8 +6,8 @@ import Synchronization
 // the page cache. ingest writes a staged copy once and reads it once (to send it), so the
 // cache gains it nothing, and costs it most of its CPU on virtual machines like our CI's,
 // whose host takes back guest memory that sat free: every fresh page-cache page costs a
-// fault to fill. Measured there, per GiB: reading through the cache 1.6 CPU s, direct in
-// 1 MiB blocks 0.08; writing through the cache 0.97, direct 0.08; at the same wall time.
+// fault to fill. Measured there, direct reads and writes in 1 MiB blocks cost a small part
+// of the CPU time of going through the cache, at the same wall time (docs/benchmarks.md).
 // (The card is read direct only by runs that upload: see StageSettings.directReads.) Every
 // user falls back to the cache where the file system refuses direct I/O, at the `fcntl`
 // (ramfs; tmpfs before Linux 6.6) or at a read or write (some FUSE file systems).
@@ -70,10 +70,8 @@ extension FileDescriptor {
     /// alternatives: `cachestat` (Linux 6.5) is one call, but not one the services' sandbox
     /// (`@system-service` of Debian 12's systemd) allows; `preadv2(RWF_NOWAIT)` of the first
     /// chunk, on a file not cached, starts (and waits to submit) read-ahead into the page
-    /// cache, the very pages a direct read then fetches again. Measured on 2,000 files of
-    /// 20 kB on an ext4 loop card, Linux 6.18: cold 29 µs a file with mincore, 20 with
-    /// cachestat, 45 with RWF_NOWAIT, 13 for the open, fstat and close alone; warm 11, 3
-    /// and 17, against 5.
+    /// cache, the very pages a direct read then fetches again; measured on a card of small
+    /// files, it was the dearest of the three, cold or warm (docs/benchmarks.md).
     func isInPageCache(firstBytes length: Int64) -> Bool {
         length > 0 && ingest_mincore_cached(raw, length) == 1
     }
@@ -143,9 +141,9 @@ extension FileDescriptor {
 
 /// When one reader asks the page cache about the files it opens (``FileDescriptor/isInPageCache(firstBytes:)``).
 ///
-/// A card just inserted is cold from its first file to its last, and asking costs a small
-/// file 16 µs (`mmap`, `mincore`, `munmap`): 2 % of the CPU time of a card of 5,000 files
-/// of 20 kB, to learn the same thing 5,000 times. So after ``coldBeforeSampling`` files
+/// A card just inserted is cold from its first file to its last, and asking (`mmap`,
+/// `mincore`, `munmap`) is a visible share of the CPU time of a card of small files, to
+/// learn the same thing for every file. So after ``coldBeforeSampling`` files
 /// found cold in a row, only one file in ``sampleEvery`` is asked, and the others are taken
 /// for cold; one found warm brings back the question for every file. A folder another
 /// program is writing is warm from its first file and is asked about all of them. A warm

@@ -12,8 +12,8 @@
 /// a buffer of its own size, where a larger one holds two read-ahead blocks
 /// (``BodyReadAhead``). So a slot stands for the same memory whatever fills it (two blocks),
 /// and a card of 20 kB files has eight times as many on the wire as of large parts. The
-/// server gains from it too: SeaweedFS spent a third less CPU per `PutObject` with 64 at
-/// once than with 16.
+/// server gains from it too: SeaweedFS spent less CPU per `PutObject` with 64 at once than
+/// with 16.
 public actor TransferLimiter {
     public nonisolated let maxRequests: Int
     public nonisolated let maxBytes: Int64

@@ -65,7 +65,7 @@ extension UInt8 {
 }
 
 // libxxhash's plain entry points are built for SSE2; on x86-64 its dispatching ones use
-// AVX2 or AVX-512 where the CPU has them: some three times faster here.
+// AVX2 or AVX-512 where the CPU has them: several times faster here.
 #if arch(x86_64)
 private let xxh3_128 = XXH3_128bits_dispatch
 private let xxh3_128Update = XXH3_128bits_update_dispatch
