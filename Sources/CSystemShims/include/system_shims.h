@@ -73,8 +73,8 @@ int ingest_statx_mount(int dirfd, const char *name, uint64_t *device, uint64_t *
 /// outlives the need of: the caller forks a child that forks the deleting process and exits at
 /// once (reaped here), so the deleting process belongs to no one. Freeing a large file's
 /// blocks holds unlink(2) for as long as the file system takes (long, for a large file on a
-/// file system mounted `discard`), and a process cannot exit while one of its threads is in such a call:
-/// this is how a caller lets a file go without waiting. The deleting process closes every
+/// file system mounted `discard`), and a process cannot exit while one of its threads is in
+/// such a call: this is how a caller lets a file go without waiting. The deleting process closes every
 /// descriptor first (none of the caller's pipes, sockets or locks stays open in it) and calls
 /// nothing but system calls. Returns 0 once it is started, -1 with errno set if it could not
 /// be (then nothing was deleted).

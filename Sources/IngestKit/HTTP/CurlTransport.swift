@@ -455,8 +455,8 @@ private final class Transfer: @unchecked Sendable {
             try options.set(CURLOPT_READFUNCTION, transferRead)
             // libcurl's default of 64 KiB costs a read callback, a send and a pass of the loop
             // per 64 KiB; with 256 KiB the benchmark upload took measurably less CPU, for
-            // little memory. A smaller body gets a buffer of its own size (16 KiB at least, libcurl's
-            // least): 64 small files at once then hold 64 small buffers, not 16 MiB.
+            // little memory. A smaller body gets a buffer of its own size (16 KiB at least,
+            // libcurl's least): 64 small files at once then hold 64 small buffers, not 16 MiB.
             try options.set(CURLOPT_UPLOAD_BUFFERSIZE, Int(min(256 << 10, max(16 << 10, request.body.length))))
             try options.set(CURLOPT_READDATA, context)
             // When a reused keep-alive connection turns out dead before any answer, libcurl

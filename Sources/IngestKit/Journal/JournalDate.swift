@@ -60,7 +60,8 @@ struct JournalDate: DatabaseValueConvertible {
 
     /// The stored text, to the nearest millisecond, as GRDB's `DateFormatter` rounds it.
     /// Written digit by digit into one buffer: every row a file makes carries a date or two,
-    /// and joining thirteen strings took a visible share of the journal thread's time on a card of small files.
+    /// and joining thirteen strings took a visible share of the journal thread's time on a
+    /// card of small files.
     static func text(_ date: Date) -> String {
         let milliseconds = ((date.timeIntervalSinceReferenceDate + Date.timeIntervalBetween1970AndReferenceDate) * 1000)
             .rounded()

@@ -59,8 +59,8 @@ public final class UploadService: Sendable {
     /// The bytes on the wire at once: `[upload] bytes_in_flight`, and under a rate cap what it
     /// sends in ``bodyTimeUnderCap``. Eight large parts sharing a low cap each took tens of
     /// seconds to be acknowledged, so progress stood still, a kill lost that much sending and
-    /// a stop waited for them; with the cap's 4 s worth in flight (one part alone, when a part is larger)
-    /// a part ends every few seconds, and the cap is still filled.
+    /// a stop waited for them; with the cap's 4 s worth in flight (one part alone, when a
+    /// part is larger) a part ends every few seconds, and the cap is still filled.
     static func bytesInFlight(_ settings: UploadSettings) -> Int64 {
         guard let rate = settings.maxRate else { return settings.bytesInFlight }
         let capWorth = Int64(Double(rate.bytesPerSecond) * bodyTimeUnderCap.inSeconds)

@@ -24,8 +24,9 @@ public struct ReportOutput: Sendable {
 
     /// Writes `line` within ``HeldLines/delay``, with the lines written soon around it: a
     /// card's events (five a file, thousands a second on a card of small files) cost a
-    /// `write` each when written one by one, a visible share of the run's CPU. What is held is written when it
-    /// reaches ``HeldLines/limit`` bytes, before anything written now, and at exit.
+    /// `write` each when written one by one, a visible share of the run's CPU. What is held
+    /// is written when it reaches ``HeldLines/limit`` bytes, before anything written now, and
+    /// at exit.
     public func writeSoon(_ line: String) {
         let first = HeldLines.shared.withLock { held in
             if held.fd != fd { held.writeOut() }

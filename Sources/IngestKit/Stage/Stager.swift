@@ -148,8 +148,8 @@ public struct StageSettings: Sendable, Equatable {
     /// Read the card with direct I/O (where its file system takes it) rather than through
     /// the page cache. Direct reads cost far less CPU on a virtual machine (see
     /// DirectIO.swift) but have no kernel read-ahead: the benchmark's loop card, read while
-    /// the copies were written, was read slower direct than through the cache. So they are for runs that upload,
-    /// where the uploads, not the card, set the pace and the CPU is shared with them.
+    /// the copies were written, was read slower direct than through the cache. So they are
+    /// for runs that upload, where the uploads, not the card, set the pace and the CPU is shared with them.
     /// A file already in the page cache is read through it either way (see `readOne`).
     public var directReads = false
 
@@ -503,7 +503,8 @@ private final class Pipeline: @unchecked Sendable {
     /// How long a batch waits for more copies once the reader has none ready. Without it, a
     /// card of small files read at card speed left the writer ahead of the reader at almost
     /// every file, and published batches of two or three: a `syncfs` per few copies, a
-    /// visible share of the CPU time of a card of small files. A copy's upload starts this much later at most.
+    /// visible share of the CPU time of a card of small files. A copy's upload starts this
+    /// much later at most.
     private static let batchGathering: Duration = .milliseconds(10)
 
     private func write(report: @Sendable (StageOutcome) -> Void) {

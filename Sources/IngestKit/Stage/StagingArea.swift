@@ -25,8 +25,8 @@ import Synchronization
 /// last minutes: a card of small files after another spent a large share of its CPU time
 /// there. A copy of ``smallCopyLimit`` (64 KiB) or less keeps its blocks too, and the next
 /// copy is written over them and cut to its own length: freeing a small copy's blocks, and
-/// allocating the next one's, was a visible share of such a card's CPU time (on a file system mounted
-/// `discard`, every free also waits for the disk). A larger copy is emptied. At most
+/// allocating the next one's, was a visible share of such a card's CPU time (on a file
+/// system mounted `discard`, every free also waits for the disk). A larger copy is emptied. At most
 /// ``spareLimit`` spares are kept, so they hold at most 1.2 GiB, which the stager gives back
 /// (``emptySpares()``) before it ever reports the staging disk full.
 ///
