@@ -119,8 +119,8 @@ public struct TransportError: Error, Sendable, Equatable, CustomStringConvertibl
 }
 
 /// One line of a response's head as libcurl hands it over, line ending included, parsed on
-/// its bytes (a few per response, for every request: Foundation's trimming showed as 5 % of
-/// the CPU of a card of small files).
+/// its bytes (a few per response, for every request: Foundation's trimming showed as a
+/// visible share of the CPU of a card of small files).
 enum ResponseHeadLine: Equatable {
     /// `HTTP/…`: a response begins (again, after a `100 Continue`).
     case status

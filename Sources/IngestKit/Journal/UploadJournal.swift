@@ -450,7 +450,8 @@ extension Journal {
     ) async throws(JournalError) -> [(position: Int64, record: UploadRecord)] {
         try await reading { db in
             // Each row read as the cursor passes it: a copied row (`Row.fetchAll`) finds a
-            // column by comparing every name lower-cased, 3 % of a run of small files.
+            // column by comparing every name lower-cased, a visible share of a run of small
+            // files.
             let rows = try Row.fetchCursor(
                 db.cachedStatement(sql: """
                     SELECT rowid AS position, * FROM upload INDEXED BY upload_pending_by_volume

@@ -8,7 +8,7 @@ import Synchronization
 /// It counts the files to stage but does not hold them: a card of 100,000 files would keep
 /// 100,000 paths for the whole run. The stager takes them from a second walk of the card
 /// (``FilesToStage``), which sorts the same way (``KnownFiles``); it costs a
-/// second pass over the card's metadata, about 1 % of the run for a card of small files.
+/// second pass over the card's metadata, a small part of the run for a card of small files.
 public struct ScanPlan: Sendable {
     public var volume: VolumeIdentity
     public var totals = ScanTotals()

@@ -12,8 +12,8 @@ import Synchronization
 /// Before the directory comes a pool of this process's own: up to `heldLimit` copies it let
 /// go under partial names of its own (`.partial/<pid>-<n>.partial`, ``StagingArea/retire(_:size:)``).
 /// No other process takes from `.partial/`, so such a spare is written again without the
-/// rename that takes one from `.spare/`: on ext4 a rename costs 15–20 µs, a tenth of what a
-/// small file costs in all. The run gives them back to `.spare/` when its uploads end
+/// rename that takes one from `.spare/`: on ext4 a rename is a visible part of what a small
+/// file costs in all. The run gives them back to `.spare/` when its uploads end
 /// (``StagingArea/shelveHeldSpares()``); a killed process's go with its other partials.
 final class SpareFiles: Sendable {
     /// Names read from the directory at once.
