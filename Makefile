@@ -101,8 +101,19 @@ bench-card: release venv ## Card to verified objects at card speed (CARD_MBPS=90
 
 bench: bench-stage bench-upload bench-card ## All benchmarks: staging, upload, card speed
 
+# Only a release build is installed or packaged: a debug build carries the tests' fault hooks
+# (Upload/FaultHooks.swift) and runs slower. It says so itself: its `ingest --version` line
+# reads "ingest X.Y.Z debug build (...)".
+define require-release-binary
+	@test -x $(BINARY) || { echo "$@: no binary at $(BINARY): run 'make release' first (as yourself, not root), or give BINARY=path" >&2; exit 1; }
+	@line=$$($(BINARY) --version) || { echo "$@: $(BINARY) --version failed: not an ingest this machine can run" >&2; exit 1; }; \
+	case "$$line" in *" debug build "*) \
+		echo "$@: $(BINARY) is a debug build ($$line): only a release build is installed or packaged: 'make release' (as yourself, not root) builds one, $(INGEST)" >&2; exit 1;; \
+	esac
+endef
+
 install: ## Install the release build, udev rule, systemd units, man pages, example config (PREFIX=/usr/local, DESTDIR)
-	@test -x $(BINARY) || { echo "install: no binary at $(BINARY): run 'make release' first (as yourself, not root), or give BINARY=path" >&2; exit 1; }
+	$(require-release-binary)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(DOCDIR) \
 		$(DESTDIR)$(UDEVRULESDIR) $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(CONFDIR)
 	install -d -m 0700 $(DESTDIR)$(STATEDIR)

@@ -13,6 +13,26 @@ enum IngestBinary {
     }
 }
 
+/// The release build of `ingest`, the only one `make install` and `make deb` take:
+/// INGEST_RELEASE_BINARY, or the release build in the scratch path of this debug one (`make
+/// test` builds `.build/release/ingest` first, for the fault suite).
+enum ReleaseBinary {
+    static var path: String {
+        if let path = ProcessInfo.processInfo.environment["INGEST_RELEASE_BINARY"], !path.isEmpty { return path }
+        let scratch = URL(fileURLWithPath: IngestBinary.path).deletingLastPathComponent().deletingLastPathComponent()
+        return scratch.appendingPathComponent("release/ingest").path
+    }
+
+    /// The path, once it is known to hold a binary; a test that needs it fails saying how to make one.
+    static func required() throws -> String {
+        let path = path
+        try #require(
+            FileManager.default.isExecutableFile(atPath: path),
+            "no release build at \(path): run make release (make test does), or set INGEST_RELEASE_BINARY")
+        return path
+    }
+}
+
 /// One run of the real binary, with its NDJSON events parsed.
 struct IngestRun {
     let result: ProcessResult

@@ -1,15 +1,17 @@
 import Foundation
 import Glibc
+import IngestKit
 import IngestTestSupport
 import Testing
 
-/// `make install` and `make uninstall` into a DESTDIR, with the binary these tests were built
-/// with (`BINARY=`), so that no release build is needed.
+/// `make install` and `make uninstall` into a DESTDIR, with the release build `make test` made
+/// (`BINARY=`): the only kind `make install` takes.
 @Suite struct InstallTests {
-    /// Runs a make target of the checkout with DESTDIR and BINARY set.
-    static func make(_ target: String, destdir: String, _ variables: [String: String] = [:], binary: String = IngestBinary.path)
+    /// Runs a make target of the checkout with DESTDIR and BINARY (the release build unless given) set.
+    static func make(_ target: String, destdir: String, _ variables: [String: String] = [:], binary: String? = nil)
         throws -> ProcessResult
     {
+        let binary = try binary ?? ReleaseBinary.required()
         let assignments = (["DESTDIR": destdir, "BINARY": binary].merging(variables) { $1 })
             .sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
         return try run("/usr/bin/make", ["-C", Repository.root, "--no-print-directory", target] + assignments)
@@ -57,7 +59,7 @@ import Testing
 
         // The binary given, the repository's rule, man pages and example, byte for byte.
         let same: [(String, String)] = [
-            (IngestBinary.path, "\(prefix)/bin/ingest"),
+            (try ReleaseBinary.required(), "\(prefix)/bin/ingest"),
             (Repository.root + "/udev-rules/99-ingest.rules", "/usr/lib/udev/rules.d/99-ingest.rules"),
             (Repository.root + "/man/ingest.1", "\(prefix)/share/man/man1/ingest.1"),
             (Repository.root + "/man/ingest.toml.5", "\(prefix)/share/man/man5/ingest.toml.5"),
@@ -126,6 +128,21 @@ import Testing
         let result = try Self.make("uninstall", destdir: destdir.path, ["PREFIX": "/usr"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try Self.files(under: destdir.path) == ["/etc/ingest/ingest.toml": "644", "/var/lib/ingest/journal.sqlite": "644"])
+    }
+
+    /// A debug build carries the tests' fault hooks: its `--version` says what it is, and
+    /// `make install` refuses it on that word, installing nothing.
+    @Test func installRefusesADebugBuildAndInstallsNothing() throws {
+        let debug = try run(IngestBinary.path, ["--version"])
+        #expect(debug.stdoutText.contains("ingest \(IngestVersion.number) debug build ("), "\(debug.stdoutText)")
+        let release = try run(try ReleaseBinary.required(), ["--version"])
+        #expect(release.status == 0 && !release.stdoutText.contains("debug"), "\(release.stdoutText)")
+
+        let destdir = TemporaryDirectory()
+        let result = try Self.make("install", destdir: destdir.path, binary: IngestBinary.path)
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("is a debug build") && result.stderr.contains("make release"), "\(result.stderr)")
+        #expect(try Self.files(under: destdir.path).isEmpty)
     }
 
     @Test func installWithoutABinarySaysToBuildOneAndInstallsNothing() throws {
