@@ -35,7 +35,7 @@ STATEDIR        = /var/lib/ingest
 UNITS           = ingest@.service ingest-rescan.service ingest-rescan.timer
 SUBST           = sed -e 's|@BINDIR@|$(BINDIR)|g'
 
-.PHONY: help deps venv build release test layers faults faults-short demo bench bench-stage bench-upload bench-card clean install uninstall
+.PHONY: help deps venv build release test layers faults faults-short demo bench bench-stage bench-upload bench-card clean install uninstall deb
 
 help: ## List the targets
 	@echo "Usage: make TARGET   (start with 'make demo' or 'make test')"
@@ -141,6 +141,22 @@ uninstall: ## Remove what install put in place, except the configuration and the
 		$(DESTDIR)$(DOCDIR)/ingest.toml.example $(DESTDIR)$(DOCDIR)/ingest.cron
 	-rmdir $(DESTDIR)$(DOCDIR)
 	@echo "uninstall: kept $(CONFDIR) and $(STATEDIR); remove them by hand to forget everything"
+
+# The Debian package, ingest_<version>_<arch>.deb in DEB_DIR: the files `make install` puts in
+# place with PREFIX=/usr, the cron file as /etc/cron.d/ingest, compressed man pages, shell
+# completions, and packaging/deb/ (control, copyright, maintainer scripts); Depends from
+# dpkg-shlibdeps; checked by lintian (scripts/deb.sh). The version is the one `ingest
+# --version` prints, read from its one definition. BINARY packages another release build;
+# without it `make release` runs first. DEB_COMPRESSION goes to dpkg-deb: its default here;
+# the test passes -Zxz -z1, many times faster for a package a little larger.
+VERSION         := $(shell sed -n 's/.*static let number = "\(.*\)".*/\1/p' Sources/IngestKit/Values/IngestVersion.swift)
+DEB_DIR         ?= out
+DEB_COMPRESSION ?= -Zxz -z6
+
+deb: deps $(if $(filter file,$(origin BINARY)),release) ## Debian package of the release build: out/ingest_<version>_<arch>.deb, lintian-clean
+	$(require-release-binary)
+	BINARY='$(BINARY)' VERSION='$(VERSION)' DEB_DIR='$(DEB_DIR)' DEB_COMPRESSION='$(DEB_COMPRESSION)' MAKE='$(MAKE)' \
+		bash scripts/deb.sh
 
 clean: ## Remove build products and demo/bench leftovers
 	$(SWIFT) package --scratch-path $(BUILD_DIR) clean

@@ -20,6 +20,7 @@ packages=(
   man-db                        # man -l, to check the man pages render
   python3-venv                  # the venv for test tools from PyPI (make venv)
   rclone                        # a peer in make bench-upload (Debian 12 ships rclone 1.60)
+  dpkg-dev lintian              # make deb: dpkg-shlibdeps, dpkg-gencontrol, strip; the package's lint
 )
 
 missing=()
