@@ -99,8 +99,10 @@ struct StationReadiness {
     }
 
     /// Enabled by `systemctl enable` (its link in `timers.target.wants`), or scheduled by cron
-    /// (`/etc/cron.d/ingest`, or a line of `/etc/cron.d` or `/etc/crontab` that runs
-    /// `ingest rescan`).
+    /// (a line of `/etc/cron.d` or `/etc/crontab` that runs `ingest rescan`). The shipped
+    /// `/etc/cron.d/ingest` runs it only where systemd did not boot the host (`test -d
+    /// /run/systemd/system ||`), so on a live system booted with systemd such a line
+    /// schedules nothing and the timer must be enabled.
     ///
     /// Neither is a failure where a cron daemon is installed, only a warning: a crontab that
     /// is not ours to read (a user's, under `/var/spool/cron`) may run the rescan, and the
@@ -108,9 +110,6 @@ struct StationReadiness {
     func rescanTimer() -> ReadinessCheck {
         if case .found(let path) = lookUp(Self.timer, in: Self.unitDirectories.map { $0 + "/timers.target.wants" }) {
             return .passed(.rescanTimer, "\(Self.timer) is enabled (\(path))")
-        }
-        if access(onDisk(Self.cronFile), F_OK) == 0 {
-            return .passed(.rescanTimer, "scheduled by cron (\(Self.cronFile))")
         }
         if let entry = cronEntryRunningRescan() {
             return .passed(.rescanTimer, "scheduled by cron (\(entry))")
@@ -153,9 +152,11 @@ struct StationReadiness {
                 let data = FileManager.default.contents(atPath: onDisk(path))
             else { continue }
             let lines = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline)
+            let deferring = bootedWithSystemd
             if lines.contains(where: { line in
                 let text = line.drop { $0 == " " || $0 == "\t" }
-                return !text.hasPrefix("#") && text.contains("ingest rescan")
+                guard !text.hasPrefix("#"), text.contains("ingest rescan") else { return false }
+                return !(deferring && text.contains("test -d /run/systemd/system ||"))
             }) {
                 return path
             }
@@ -163,10 +164,15 @@ struct StationReadiness {
         return nil
     }
 
+    /// This is the live system, and systemd booted it.
+    private var bootedWithSystemd: Bool {
+        var info = stat()
+        return root == "/" && stat("/run/systemd/system", &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+    }
+
     /// `systemctl is-enabled` on a live system booted with systemd; false elsewhere.
     private func systemctlSaysEnabled() -> Bool {
-        var info = stat()
-        guard root == "/", stat("/run/systemd/system", &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { return false }
+        guard bootedWithSystemd else { return false }
         let command = ShellCommand(
             command: "systemctl is-enabled --quiet \(Self.timer)",
             environment: ["PATH": environment["PATH"] ?? "/usr/sbin:/usr/bin:/sbin:/bin"])
