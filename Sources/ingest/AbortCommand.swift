@@ -26,7 +26,7 @@ struct AbortCommand: AsyncParsableCommand {
         do throws(IngestError) {
             let config = try common.loadConfig()
             guard let (state, journal) = try common.openIngestedState(config) else {
-                throw .nothingIngested(common.nothingIngested(config, command: "abort \(id)"), id: id)
+                throw common.nothingIngested(config, command: "abort \(id)").error(id: id)
             }
             let record = try await common.findUpload(id, in: journal)
             try common.refuseCompleted(record)

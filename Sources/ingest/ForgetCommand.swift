@@ -32,7 +32,7 @@ struct ForgetCommand: AsyncParsableCommand {
         do throws(IngestError) {
             let config = try common.loadConfig()
             guard let (state, journal) = try common.openIngestedState(config) else {
-                throw .nothingIngested(common.nothingIngested(config, command: "forget \(id)"), id: id)
+                throw common.nothingIngested(config, command: "forget \(id)").error(id: id)
             }
             if let row = QuarantinedFileID.row(id) { return try await forgetFile(row: row, state: state, journal: journal) }
             let record = try await common.findUpload(id, in: journal)

@@ -38,7 +38,7 @@ struct ResumeCommand: AsyncParsableCommand {
             try rate.apply(to: &config)
             guard let (state, journal) = try common.openIngestedState(config) else {
                 let nothing = common.nothingIngested(config, command: (["resume"] + ids).joined(separator: " "))
-                if let id = ids.first { throw .nothingIngested(nothing, id: id) }
+                if let id = ids.first { throw nothing.error(id: id) }
                 return common.say(nothing, on: .standardError)  // no upload to resume: done
             }
             let (sink, reports) = common.makeReporting(progress, uploads: true, systemd: systemd)

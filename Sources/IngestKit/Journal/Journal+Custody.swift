@@ -305,19 +305,12 @@ extension Journal {
         }
     }
 
-    /// Judges a card from its tally and records the verdict, durably: no card is reported
-    /// safe to erase before the verdict that says so is on disk (it is read back by the
-    /// metrics, without a look at the card's files). Nil for a card the journal does not know.
-    @discardableResult
-    public func judgeCard(_ key: String) async throws(JournalError) -> CardStanding? {
-        guard let tally = try await cardTallies(volumeKey: key).first else { return nil }
-        let standing = CardStanding(tally: tally)
+    /// Records a card's verdict, durably: no card is reported safe to erase before the
+    /// verdict that says so is on disk. `reason`: the first reason it is not.
+    public func noteVerdict(ofVolume key: String, safe: Bool, reason: String?) async throws(JournalError) {
         try await writing { db in
-            try db.execute(
-                sql: "UPDATE volume SET safeToErase = ?, verdict = ? WHERE key = ?",
-                arguments: [standing.safeToErase, standing.reasons.first, key])
+            try db.execute(sql: "UPDATE volume SET safeToErase = ?, verdict = ? WHERE key = ?", arguments: [safe, reason, key])
         }
-        return standing
     }
 
     /// What the journal says of every card it knows (or of `volumeKey` only), for verdicts:

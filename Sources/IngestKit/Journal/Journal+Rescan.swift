@@ -33,7 +33,7 @@ public struct JournalTotals: Sendable, Equatable {
     public var lastCard: CardRunRecord?
     public var cardsTotal = 0
     /// The verdicts of the cards seen in the last ``recentCardDays`` days, as their last run
-    /// recorded them (``Journal/judgeCard(_:)``).
+    /// recorded them (``Journal/noteVerdict(ofVolume:safe:reason:)``).
     public var recentCards: [CardVerdictRecord] = []
     public static let recentCardDays = 30
 

@@ -38,11 +38,6 @@ public struct NothingIngested: Sendable, Equatable {
     /// "Nothing ingested yet: there is no journal at …", and the hint.
     public var message: String { "Nothing ingested yet: there is no journal at \(journalPath). \(hint)" }
 
-    /// The `nothing_ingested` event of `--json`.
-    public var json: [String: JSONValue] {
-        [
-            "event": "nothing_ingested", "state_dir": .string(statePath), "journal": .string(journalPath),
-            "message": .string(message),
-        ]
-    }
+    /// The error of a command that names an upload or a file by `id`.
+    public func error(id: String) -> IngestError { .nothingIngested(journal: journalPath, hint: hint, id: id) }
 }

@@ -81,3 +81,17 @@ public struct CardStanding: Sendable, Equatable {
         return object
     }
 }
+
+extension Journal {
+    /// Judges a card from its tally and records the verdict (``noteVerdict(ofVolume:safe:reason:)``),
+    /// durably: no card is reported safe to erase before the verdict that says so is on disk
+    /// (it is read back by the metrics, without a look at the card's files). Nil for a card
+    /// the journal does not know.
+    @discardableResult
+    public func judgeCard(_ key: String) async throws(JournalError) -> CardStanding? {
+        guard let tally = try await cardTallies(volumeKey: key).first else { return nil }
+        let standing = CardStanding(tally: tally)
+        try await noteVerdict(ofVolume: key, safe: standing.safeToErase, reason: standing.reasons.first)
+        return standing
+    }
+}

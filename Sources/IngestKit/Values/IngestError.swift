@@ -99,7 +99,7 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     /// No file in the journal has this id (`file-N`).
     case unknownFile(String)
     /// An upload (or a file) is named by `id`, and there is no journal at all.
-    case nothingIngested(NothingIngested, id: String)
+    case nothingIngested(journal: String, hint: String, id: String)
     /// Several uploads start with these digits.
     case ambiguousUpload(String, matches: [String])
     /// A command on one upload cannot be done in its phase.
@@ -149,9 +149,8 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
             return "no upload with id '\(id)' in the journal. `ingest status` lists the pending uploads and their ids."
         case .unknownFile(let id):
             return "no file with id '\(id)' in the journal. `ingest status` lists the quarantined files and their ids (file-N)."
-        case let .nothingIngested(nothing, id):
-            return "no upload or file with id '\(id)': nothing ingested yet, there is no journal at \(nothing.journalPath). "
-                + nothing.hint
+        case let .nothingIngested(journal, hint, id):
+            return "no upload or file with id '\(id)': nothing ingested yet, there is no journal at \(journal). " + hint
         case let .ambiguousUpload(id, matches):
             return "'\(id)' matches several uploads (\(matches.joined(separator: ", "))); give more digits."
         case let .uploadRefused(id, reason):
