@@ -365,6 +365,28 @@ KILL_POINTS: dict[str, object] = {
 }
 
 
+def kill_at_delayed_call(trace: str, held: list[str] | None = None):
+    """A run's watch: follows strace's output file `trace` and stops the run at the first call
+    strace holds (its line ends "(DELAYED)", from an `inject=…:delay_exit`), appending that
+    line to `held`."""
+
+    def watch(kill, ended: threading.Event) -> None:
+        while not os.path.exists(trace) and not ended.wait(0.005):
+            pass
+        with open(trace, errors="replace") as lines:
+            while not ended.is_set():
+                line = lines.readline()
+                if not line:
+                    ended.wait(0.005)
+                elif line.rstrip().endswith("(DELAYED)"):
+                    if held is not None:
+                        held.append(line.strip())
+                    kill()
+                    return
+
+    return watch
+
+
 def kill_at(point: str):
     def scenario(ctx: Context) -> None:
         card = ctx.mixed_card()
@@ -876,22 +898,8 @@ def power_cut_checkpoints(cuts: int, files: int):
                     continue
                 trace = os.path.join(ctx.dir, f"strace-{index}.out")
                 held: list[str] = []
-
-                def watch(kill, ended: threading.Event) -> None:
-                    while not os.path.exists(trace) and not ended.wait(0.005):
-                        pass
-                    with open(trace, errors="replace") as lines:
-                        while not ended.is_set():
-                            line = lines.readline()
-                            if not line:
-                                ended.wait(0.005)
-                            elif line.rstrip().endswith("(DELAYED)"):
-                                held.append(line.strip())
-                                kill()
-                                return
-
                 nth = ctx.rng.randint(1, 800)
-                run = power.run(card, watch=watch, wrapper=[
+                run = power.run(card, watch=kill_at_delayed_call(trace, held), wrapper=[
                     "strace", "-f", "-qq", "--seccomp-bpf", "-e", "signal=none", "-y", "-o", trace, "-P", journal,
                     "-e", "trace=pwrite64,pwritev,fsync,fdatasync,ftruncate",
                     "-e", f"inject=pwrite64:delay_exit=1000000:when={nth}"])
@@ -1164,18 +1172,7 @@ def stopped_run(ctx: Context, cuts: "PowerCuts | None", card: str, state: str, p
         kw["wrapper"] = ["strace", "-f", "-qq", "-e", "signal=none", "-o", trace, "-P", custody,
                          "-e", "trace=mkdir,mkdirat", "-e", "inject=mkdir,mkdirat:delay_exit=1000000:when=1"]
 
-        def at_mkdir(kill, ended: threading.Event) -> None:
-            while not os.path.exists(trace) and not ended.wait(0.005):
-                pass
-            with open(trace, errors="replace") as lines:
-                while not ended.is_set():
-                    line = lines.readline()
-                    if not line:
-                        ended.wait(0.005)
-                    elif line.rstrip().endswith("(DELAYED)"):
-                        kill()
-                        return
-        kw["watch"] = at_mkdir
+        kw["watch"] = kill_at_delayed_call(trace)
     elif point == "first-staged":
         kw["kill_when"] = lambda event, run: event["event"] == "staged"
     elif point == "summary":
