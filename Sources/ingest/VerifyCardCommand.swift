@@ -103,8 +103,8 @@ struct VerifyCardCommand: AsyncParsableCommand {
                 throw .config(file: nil, key: "--include/--exclude", problem: error.description)
             }
             let journal = try common.readJournal(config)
-            let verification = CardVerification(
-                journal: journal, rules: config.scan, logger: logger, store: common.makeStores(config: config, logger: logger).store)
+            let stores = common.makeStores(config: config, logger: logger)
+            let verification = CardVerification(journal: journal, rules: config.scan, logger: logger, store: stores.store)
             let drawn = progress.progress ?? (!json && ReportOutput.standardError.isTerminal)
             let line = drawn ? ProgressLine(output: .standardError) : nil
             PrintableLogHandler.progressLine.withLock { $0 = line }

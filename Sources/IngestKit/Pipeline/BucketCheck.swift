@@ -63,7 +63,8 @@ extension UploadService {
             case .failure(let error): throw error
             }
             guard client.capabilities.contains(.listing) else {
-                logger.info("the destination cannot list its objects: not checked", metadata: ["destination": "\(target.displayName)"])
+                logger.info(
+                    "the destination cannot list its objects: not checked", metadata: ["destination": "\(target.displayName)"])
                 continue
             }
             var listed: [String: ListedObject] = [:]

@@ -178,7 +178,8 @@ extension UploadService {
         case .failure(let error): throw error
         }
         let xml = SigV4Header("Content-Type", "text/xml")
-        try await put(manifest, at: generation.manifestKey, headers: [xml], condition: .ifNoneMatchAny, in: generation.target, ready: ready)
+        try await put(
+            manifest, at: generation.manifestKey, headers: [xml], condition: .ifNoneMatchAny, in: generation.target, ready: ready)
         hooks.at("mhl-manifest-uploaded")
         var previous: String?
         if generation.number > 1 {
@@ -188,7 +189,8 @@ extension UploadService {
             } catch { throw .journal(error) }
         }
         let condition = previous.map { SigV4Header("If-Match", $0) } ?? .ifNoneMatchAny
-        let etag = try await put(chain, at: generation.chainKey, headers: [xml], condition: condition, in: generation.target, ready: ready)
+        let etag = try await put(
+            chain, at: generation.chainKey, headers: [xml], condition: condition, in: generation.target, ready: ready)
         do { try await journal.noteGenerationUploaded(generation, chainETag: etag) } catch { throw .journal(error) }
         outcome.uploaded.append(generation)
     }
