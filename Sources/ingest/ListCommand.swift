@@ -33,13 +33,16 @@ struct ListCommand: AsyncParsableCommand {
             var config = try common.loadConfig()
             destination.apply(to: &config)
             let target = try config.s3.target()
-            let client = try common.makeClient(target, config: config, logger: logger)
+            let client = try common.makeStores(config: config, logger: logger).store(target)
             let what = "listing \(target.displayName)"
+            guard client.capabilities.contains(.listing) else {
+                throw .config(file: nil, key: "s3.endpoint", problem: "\(target.displayName) cannot list its objects")
+            }
             var count = 0
             var bytes: Int64 = 0
             // Page by page: a bucket of millions of objects lists in the memory of one page.
             do {
-                try await client.listObjectsV2(prefix: prefix) { objects in
+                try await client.listObjects(prefix: prefix) { objects in
                     let heads = await heads(of: objects.map(\.key), client: client)
                     for (object, head) in zip(objects, heads) { print(object, head: head) }
                     count += objects.count
@@ -72,7 +75,7 @@ struct ListCommand: AsyncParsableCommand {
 
     /// HeadObject for each key, eight at a time, with the fingerprint of a streamed object
     /// (in its tag) put with its metadata; nil for an object that vanished meanwhile.
-    private func heads(of keys: [String], client: S3Client) async -> [ObjectHead?] {
+    private func heads(of keys: [String], client: any ObjectStore) async -> [ObjectHead?] {
         var heads = [ObjectHead?](repeating: nil, count: keys.count)
         await withTaskGroup(of: (Int, ObjectHead?).self) { group in
             var next = 0
@@ -83,7 +86,7 @@ struct ListCommand: AsyncParsableCommand {
                 group.addTask {
                     guard var head = try? await client.headObject(key: keys[index]) else { return (index, nil) }
                     if head.metadata[ObjectLabelKeys.fingerprint] == nil,
-                        let tagged = try? await client.fingerprint(of: head, key: keys[index])
+                        let tagged = try? await client.recordedFingerprint(of: head, key: keys[index])
                     {
                         head.metadata[ObjectLabelKeys.fingerprint] = tagged
                     }

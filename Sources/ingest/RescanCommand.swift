@@ -94,9 +94,7 @@ struct RescanCommand: AsyncParsableCommand {
                 policy: MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems),
                 uploads: try common.makeUploadService(
                     config: config, state: state, journal: journal, events: sink, wire: reports.progress.wire, logger: logger),
-                makeClient: { [common, config] target throws(IngestError) in
-                    try common.makeClient(target, config: config, logger: logger)
-                })
+                makeStore: common.makeStores(config: config, logger: logger).store)
             reports.start()
             defer { reports.stop() }
             let report = try await rescanner.run(sink: sink) { show($0, line: reports.line) }

@@ -39,30 +39,30 @@ struct UploadRateOptions: ParsableArguments {
 }
 
 extension CommonOptions {
-    /// The process's one upload service, whatever the command: credentials as the AWS
-    /// tools read them, one libcurl transport (under `[upload] max_rate`), the limits of `[upload]`. `events` hears what
-    /// concerns a destination rather than one run; `wire` counts the bytes the transport
-    /// sends, for the job's progress (``JobProgress/wire``).
+    /// The process's one upload service, whatever the command: S3 stores with credentials
+    /// as the AWS tools read them, over one libcurl transport (under `[upload] max_rate`),
+    /// the limits of `[upload]`. `events` hears what concerns a destination rather than one
+    /// run; `wire` counts the bytes the transport sends, for the job's progress
+    /// (``JobProgress/wire``).
     func makeUploadService(
         config: Config, state: StateDirectory, journal: Journal, events: any EventSink, wire: WireMeter = WireMeter(),
         logger: Logger
     ) throws(IngestError) -> UploadService {
         try UploadService(
             journal: journal, state: state, settings: config.upload,
-            credentials: CredentialsProvider(environment: environment) { events.emit(.upload(.refreshingCredentials)) },
-            transport: CurlTransport(settings: config.uploadTransport, meter: wire), events: events, logger: logger,
-            keyPrefix: config.s3.prefix)
+            stores: .s3(
+                credentials: CredentialsProvider(environment: environment) { events.emit(.upload(.refreshingCredentials)) },
+                transport: CurlTransport(settings: config.uploadTransport, meter: wire), logger: logger),
+            events: events, logger: logger, keyPrefix: config.s3.prefix)
     }
 
-    /// An S3 client for one destination, for the commands that send single requests.
-    func makeClient(_ target: S3Destination, config: Config, logger: Logger) throws(IngestError) -> S3Client {
-        do {
-            return try S3Client(
-                destination: target, credentials: CredentialsProvider(environment: environment),
-                transport: CurlTransport(settings: config.s3.transport), logger: logger)
-        } catch {
-            throw .config(file: nil, key: "s3.endpoint", problem: "\(error)")
-        }
+    /// The stores of the destinations a command sends single requests to (`ls`, `abort`,
+    /// `verify-card`, the orphan sweep): credentials as the AWS tools read them, one
+    /// libcurl transport of `[s3]`'s settings, shared by the destinations it makes.
+    func makeStores(config: Config, logger: Logger) -> StoreFactory {
+        .s3(
+            credentials: CredentialsProvider(environment: environment), transport: CurlTransport(settings: config.s3.transport),
+            logger: logger)
     }
 
     /// The lock of an upload a command acts on; refused while another process runs it.

@@ -103,10 +103,8 @@ struct VerifyCardCommand: AsyncParsableCommand {
                 throw .config(file: nil, key: "--include/--exclude", problem: error.description)
             }
             let journal = try common.readJournal(config)
-            let (common, settings) = (common, config)
-            let verification = CardVerification(journal: journal, rules: config.scan, logger: logger) { target throws(IngestError) in
-                try common.makeClient(target, config: settings, logger: logger)
-            }
+            let stores = common.makeStores(config: config, logger: logger)
+            let verification = CardVerification(journal: journal, rules: config.scan, logger: logger, store: stores.store)
             let drawn = progress.progress ?? (!json && ReportOutput.standardError.isTerminal)
             let line = drawn ? ProgressLine(output: .standardError) : nil
             PrintableLogHandler.progressLine.withLock { $0 = line }

@@ -13,12 +13,16 @@ import Synchronization
 /// are the MD5 of the part, a multipart object's ETag is the MD5 of the parts' MD5s with
 /// `-N`, as S3 makes them.
 ///
+/// It lists its objects and unfinished uploads, keeps tags (``StoreCapabilities`` as given),
+/// answers the look at the destination, and probes conditional writes as it keeps them.
+///
 /// What it scripts: the `n`th call of an operation can fail before it acts (the request
 /// never reached the server) or after (it acted, and the answer was lost on the way back),
 /// with any ``S3ClientError``. Every call is counted.
 final class ScriptedStore: ObjectStore {
     enum Operation: Hashable, Sendable, CaseIterable {
         case head, put, create, uploadPart, listParts, complete, abort, abortUploads, getTagging, putTagging, copy, uploadPartCopy
+        case headBucket, probe, putDocument, listObjects, listUploads
     }
 
     /// When a scripted failure strikes.
@@ -45,6 +49,7 @@ final class ScriptedStore: ObjectStore {
         var key: String
         var metadata: [String: String]
         var parts: [Int: [UInt8]] = [:]
+        var initiated = Date()
     }
 
     private struct State {
@@ -63,10 +68,19 @@ final class ScriptedStore: ObjectStore {
     let echoesChecksums: Bool
     /// Whether `If-None-Match: *` is honoured; a server that ignores it writes over the key.
     let honoursConditionalWrites: Bool
+    let capabilities: StoreCapabilities
+    let uploadListingBound = ListingBound(pages: 100, kept: 10_000)
+    /// Whether the destination is there (`HeadBucket`).
+    let bucketExists: Bool
 
-    init(echoesChecksums: Bool = true, honoursConditionalWrites: Bool = true) {
+    init(
+        echoesChecksums: Bool = true, honoursConditionalWrites: Bool = true,
+        capabilities: StoreCapabilities = [.listing, .tagging], bucketExists: Bool = true
+    ) {
         self.echoesChecksums = echoesChecksums
         self.honoursConditionalWrites = honoursConditionalWrites
+        self.capabilities = capabilities
+        self.bucketExists = bucketExists
     }
 
     // MARK: the script and what happened
@@ -107,6 +121,65 @@ final class ScriptedStore: ObjectStore {
     }
 
     // MARK: ObjectStore
+
+    func headBucket() async throws(S3ClientError) -> BucketHead {
+        let exists = bucketExists
+        return try perform(.headBucket) { _ throws(S3ClientError) in BucketHead(exists: exists, serverDate: nil, receivedAt: Date()) }
+    }
+
+    func probeConditionalWrites(key: String) async -> ConditionalWrites {
+        switch await tryConditionalWrite(key: key).answer {
+        case .honoured: .honoured
+        case .ignored: .notHonoured(reason: "PutObject with If-None-Match: * wrote over \(key)")
+        case .failed(let error): .notHonoured(reason: "a conditional PutObject of \(key) failed: \(error)")
+        }
+    }
+
+    /// The probe as S3 answers it: the second conditional write is refused where the store
+    /// honours the condition, and the probe object goes.
+    func tryConditionalWrite(key: String) async -> ConditionalWriteTrial {
+        let honours = honoursConditionalWrites
+        do {
+            return try perform(.probe) { _ throws(S3ClientError) in ConditionalWriteTrial(answer: honours ? .honoured : .ignored) }
+        } catch {
+            return ConditionalWriteTrial(answer: .failed(error))
+        }
+    }
+
+    func putDocument(key: String, bytes: [UInt8], headers: [SigV4Header]) async throws(S3ClientError) -> ObjectWritten {
+        let honours = honoursConditionalWrites
+        return try perform(.putDocument) { state throws(S3ClientError) in
+            if honours, headers.contains(.ifNoneMatchAny), state.objects[key] != nil { throw Self.preconditionFailed() }
+            if let match = headers.first(where: { $0.name == "If-Match" }), state.objects[key]?.etag != match.value {
+                throw Self.preconditionFailed()
+            }
+            let object = Object(bytes: bytes, metadata: Self.metadata(headers), etag: Self.etag(of: bytes))
+            state.objects[key] = object
+            return ObjectWritten(etag: object.etag)
+        }
+    }
+
+    func listObjects(prefix: String, page: ([ListedObject]) async -> Void) async throws(S3ClientError) {
+        let listed = try perform(.listObjects) { state throws(S3ClientError) in
+            state.objects.filter { $0.key.hasPrefix(prefix) }.sorted { $0.key < $1.key }.map {
+                ListedObject(key: $0.key, size: Int64($0.value.bytes.count), etag: $0.value.etag, lastModified: Date())
+            }
+        }
+        await page(listed)
+    }
+
+    func listUploads(prefix: String, keeping: (ListedUpload) -> Bool) async throws(S3ClientError) -> MultipartUploadListing {
+        let open = try perform(.listUploads) { state throws(S3ClientError) in
+            state.uploads.filter { $0.value.key.hasPrefix(prefix) }.sorted { $0.key < $1.key }.map {
+                ListedUpload(key: $0.value.key, uploadID: $0.key, initiated: $0.value.initiated)
+            }
+        }
+        var listing = MultipartUploadListing()
+        listing.pages = 1
+        listing.listed = open.count
+        listing.uploads = open.filter(keeping)
+        return listing
+    }
 
     func headObject(key: String, checksumMode: Bool) async throws(S3ClientError) -> ObjectHead? {
         try perform(.head) { state throws(S3ClientError) in

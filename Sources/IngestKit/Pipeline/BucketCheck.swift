@@ -57,14 +57,19 @@ extension UploadService {
         guard !records.isEmpty else { return }
         outcome.cards += 1
         for (target, records) in Dictionary(grouping: records, by: \.target) {
-            let client: S3Client
+            let client: any ObjectStore
             switch await destinations.client(for: target) {
             case .success(let ready): client = ready.client
             case .failure(let error): throw error
             }
+            guard client.capabilities.contains(.listing) else {
+                logger.info(
+                    "the destination cannot list its objects: not checked", metadata: ["destination": "\(target.displayName)"])
+                continue
+            }
             var listed: [String: ListedObject] = [:]
             do {
-                try await client.listObjectsV2(prefix: folder) { page in
+                try await client.listObjects(prefix: folder) { page in
                     for object in page { listed[object.key] = object }
                 }
             } catch { throw UploadError(error, what: "ListObjectsV2 \(folder)", target: target) }
@@ -91,7 +96,7 @@ extension UploadService {
     /// The first check of an object since it verified: a `HEAD` proves it ours (size and
     /// recorded fingerprint), and its ETag is kept for the listings of later checks.
     private func lookOnce(
-        _ record: ObjectOnRecord, object: ListedObject, volumeKey: String, client: S3Client,
+        _ record: ObjectOnRecord, object: ListedObject, volumeKey: String, client: any ObjectStore,
         into outcome: inout BucketCheckOutcome
     ) async throws(UploadError) {
         do {
@@ -99,7 +104,7 @@ extension UploadService {
                 try await problem(.missing, record, volumeKey, "gone since listed", into: &outcome)
                 return
             }
-            let found = try await client.fingerprint(of: head, key: record.key)
+            let found = try await client.recordedFingerprint(of: head, key: record.key)
             guard head.size == record.size, found == record.fingerprint else {
                 try await problem(.changed, record, volumeKey, "fingerprint \(found ?? "none"), \(record.fingerprint) ingested", into: &outcome)
                 return

@@ -177,9 +177,9 @@ extension UploadService {
         case .success(let destination): ready = destination
         case .failure(let error): throw error
         }
-        let client = ready.client
         let xml = SigV4Header("Content-Type", "text/xml")
-        try await put(manifest, at: generation.manifestKey, headers: [xml], condition: .ifNoneMatchAny, client: client, ready: ready)
+        try await put(
+            manifest, at: generation.manifestKey, headers: [xml], condition: .ifNoneMatchAny, in: generation.target, ready: ready)
         hooks.at("mhl-manifest-uploaded")
         var previous: String?
         if generation.number > 1 {
@@ -189,21 +189,22 @@ extension UploadService {
             } catch { throw .journal(error) }
         }
         let condition = previous.map { SigV4Header("If-Match", $0) } ?? .ifNoneMatchAny
-        let etag = try await put(chain, at: generation.chainKey, headers: [xml], condition: condition, client: client, ready: ready)
+        let etag = try await put(
+            chain, at: generation.chainKey, headers: [xml], condition: condition, in: generation.target, ready: ready)
         do { try await journal.noteGenerationUploaded(generation, chainETag: etag) } catch { throw .journal(error) }
         outcome.uploaded.append(generation)
     }
 
-    /// Writes `bytes` at `key` under `condition`; a refused condition is a success only if
-    /// the key already holds these very bytes (an answer lost, the write done). Returns the
-    /// object's ETag.
+    /// Writes `bytes` at `key` of `target` under `condition`; a refused condition is a
+    /// success only if the key already holds these very bytes (an answer lost, the write
+    /// done). Returns the object's ETag.
     @discardableResult
     private func put(
-        _ bytes: [UInt8], at key: String, headers: [SigV4Header], condition: SigV4Header, client: S3Client,
+        _ bytes: [UInt8], at key: String, headers: [SigV4Header], condition: SigV4Header, in target: S3Destination,
         ready: ReadyDestination
     ) async throws(UploadError) -> String {
         let md5 = "\"" + lowercaseHex(PartDigest.compute(.md5, bytes: bytes).bytes) + "\""
-        let target = client.destination
+        let client = ready.client
         do throws(S3ClientError) {
             // Without conditional writes, a look first: a chain someone else rewrote, or a
             // manifest of that name, is never written over.

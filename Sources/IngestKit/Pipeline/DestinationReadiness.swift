@@ -1,16 +1,16 @@
 import Foundation
-import Logging
 
 /// The checks of `ingest check` that talk to the destination, with the requests a run makes
-/// and the same client: the credentials (a `credential_process` is run), `HeadBucket`, a
-/// conditional write on the probe key, and the server's clock from the `Date` of its answer.
+/// and the same kind of store: the credentials (a `credential_process` is run), that the
+/// destination is there (`HeadBucket`), a conditional write on the probe key, and the
+/// server's clock from the `Date` of its answer.
 struct DestinationReadiness {
     let target: S3Destination
+    /// The credentials the stores of `stores` sign with, asked for first.
     let credentials: CredentialsProvider
-    let transport: CurlTransport
+    let stores: StoreFactory
     /// Where the conditional write goes: the uploader's own probe key, under the prefix.
     let probeKey: String
-    let logger: Logger
 
     /// How far the clocks may be apart before S3 refuses a signed request
     /// (`RequestTimeTooSkewed`).
@@ -36,10 +36,8 @@ struct DestinationReadiness {
         var found = "access key \(resolved.accessKeyID) from \(resolved.source)"
         if let expiration = resolved.expiration { found += ", expiring \(expiration.formatted(.iso8601))" }
 
-        let client: S3Client
-        do {
-            client = try S3Client(destination: target, credentials: credentials, transport: transport, logger: logger)
-        } catch {
+        let client: any ObjectStore
+        do { client = try stores.store(target) } catch {
             return [
                 .passed(.credentials, found),
                 .failed(
@@ -103,7 +101,7 @@ struct DestinationReadiness {
 
     /// The write every upload makes: `PutObject` with `If-None-Match: *`, which must be
     /// refused (`412`) where an object is; then the probe object is deleted.
-    private func conditionalWrite(_ client: S3Client) async -> ReadinessCheck {
+    private func conditionalWrite(_ client: any ObjectStore) async -> ReadinessCheck {
         let trial = await client.tryConditionalWrite(key: probeKey)
         switch trial.answer {
         case .failed(let error):

@@ -12,9 +12,9 @@ public struct OrphanSweepOutcome: Sendable, Equatable {
     public var aborted = 0
     /// Uploads no journal knows but younger than the age: kept, maybe a run still sending them.
     public var young = 0
-    /// The listing stopped at its bound (``S3Client/maxListPages``,
-    /// ``S3Client/maxKeptUploads``); the rest waits for the next rescan.
-    public var truncated = false
+    /// The bound the listing stopped at (``ObjectStore/uploadListingBound``); the rest
+    /// waits for the next rescan. nil: listed to the end.
+    public var truncatedAt: ListingBound?
     /// Why the sweep of this destination stopped, if it did.
     public var problem: String?
 
@@ -72,17 +72,18 @@ public struct OrphanSweeper: Sendable {
     public let prefix: String
     public let age: Duration
     public let logger: Logger
-    public let makeClient: @Sendable (S3Destination) throws(IngestError) -> S3Client
+    /// The store of one destination (``StoreFactory/store``).
+    public let makeStore: @Sendable (S3Destination) throws(IngestError) -> any ObjectStore
 
     public init(
         journal: Journal, prefix: String, age: Duration, logger: Logger,
-        makeClient: @escaping @Sendable (S3Destination) throws(IngestError) -> S3Client
+        makeStore: @escaping @Sendable (S3Destination) throws(IngestError) -> any ObjectStore
     ) {
         self.journal = journal
         self.prefix = prefix
         self.age = age
         self.logger = logger
-        self.makeClient = makeClient
+        self.makeStore = makeStore
     }
 
     /// The destinations to sweep: `configured` (if any) first, then every one the journal has
@@ -110,7 +111,15 @@ public struct OrphanSweeper: Sendable {
         var outcome = OrphanSweepOutcome(target: target, prefix: prefix)
         let cutoff = now.addingTimeInterval(-age.inSeconds)
         do throws(IngestError) {
-            let client = try makeClient(target)
+            let client = try makeStore(target)
+            // A destination that cannot list its unfinished uploads cannot be swept: it
+            // expires them itself, or never leaves any.
+            guard client.capabilities.contains(.listing) else {
+                logger.info(
+                    "the destination cannot list its unfinished uploads: not swept",
+                    metadata: ["destination": "\(target.displayName)"])
+                return outcome
+            }
             // Only candidates are kept while listing (memory for what may be aborted, not for
             // what is listed); the journal is read again after the listing, so that an upload
             // created and journalled while the listing ran is known.
@@ -118,7 +127,7 @@ public struct OrphanSweeper: Sendable {
             var young = 0
             let listing: MultipartUploadListing
             do {
-                listing = try await client.listMultipartUploads(prefix: prefix) { upload in
+                listing = try await client.listUploads(prefix: prefix) { upload in
                     let unknown = !knownBefore.contains(upload.uploadID)
                     if upload.initiated <= cutoff { return unknown }
                     if unknown { young += 1 }
@@ -129,7 +138,7 @@ public struct OrphanSweeper: Sendable {
             }
             outcome.listed = listing.listed
             outcome.young = young
-            outcome.truncated = listing.isTruncated
+            if listing.isTruncated { outcome.truncatedAt = client.uploadListingBound }
             let orphans = Self.orphans(listing.uploads, known: try await known(target), cutoff: cutoff)
             for orphan in orphans {
                 do { try await client.abortMultipartUpload(key: orphan.key, uploadID: orphan.uploadID) } catch {

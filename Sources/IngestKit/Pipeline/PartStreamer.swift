@@ -54,7 +54,7 @@ public final class PartStreamer: CopyStreams {
         /// The copy is complete, the content's fingerprint known; the parts acknowledged
         /// (all of them, unless a part gave up or the run is stopping). `lock` is the
         /// stream's, held until the claim has adopted it or it is aborted.
-        case sent(object: StreamedObject, client: S3Client, parts: StreamedParts, fingerprint: Fingerprint, lock: VolumeLock)
+        case sent(object: StreamedObject, client: any ObjectStore, parts: StreamedParts, fingerprint: Fingerprint, lock: VolumeLock)
         /// Nothing to adopt; the file goes the ordinary way.
         case notStreamed
     }
@@ -223,7 +223,7 @@ public final class PartStreamer: CopyStreams {
     /// fails, a part gives up, or the run is stopping: returns the parts acknowledged, in
     /// order.
     private func sendParts(
-        of copy: GrowingCopy, object: StreamedObject, stream: Int64, uploadID: String, client: S3Client
+        of copy: GrowingCopy, object: StreamedObject, stream: Int64, uploadID: String, client: any ObjectStore
     ) async -> [UploadStateMachine.AcknowledgedPart] {
         let window = max(1, settings.partsInFlight)
         return await withTaskGroup(of: UploadStateMachine.AcknowledgedPart?.self) { group in
@@ -255,7 +255,7 @@ public final class PartStreamer: CopyStreams {
 
     private func send(
         _ part: GrowingCopy.Part, number: Int, of copy: GrowingCopy, object: StreamedObject, stream: Int64, uploadID: String,
-        client: S3Client
+        client: any ObjectStore
     ) async -> UploadStateMachine.AcknowledgedPart? {
         let digest = PartDigest(crc32c: part.crc32c)
         guard
@@ -291,7 +291,7 @@ public final class PartStreamer: CopyStreams {
     /// Gives up the stream `parts` at `key`, of the file at `path`: its upload is aborted on
     /// the server, then the stream leaves the journal. A stream whose abort fails stays in
     /// the journal, and the next process to recover streams aborts it.
-    private func abort(_ parts: StreamedParts, key: String, of path: CardPath, client: S3Client, because reason: String) async {
+    private func abort(_ parts: StreamedParts, key: String, of path: CardPath, client: any ObjectStore, because reason: String) async {
         logger.debug("aborting a streamed upload", metadata: ["key": "\(key)", "reason": "\(reason)"])
         sink.emit(.upload(.streamAborted(key: key, path: path)))
         do { try await client.abortMultipartUpload(key: key, uploadID: parts.uploadID) } catch {

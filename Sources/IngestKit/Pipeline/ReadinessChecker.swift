@@ -53,10 +53,12 @@ public struct ReadinessChecker: Sendable {
             }
             checks.append(.passed(.configuration, "\(config.source ?? "no file, the defaults") with \(target.displayName)"))
             checks += await local(config)
+            let credentials = CredentialsProvider(environment: environment)
+            let stores = StoreFactory.s3(
+                credentials: credentials, transport: CurlTransport(settings: config.s3.transport), logger: logger)
             checks += await DestinationReadiness(
-                target: target, credentials: CredentialsProvider(environment: environment),
-                transport: CurlTransport(settings: config.s3.transport), probeKey: KeyTemplate.probeKey(prefix: config.s3.prefix),
-                logger: logger
+                target: target, credentials: credentials, stores: stores,
+                probeKey: KeyTemplate.probeKey(prefix: config.s3.prefix)
             ).run()
         }
         switch station {

@@ -218,15 +218,15 @@ public struct Rescanner: Sendable {
     public let target: S3Destination
     /// The process's uploads: the resume step and every card share it.
     public let uploads: UploadService
-    /// An S3 client for one destination, for the orphan sweep.
-    public let makeClient: @Sendable (S3Destination) throws(IngestError) -> S3Client
+    /// The store of one destination, for the orphan sweep (``StoreFactory/store``).
+    public let makeStore: @Sendable (S3Destination) throws(IngestError) -> any ObjectStore
     /// Which mounts may be cards: the `--device` policy.
     public let policy: MountPolicy
 
     public init(
         config: Config, state: StateDirectory, journal: Journal, logger: Logger, target: S3Destination,
         policy: MountPolicy, uploads: UploadService,
-        makeClient: @escaping @Sendable (S3Destination) throws(IngestError) -> S3Client
+        makeStore: @escaping @Sendable (S3Destination) throws(IngestError) -> any ObjectStore
     ) {
         self.policy = policy
         self.config = config
@@ -235,7 +235,7 @@ public struct Rescanner: Sendable {
         self.logger = logger
         self.target = target
         self.uploads = uploads
-        self.makeClient = makeClient
+        self.makeStore = makeStore
     }
 
     /// Runs the rescan; `progress` hears each step's outcome as it ends. Throws only what
@@ -298,7 +298,7 @@ public struct Rescanner: Sendable {
             }
             known = try await journal.uploadTargets()
         } catch { throw .journal(error) }
-        let sweeper = OrphanSweeper(journal: journal, prefix: config.s3.prefix, age: age, logger: logger, makeClient: makeClient)
+        let sweeper = OrphanSweeper(journal: journal, prefix: config.s3.prefix, age: age, logger: logger, makeStore: makeStore)
         sweep = await sweeper.sweep(OrphanSweeper.destinations(configured: target, journal: known), now: now)
         do { try await journal.noteOrphanSweep(sweep.record, at: now) } catch {
             throw .journal(error)

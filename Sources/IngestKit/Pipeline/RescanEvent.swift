@@ -71,7 +71,7 @@ extension RescanEvent {
                 "event": "orphan_uploads_swept", "endpoint": .string(outcome.target.endpoint),
                 "bucket": .string(outcome.target.bucket), "prefix": .string(outcome.prefix),
                 "age_seconds": .double(age.inSeconds), "listed": .int(outcome.listed), "aborted": .int(outcome.aborted),
-                "kept_young": .int(outcome.young), "truncated": .bool(outcome.truncated),
+                "kept_young": .int(outcome.young), "truncated": .bool(outcome.truncatedAt != nil),
             ]
             object["message"] = outcome.problem.map(JSONValue.string)
             return object
@@ -228,9 +228,9 @@ extension OrphanSweepOutcome {
     public var text: String {
         let place = "s3://\(target.bucket)/\(prefix) at \(target.endpoint)"
         var line = "\(place): \(listed) unfinished listed, \(aborted) aborted, \(young) younger kept"
-        if truncated {
-            line += " (listing stopped at its bound of \(S3Client.maxListPages) pages or"
-                + " \(S3Client.maxKeptUploads) candidates: the rest next time)"
+        if let bound = truncatedAt {
+            line += " (listing stopped at its bound of \(bound.pages) pages or"
+                + " \(bound.kept) candidates: the rest next time)"
         }
         if let problem { line += "; stopped: \(problem)" }
         return line

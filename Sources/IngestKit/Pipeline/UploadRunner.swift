@@ -86,15 +86,29 @@ public final class UploadRunner: Sendable {
     /// Takes the uploads planned for `volume`'s files from the journal, a page at a time
     /// (``Journal/pendingUploadPage(ofVolume:after:limit:)``): those an earlier run left
     /// pending first, resumed, then those planned from now on, as ``planned(_:)`` tells of
-    /// them. A card of 100,000 files copied far ahead of its uploads then holds a page of
-    /// them in memory, not 100,000. Once, before anything of the card is planned.
+    /// them. Once, before anything of the card is planned.
+    ///
+    /// **The journal is the queue.** The card run commits its claims to the journal
+    /// (``Journal/claim(_:volumeKey:at:)``), then only wakes the queue (``planned(_:)``);
+    /// the worker reads the same rows back (``nextJob()``), in the journal's order. It is a
+    /// round trip on purpose:
+    /// - an upload never starts before its row is durable, so a kill at any point leaves
+    ///   it pending for the next run, never sent and unknown;
+    /// - the queue holds a page of the card, not the card: 100,000 files copied far ahead
+    ///   of their uploads cost one page of memory, the rest waits on disk;
+    /// - the uploads an earlier run left pending and the ones planned now come through the
+    ///   same door, in one order, each taken once (``UploadRunMachine/submit(_:)``);
+    /// - a row another process moved on meanwhile is started from what the journal says
+    ///   now, not from a copy in memory (only a ``Job/planned`` record, untouched, is
+    ///   taken as read a page ago).
     public func follow(volume: String) async throws(JournalError) {
         let start = try await journal.lastUploadPosition()
         queue.withLock { $0.follow(volume: volume, plannedAfter: start) }
     }
 
     /// Uploads of the followed volume were planned (``Journal/claim(_:volumeKey:at:)``):
-    /// they are in the journal, the queue reads them from there.
+    /// they are in the journal, the queue reads them from there (the journal is the queue:
+    /// ``follow(volume:)``). Only announced and counted here, never queued from `records`.
     public func planned(_ records: [UploadRecord]) {
         guard !records.isEmpty else { return }
         for record in records { sink.emit(.upload(.queued(record))) }
@@ -123,7 +137,8 @@ public final class UploadRunner: Sendable {
     }
 
     /// The next job to run, reading the next page of the followed volume's uploads when the
-    /// submitted ones are done; nil once the run is finished and nothing is left.
+    /// submitted ones are done (the journal is the queue: ``follow(volume:)``); nil once the
+    /// run is finished and nothing is left.
     private func nextJob() async -> Job? {
         while true {
             switch queue.withLock({ $0.take() }) {
@@ -345,198 +360,6 @@ public final class UploadRunner: Sendable {
         } catch {
             logger.warning("could not clean the staging area", metadata: ["error": "\(error)"])
             return 0
-        }
-    }
-}
-
-/// The queue of one run of uploads, without threads or locks of its own (the runner holds
-/// it in a mutex): the jobs submitted one by one, and the position reached in the journal's
-/// pending uploads of the volume it follows. Each change returns the waiting worker to
-/// resume, if it is to wake.
-struct UploadQueue: Sendable {
-    /// What the worker is to do next.
-    enum Next: Sendable {
-        case job(UploadRunner.Job)
-        /// Read up to `limit` of the volume's pending uploads after `position`.
-        case read(volume: String, after: Int64, limit: Int)
-        /// Nothing to do until something is submitted, planned or finished.
-        case wait
-        /// Finished, and nothing is left.
-        case end
-    }
-
-    let pageSize: Int
-    private var jobs: [UploadRunner.Job] = []
-    private var head = 0
-    /// The volume whose uploads are read from the journal.
-    private var volume: String?
-    /// Uploads at or before this position were planned before this run.
-    private var plannedBefore: Int64 = 0
-    /// The journal's position read up to.
-    private var position: Int64 = 0
-    /// Whether the journal may hold uploads after ``position``.
-    private var more = false
-    /// Counts ``journalGrew()``: one that comes while a page is read is not lost.
-    private var growth = 0
-    private var growthAtRead = 0
-    private var reading = false
-    private var finished = false
-    private var waiter: CheckedContinuation<Void, Never>?
-
-    init(pageSize: Int) {
-        precondition(pageSize > 0)
-        self.pageSize = pageSize
-    }
-
-    mutating func follow(volume: String, plannedAfter start: Int64) {
-        self.volume = volume
-        plannedBefore = start
-        position = 0
-        more = true
-    }
-
-    /// The journal could not be read: the rest stays pending there.
-    mutating func unfollow() {
-        volume = nil
-        reading = false
-    }
-
-    func plannedBeforeRun(_ position: Int64) -> Bool { position <= plannedBefore }
-
-    mutating func submit(_ job: UploadRunner.Job) -> CheckedContinuation<Void, Never>? {
-        jobs.append(job)
-        return wake()
-    }
-
-    mutating func journalGrew() -> CheckedContinuation<Void, Never>? {
-        growth += 1
-        more = true
-        return wake()
-    }
-
-    mutating func finish() -> CheckedContinuation<Void, Never>? {
-        finished = true
-        return wake()
-    }
-
-    mutating func take() -> Next {
-        if head < jobs.count {
-            defer {
-                head += 1
-                if head == jobs.count {
-                    jobs.removeAll(keepingCapacity: jobs.capacity <= 2 * pageSize)
-                    head = 0
-                }
-            }
-            return .job(jobs[head])
-        }
-        if let volume, more, !reading {
-            reading = true
-            growthAtRead = growth
-            return .read(volume: volume, after: position, limit: pageSize)
-        }
-        return finished && !reading ? .end : .wait
-    }
-
-    /// A page was read: its jobs (those not queued already), through the position of its
-    /// last row; `full`: it held as many as asked, so more may follow.
-    mutating func read(_ page: [UploadRunner.Job], through last: Int64?, full: Bool) {
-        reading = false
-        if let last { position = last }
-        more = full || growth != growthAtRead
-        jobs.append(contentsOf: page)
-    }
-
-    /// Parks the worker; or, when there is something to do already, hands it back to resume.
-    mutating func wait(_ continuation: CheckedContinuation<Void, Never>) -> CheckedContinuation<Void, Never>? {
-        if head < jobs.count || (volume != nil && more) || finished {
-            return continuation
-        }
-        waiter = continuation
-        return nil
-    }
-
-    private mutating func wake() -> CheckedContinuation<Void, Never>? {
-        defer { waiter = nil }
-        return waiter
-    }
-}
-
-/// A destination checked and ready: its client, and whether it honours conditional writes.
-struct ReadyDestination: Sendable {
-    let client: S3Client
-    let conditionalWrites: Bool
-}
-
-/// One S3 client per destination, each checked once (`HeadBucket`, then whether it honours
-/// `If-None-Match`) before its first upload, and stopped for good after a failure that
-/// concerns the whole destination.
-actor Destinations {
-    private let credentials: CredentialsProvider
-    private let transport: CurlTransport
-    private let sink: any EventSink
-    private let logger: Logger
-    private let probeKey: String
-    private var ready: [S3Destination: Task<Result<ReadyDestination, UploadError>, Never>] = [:]
-    private var stopped: [S3Destination: UploadError] = [:]
-
-    /// Cuts every transfer of the process's transport, for good: it is stopping.
-    nonisolated func cutTransfers() { transport.cut() }
-
-    init(credentials: CredentialsProvider, transport: CurlTransport, sink: any EventSink, logger: Logger, probeKey: String) {
-        self.credentials = credentials
-        self.transport = transport
-        self.sink = sink
-        self.logger = logger
-        self.probeKey = probeKey
-    }
-
-    func client(for target: S3Destination) async -> Result<ReadyDestination, UploadError> {
-        if let error = stopped[target] { return .failure(error) }
-        let task: Task<Result<ReadyDestination, UploadError>, Never>
-        if let existing = ready[target] {
-            task = existing
-        } else {
-            let (credentials, transport, sink, logger, probeKey) = (
-                self.credentials, self.transport, self.sink, self.logger, self.probeKey
-            )
-            task = Task {
-                await Self.connect(
-                    target, credentials: credentials, transport: transport, sink: sink, logger: logger, probeKey: probeKey)
-            }
-            ready[target] = task
-        }
-        let result = await task.value
-        if case .failure(let error) = result { stopped[target] = error }
-        return result
-    }
-
-    func stop(_ target: S3Destination, because error: UploadError) {
-        if stopped[target] == nil { stopped[target] = error }
-    }
-
-    static func connect(
-        _ target: S3Destination, credentials: CredentialsProvider, transport: CurlTransport, sink: any EventSink,
-        logger: Logger, probeKey: String
-    ) async -> Result<ReadyDestination, UploadError> {
-        let client: S3Client
-        do {
-            client = try S3Client(destination: target, credentials: credentials, transport: transport, logger: logger)
-        } catch {
-            return .failure(UploadError(exitStatus: .config, scope: .destination, message: "\(error)"))
-        }
-        do {
-            guard try await client.bucketExists() else { return .failure(.missingBucket(target)) }
-        } catch {
-            return .failure(UploadError(error, what: "HeadBucket \(target.bucket)", target: target))
-        }
-        switch await client.probeConditionalWrites(key: probeKey) {
-        case .honoured:
-            return .success(ReadyDestination(client: client, conditionalWrites: true))
-        case .notHonoured(let reason):
-            logger.warning("conditional writes not honoured", metadata: ["bucket": "\(target.bucket)", "reason": "\(reason)"])
-            sink.emit(.upload(.conditionalWritesNotHonoured(target, reason: reason)))
-            return .success(ReadyDestination(client: client, conditionalWrites: false))
         }
     }
 }

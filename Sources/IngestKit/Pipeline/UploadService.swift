@@ -1,11 +1,12 @@
 import Logging
 import Synchronization
 
-/// What uploading needs once per process, whatever the command: one libcurl transport (its
-/// thread and connection pool), one credentials provider (so `credential_process` runs once
-/// while its credentials are valid), one bound on the bodies and bytes on the wire, and each
-/// destination checked once (`HeadBucket`, then whether it honours conditional writes) and
-/// stopped for good after a failure that concerns it.
+/// What uploading needs once per process, whatever the command: the stores of its
+/// destinations from one factory (for S3, one libcurl transport and one credentials
+/// provider, so `credential_process` runs once while its credentials are valid), one bound
+/// on the bodies and bytes on the wire, and each destination checked once (that it is
+/// there, then whether it honours conditional writes) and stopped for good after a failure
+/// that concerns it. Everything above it reaches a destination as an ``ObjectStore``.
 ///
 /// `ingest PATH`, `--device`, `resume`, `watch` and `rescan` each make one when they start
 /// and hand out an ``UploadRunner`` per run of uploads (a card, or the pending uploads of a
@@ -31,11 +32,12 @@ public final class UploadService: Sendable {
     /// - Parameters:
     ///   - events: hears what concerns a destination rather than a run (a server that does
     ///     not honour conditional writes, credentials being refreshed).
+    ///   - stores: makes the store of each destination (``StoreFactory/s3(credentials:transport:logger:)``).
     ///   - keyPrefix: the configuration's `s3.prefix`, where the probe of conditional writes
-    ///     (``S3Client/probeConditionalWrites(key:)``) leaves its empty object.
+    ///     (``ObjectStore/probeConditionalWrites(key:)``) leaves its empty object.
     public init(
-        journal: Journal, state: StateDirectory, settings: UploadSettings, credentials: CredentialsProvider,
-        transport: CurlTransport, events: any EventSink, logger: Logger, keyPrefix: String
+        journal: Journal, state: StateDirectory, settings: UploadSettings, stores: StoreFactory, events: any EventSink,
+        logger: Logger, keyPrefix: String
     ) throws(IngestError) {
         self.journal = journal
         stateDirectory = state
@@ -45,8 +47,7 @@ public final class UploadService: Sendable {
         self.settings = settings
         self.logger = logger
         destinations = Destinations(
-            credentials: credentials, transport: transport, sink: events, logger: logger,
-            probeKey: KeyTemplate.probeKey(prefix: keyPrefix))
+            stores: stores, sink: events, logger: logger, probeKey: KeyTemplate.probeKey(prefix: keyPrefix))
         limiter = TransferLimiter(
             maxRequests: settings.partsInFlight, maxBytes: Self.bytesInFlight(settings),
             smallBody: Int64(BodyReadAhead.defaultBlockSize))

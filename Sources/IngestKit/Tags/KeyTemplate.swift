@@ -104,8 +104,8 @@ public struct KeyTemplate: Sendable, Equatable, CustomStringConvertible {
         return folder
     }
 
-    /// Where ``S3Client/probeConditionalWrites(key:)`` leaves its empty object: beside the
-    /// cards, under the prefix (where the credentials may write).
+    /// Where the probe of a destination's conditional writes leaves its empty object: beside
+    /// the cards, under the prefix (where the credentials may write).
     public static func probeKey(prefix: String) -> String {
         ((try? checkedPrefix(prefix)) ?? "") + ".ingest-write-probe"
     }

@@ -1,74 +1,112 @@
 import Foundation
 
-/// The S3 operations one upload makes, as the uploader sees them: ``S3Client`` is the real
-/// store, and unit tests drive ``ObjectUploader`` with a scripted one that fails each way
-/// the S3 contract allows, at each step.
+/// A destination as everything above it sees it: where a file's object is written, read
+/// back, labelled, listed and abandoned. ``UploadService`` hands one out per destination
+/// (made by its ``StoreFactory``); the runner, the streamed parts, the custody history, the
+/// bucket check, the orphan sweep, `ingest ls`, `abort`, `verify-card` and `check` use only
+/// this protocol. The S3 store is the real one; unit tests use a scripted store that fails
+/// each way the contract allows, at each step.
+///
+/// An object is written whole in one request (``putObject(key:body:payloadHash:headers:)``)
+/// or as an upload of numbered parts, begun, sent part by part, then completed into the
+/// object or abandoned. What a destination cannot do beyond that is said by its
+/// ``capabilities``, which the callers consult instead of assuming S3.
 ///
 /// Every operation throws ``S3ClientError`` after its own retries (the store's business):
-/// the uploader decides only what a failure that outlived them means.
-protocol ObjectStore: Sendable {
+/// the caller decides only what a failure that outlived them means.
+public protocol ObjectStore: Sendable {
+    /// What this destination can do beyond writing, reading back and abandoning objects.
+    var capabilities: StoreCapabilities { get }
+    /// How far ``listUploads(prefix:keeping:)`` follows a listing before it stops.
+    var uploadListingBound: ListingBound { get }
     /// Bodies go to another host over plain HTTP, so each is signed with its SHA-256
     /// (``PayloadHash``) rather than sent as `UNSIGNED-PAYLOAD`.
     var bodiesCrossPlainHTTP: Bool { get }
 
-    /// HeadObject; nil when there is no object at `key`. `checksumMode` asks for the
-    /// object's checksums (`x-amz-checksum-mode: ENABLED`).
+    /// Whether the destination is there and these credentials may use it, with the
+    /// server's clock (its answer's `Date`). Asked before the first upload: some servers
+    /// create a missing destination on the first write instead of refusing it, which would
+    /// hide a mistyped name.
+    func headBucket() async throws(S3ClientError) -> BucketHead
+    /// Whether the destination writes only where nothing is when a write asks it to
+    /// (`If-None-Match: *`): found once, before its first upload, with a probe object at
+    /// `key` that is removed afterwards. A probe that failed counts as not honoured, with
+    /// its words.
+    func probeConditionalWrites(key: String) async -> ConditionalWrites
+    /// The same probe, told in full (for `ingest check`): what the second write met, and
+    /// whether the probe object could not be removed.
+    func tryConditionalWrite(key: String) async -> ConditionalWriteTrial
+
+    /// What the destination holds at `key`; nil when nothing. `checksumMode` asks for the
+    /// object's checksums as well (`x-amz-checksum-mode: ENABLED` on S3).
     func headObject(key: String, checksumMode: Bool) async throws(S3ClientError) -> ObjectHead?
-    /// PutObject of the whole body; returns what its answer says of the object.
+    /// Writes the whole body at `key` in one request; returns what the answer says of the
+    /// object written.
     func putObject(key: String, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header]) async throws(S3ClientError)
         -> ObjectWritten
-    /// CreateMultipartUpload; returns the server's upload ID.
+    /// Writes a small document of ingest's own (a card's ASC MHL manifest or chain, not a
+    /// file's content) at `key` in one request, under the condition `headers` carry
+    /// (`If-None-Match: *`, or `If-Match` on the ETag it replaces); not counted as the job's
+    /// bytes on the wire.
+    func putDocument(key: String, bytes: [UInt8], headers: [SigV4Header]) async throws(S3ClientError) -> ObjectWritten
+    /// Begins an upload in parts at `key`, labelled with `headers`; returns its id.
     func createMultipartUpload(key: String, headers: [SigV4Header]) async throws(S3ClientError) -> String
-    /// UploadPart; returns the part's ETag exactly as sent.
+    /// Sends part `partNumber` of the upload; returns the part's ETag exactly as sent.
     func uploadPart(
         key: String, uploadID: String, partNumber: Int, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header]
     ) async throws(S3ClientError) -> String
-    /// ListParts, every page.
+    /// The parts the destination holds for the upload, every one.
     func listParts(key: String, uploadID: String) async throws(S3ClientError) -> [ListedPart]
-    /// CompleteMultipartUpload; returns the object's ETag.
+    /// Makes the upload's parts the object at `key`; returns the object's ETag.
     func completeMultipartUpload(key: String, uploadID: String, parts: [CompletedPart], headers: [SigV4Header])
         async throws(S3ClientError) -> String
-    /// AbortMultipartUpload; an upload the server no longer knows counts as aborted.
+    /// Abandons the upload and its parts; an upload the destination no longer knows counts
+    /// as abandoned.
     func abortMultipartUpload(key: String, uploadID: String) async throws(S3ClientError)
-    /// Aborts `known` and every other unfinished multipart upload at exactly `key`.
+    /// Abandons `known` and every other unfinished upload at exactly `key` that the
+    /// destination can find (a run killed before journalling an upload's id leaves one);
+    /// returns how many.
     @discardableResult
     func abortUploads(key: String, known: String?) async throws(S3ClientError) -> Int
-    /// CopyObject of `source`, only while its ETag is `sourceETag`, to `key`, with `headers`
-    /// for the copy's own labels; the copy's ETag.
+    /// Makes `key` a copy of `source`, only while its ETag is `sourceETag`, with `headers`
+    /// for the copy's own labels, its bytes never crossing the network; the copy's ETag.
     func copyObject(key: String, from source: String, sourceETag: String, headers: [SigV4Header]) async throws(S3ClientError)
         -> String
-    /// UploadPartCopy of the bytes `range` of `source`, only while its ETag is `sourceETag`;
-    /// the part's ETag.
+    /// Makes part `partNumber` of the upload the bytes `range` of `source`, only while its
+    /// ETag is `sourceETag`; the part's ETag.
     func uploadPartCopy(
         key: String, uploadID: String, partNumber: Int, from source: String, sourceETag: String, range: ClosedRange<Int64>
     ) async throws(S3ClientError) -> String
-    /// GetObjectTagging; nil when there is no object at `key`.
+    /// The object's tags; nil when there is no object at `key`. Needs
+    /// ``StoreCapabilities/tagging``.
     func getObjectTagging(key: String) async throws(S3ClientError) -> [String: String]?
-    /// PutObjectTagging: the object's whole tag set becomes `tags`.
+    /// The object's whole tag set becomes `tags`. Needs ``StoreCapabilities/tagging``.
     func putObjectTagging(key: String, tags: [String: String]) async throws(S3ClientError)
+
+    /// Every object under `prefix`, page by page: `page` takes each page before the next is
+    /// asked for, so a listing of any length holds one page in memory. A listing longer
+    /// than the store follows (a server that pages forever) is an error. Needs
+    /// ``StoreCapabilities/listing``.
+    func listObjects(prefix: String, page: ([ListedObject]) async -> Void) async throws(S3ClientError)
+    /// The uploads begun under `prefix` and neither completed nor abandoned; only those
+    /// `keeping` accepts are kept, so a long listing costs the memory of what is kept. It
+    /// stops at ``uploadListingBound`` (``MultipartUploadListing/isTruncated`` then says
+    /// there was more). Needs ``StoreCapabilities/listing``.
+    func listUploads(prefix: String, keeping: (ListedUpload) -> Bool) async throws(S3ClientError) -> MultipartUploadListing
 }
 
 extension ObjectStore {
-    func headObject(key: String) async throws(S3ClientError) -> ObjectHead? {
+    public func headObject(key: String) async throws(S3ClientError) -> ObjectHead? {
         try await headObject(key: key, checksumMode: false)
     }
 
     /// The fingerprint ingest recorded with the object `head` describes: in its metadata,
     /// or, for an object whose parts were sent while its file was still being read (the
     /// fingerprint known only at the end), in its `xxh128` tag. nil: neither.
-    func recordedFingerprint(of head: ObjectHead, key: String) async throws(S3ClientError) -> String? {
+    public func recordedFingerprint(of head: ObjectHead, key: String) async throws(S3ClientError) -> String? {
         if let value = head.metadata[ObjectLabelKeys.fingerprint] { return value }
-        guard head.tagCount != 0 else { return nil }
+        guard capabilities.contains(.tagging), head.tagCount != 0 else { return nil }
         return try await getObjectTagging(key: key)?[ObjectLabelKeys.fingerprint]
-    }
-}
-
-extension S3Client: ObjectStore {
-    var bodiesCrossPlainHTTP: Bool { endpoint.isPlainHTTPOverNetwork }
-
-    /// ``ObjectStore/recordedFingerprint(of:key:)``, for `ingest ls`.
-    public func fingerprint(of head: ObjectHead, key: String) async throws(S3ClientError) -> String? {
-        try await recordedFingerprint(of: head, key: key)
     }
 }
 

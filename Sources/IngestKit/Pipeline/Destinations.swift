@@ -1,0 +1,64 @@
+import Logging
+
+/// One store per destination, made by the process's ``StoreFactory`` and checked once (that
+/// it is there, then whether it honours `If-None-Match`) before its first upload, and
+/// stopped for good after a failure that concerns the whole destination.
+actor Destinations {
+    private let stores: StoreFactory
+    private let sink: any EventSink
+    private let logger: Logger
+    private let probeKey: String
+    private var ready: [S3Destination: Task<Result<ReadyDestination, UploadError>, Never>] = [:]
+    private var stopped: [S3Destination: UploadError] = [:]
+
+    /// Cuts every transfer of every store, for good: the process is stopping.
+    nonisolated func cutTransfers() { stores.cutTransfers() }
+
+    init(stores: StoreFactory, sink: any EventSink, logger: Logger, probeKey: String) {
+        self.stores = stores
+        self.sink = sink
+        self.logger = logger
+        self.probeKey = probeKey
+    }
+
+    func client(for target: S3Destination) async -> Result<ReadyDestination, UploadError> {
+        if let error = stopped[target] { return .failure(error) }
+        let task: Task<Result<ReadyDestination, UploadError>, Never>
+        if let existing = ready[target] {
+            task = existing
+        } else {
+            let (stores, sink, logger, probeKey) = (self.stores, self.sink, self.logger, self.probeKey)
+            task = Task { await Self.connect(target, stores: stores, sink: sink, logger: logger, probeKey: probeKey) }
+            ready[target] = task
+        }
+        let result = await task.value
+        if case .failure(let error) = result { stopped[target] = error }
+        return result
+    }
+
+    func stop(_ target: S3Destination, because error: UploadError) {
+        if stopped[target] == nil { stopped[target] = error }
+    }
+
+    static func connect(
+        _ target: S3Destination, stores: StoreFactory, sink: any EventSink, logger: Logger, probeKey: String
+    ) async -> Result<ReadyDestination, UploadError> {
+        let client: any ObjectStore
+        do { client = try stores.store(target) } catch {
+            return .failure(UploadError(exitStatus: error.exitStatus, scope: .destination, message: "\(error)"))
+        }
+        do {
+            guard try await client.headBucket().exists else { return .failure(.missingBucket(target)) }
+        } catch {
+            return .failure(UploadError(error, what: "HeadBucket \(target.bucket)", target: target))
+        }
+        switch await client.probeConditionalWrites(key: probeKey) {
+        case .honoured:
+            return .success(ReadyDestination(client: client, conditionalWrites: true))
+        case .notHonoured(let reason):
+            logger.warning("conditional writes not honoured", metadata: ["bucket": "\(target.bucket)", "reason": "\(reason)"])
+            sink.emit(.upload(.conditionalWritesNotHonoured(target, reason: reason)))
+            return .success(ReadyDestination(client: client, conditionalWrites: false))
+        }
+    }
+}
