@@ -71,7 +71,9 @@ struct CardRun<Sink: EventSink> {
         }
     }
 
-    /// Tells the machine `event`, after a stop asked for since the last event.
+    /// Tells the machine `event`, after a stop asked for since the last event. Asked between
+    /// steps: ``IngestStop`` cancels the stager and stops the runner itself, at once; the
+    /// machine needs the stop only where the run decides what comes next.
     private mutating func tell(_ event: CardRunMachine.Event) -> [CardRunMachine.Action] {
         var actions: [CardRunMachine.Action] = []
         if let reason = stop.reason, reason != machine.stop { actions = machine.handle(.stopRequested(reason)) }

@@ -178,12 +178,14 @@ struct CardRunMachine: Sendable {
         case stopped
     }
 
+    /// Where the run's uploads are: `off` for a run that uploads nothing (`--no-upload`).
     private enum Uploads: Sendable, Equatable { case off, notStarted, started, finished }
+    /// What is known of the card's labels (its scene file, its device's).
     private enum Labels: Sendable, Equatable { case unread, known, problem(IngestError) }
+    /// Where the card's copy is; `running` before the scan ends is a copy started early.
     private enum Copy: Sendable, Equatable { case none, running, ended }
 
     private(set) var state = State.starting
-    /// The runner made, and its uploads not yet finished.
     private var uploads: Uploads
     /// Whether large files stream while copied once the card's labels are known.
     let streamsLargeFiles: Bool
