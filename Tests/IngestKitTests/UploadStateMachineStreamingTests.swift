@@ -202,6 +202,15 @@ extension UploadStateMachine.Action {
         #expect(machine.keyTaken(size: 10, fingerprint: nil) == [.finish(.failed(failure))], "no write, no persist")
     }
 
+    @Test func aKeyTakenByOtherBytesGoesToTheAlternativeKeyOnceForAnUploadAndACopyAlike() {
+        #expect(
+            Machine.afterKeyTaken(onAlternativeKey: false, foundSize: 3, foundFingerprint: "ab")
+                == .startAgain(.alternative(foundSize: 3, foundFingerprint: "ab")))
+        #expect(
+            Machine.afterKeyTaken(onAlternativeKey: true, foundSize: 3, foundFingerprint: nil)
+                == .finish(.failed(.keyTakenTwice(foundSize: 3, foundFingerprint: nil))))
+    }
+
     @Test func ourBytesAtTheKeyEndTheUploadWithNothingSent() throws {
         var machine = try Self.machine()
         _ = machine.start(.fresh)

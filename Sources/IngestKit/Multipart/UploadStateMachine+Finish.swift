@@ -183,13 +183,23 @@ extension UploadStateMachine {
 
     /// The key holds other bytes: to the alternative key, or failed on it already.
     mutating func moveAside(foundSize: Int64, foundFingerprint: String?) -> [Action] {
-        guard !onAlternativeKey else {
-            let failure = UploadFailure.keyTakenTwice(foundSize: foundSize, foundFingerprint: foundFingerprint)
+        let decided = Self.afterKeyTaken(onAlternativeKey: onAlternativeKey, foundSize: foundSize, foundFingerprint: foundFingerprint)
+        if case let .finish(.failed(failure)) = decided {
             state = .done(.failed(failure), uploadID: nil)
-            return [.finish(.failed(failure))]
+        } else {
+            state = .startingAgain(alternative: true)
         }
-        state = .startingAgain(alternative: true)
-        return [.startAgain(.alternative(foundSize: foundSize, foundFingerprint: foundFingerprint))]
+        return [decided]
+    }
+
+    /// What a key that holds other bytes (`foundSize` of them, with this recorded
+    /// fingerprint) decides: the file's alternative key, or, on that key already, a failure
+    /// that replaces nothing. The rule of ``keyTaken(size:fingerprint:)``, and of a
+    /// server-side copy, which has no upload of its own to drive.
+    public static func afterKeyTaken(onAlternativeKey: Bool, foundSize: Int64, foundFingerprint: String?) -> Action {
+        onAlternativeKey
+            ? .finish(.failed(.keyTakenTwice(foundSize: foundSize, foundFingerprint: foundFingerprint)))
+            : .startAgain(.alternative(foundSize: foundSize, foundFingerprint: foundFingerprint))
     }
 
     // MARK: the staged copy

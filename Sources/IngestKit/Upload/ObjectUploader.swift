@@ -123,11 +123,29 @@ struct ObjectUploader: Sendable {
 
     /// A copy's conditional write was refused (`412`): look at what holds the key.
     func afterPreconditionFailed() async -> Attempt {
-        Self.decided(by: await lookAtKey())
-            ?? .done(.failed(UploadError(
-                exitStatus: .partial, scope: .object,
-                message: "\(record.key) in \(record.target.displayName) refused the write as taken (412), then had no "
-                    + "object: another writer is at work on this key. The file stays staged; run ingest resume.")))
+        Self.decided(by: await lookAtKey()) ?? .done(.failed(refusedThenFree))
+    }
+
+    /// A conditional write was refused as taken (`412`), then the key had no object.
+    var refusedThenFree: UploadError {
+        UploadError(
+            exitStatus: .partial, scope: .object,
+            message: "\(record.key) in \(record.target.displayName) refused the write as taken (412), then had no "
+                + "object: another writer is at work on this key. The file stays staged; run ingest resume.")
+    }
+
+    /// The key holds other bytes and is the file's alternative key already: nothing replaced.
+    func keyTakenTwice(foundSize: Int64, foundFingerprint: String?) -> UploadError {
+        UploadError(
+            exitStatus: .integrity, scope: .object,
+            message: "\(record.key) in \(record.target.displayName) holds other bytes (\(foundSize) bytes, fingerprint "
+                + "\(foundFingerprint ?? "none")), and it is already the alternative key of \(record.sourceDisplay): "
+                + "nothing was replaced, the file stays staged. Find out what writes there, then run ingest resume.")
+    }
+
+    /// The key is the file's alternative key already (or the record has no content to name one).
+    var onAlternativeKey: Bool {
+        record.contentFingerprint.map { record.key.contains("~" + $0.hex) } ?? true
     }
 
     /// This upload, started again from nothing at `key`.
@@ -145,24 +163,18 @@ struct ObjectUploader: Sendable {
         return .success(next)
     }
 
-    /// The key holds other bytes: the upload goes to the alternative key, journalled first.
-    /// Fails when the key already is the alternative one (both are taken).
-    func movedAside(from head: ObjectHead) async -> Result<ObjectUploader, UploadError> {
-        let found = head.metadata[ObjectLabelKeys.fingerprint] ?? "none"
+    /// The key holds other bytes (`foundSize` of them, with this recorded fingerprint): the
+    /// upload starts again from nothing at the file's alternative key, journalled first.
+    func movedToAlternativeKey(foundSize: Int64, foundFingerprint: String?) async -> Result<ObjectUploader, UploadError> {
+        guard let fingerprint = record.contentFingerprint else {
+            return .failure(UploadError(
+                exitStatus: .software, scope: .object, message: "\(record.key) has no content fingerprint to upload under"))
+        }
         let alternative: String
-        do {
-            guard let fingerprint = record.contentFingerprint, !record.key.contains("~" + fingerprint.hex) else {
-                return .failure(UploadError(
-                    exitStatus: .integrity, scope: .object,
-                    message: "\(record.key) in \(record.target.displayName) holds other bytes (\(head.size) bytes, "
-                        + "fingerprint \(found)), and it is already the alternative key of \(record.sourceDisplay): "
-                        + "nothing was replaced, the file stays staged. Find out what writes there, then run ingest resume."))
-            }
-            alternative = try KeyTemplate.alternativeKey(record.key, fingerprint: fingerprint)
-        } catch {
+        do { alternative = try KeyTemplate.alternativeKey(record.key, fingerprint: fingerprint) } catch {
             return .failure(UploadError(exitStatus: .dataError, scope: .object, message: "\(error)"))
         }
-        sink.emit(.upload(.keyTaken(record, newKey: alternative, foundSize: head.size, foundFingerprint: found)))
+        sink.emit(.upload(.keyTaken(record, newKey: alternative, foundSize: foundSize, foundFingerprint: foundFingerprint ?? "none")))
         return await restarted(atKey: alternative)
     }
 

@@ -83,7 +83,7 @@ struct UploadRun {
             configuration: .init(
                 maxRestarts: uploader.settings.maxRestarts, partsInFlight: uploader.settings.partsInFlight,
                 conditionalWrites: uploader.conditionalWrites),
-            onAlternativeKey: record.key.contains("~" + fingerprint.hex))
+            onAlternativeKey: uploader.onAlternativeKey)
         var run = UploadRun(
             uploader: uploader, plan: plan,
             sender: ObjectUploader.PartSender(uploader: uploader, checksums: record.checksum == .crc32c ? checksums : nil),
@@ -342,19 +342,14 @@ struct UploadRun {
 
     /// Journals the upload as started again from nothing, at its key or its alternative key.
     private mutating func startAgain(_ choice: UploadStateMachine.KeyChoice) async -> Step {
-        var key = record.key
-        if case let .alternative(foundSize, foundFingerprint) = choice {
-            guard let fingerprint = record.contentFingerprint else {
-                return ownerFailed(UploadError(
-                    exitStatus: .software, scope: .object, message: "\(record.key) has no content fingerprint to upload under"))
-            }
-            do { key = try KeyTemplate.alternativeKey(record.key, fingerprint: fingerprint) } catch {
-                return ownerFailed(UploadError(exitStatus: .dataError, scope: .object, message: "\(error)"))
-            }
-            uploader.sink.emit(.upload(.keyTaken(
-                record, newKey: key, foundSize: foundSize, foundFingerprint: foundFingerprint ?? "none")))
+        let moved: Result<ObjectUploader, UploadError>
+        switch choice {
+        case .same:
+            moved = await uploader.restarted(atKey: record.key)
+        case let .alternative(foundSize, foundFingerprint):
+            moved = await uploader.movedToAlternativeKey(foundSize: foundSize, foundFingerprint: foundFingerprint)
         }
-        switch await uploader.restarted(atKey: key) {
+        switch moved {
         case .success(let moved):
             uploader = moved
             sender = ObjectUploader.PartSender(uploader: moved, checksums: sender.checksums)
@@ -480,7 +475,6 @@ struct UploadRun {
 
     /// The machine's reason, with the server's or the performer's words where they go with it.
     private func error(_ failure: UploadFailure) -> UploadError {
-        let target = record.target.displayName
         switch failure {
         case .requestFailed, .ownerFailed, .stagedCopy(.unreadable):
             return cause ?? UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(failure)")
@@ -489,16 +483,9 @@ struct UploadRun {
         case .verificationFailed, .digestMismatch:
             return UploadError(exitStatus: .integrity, scope: .object, message: "\(record.key): \(failure)")
         case let .keyTakenTwice(size, found):
-            return UploadError(
-                exitStatus: .integrity, scope: .object,
-                message: "\(record.key) in \(target) holds other bytes (\(size) bytes, fingerprint \(found ?? "none")), and it "
-                    + "is already the alternative key of \(record.sourceDisplay): nothing was replaced, the file stays "
-                    + "staged. Find out what writes there, then run ingest resume.")
+            return uploader.keyTakenTwice(foundSize: size, foundFingerprint: found)
         case .refusedThenFree:
-            return UploadError(
-                exitStatus: .partial, scope: .object,
-                message: "\(record.key) in \(target) refused the write as taken (412), then had no object: another writer "
-                    + "is at work on this key. The file stays staged; run ingest resume.")
+            return uploader.refusedThenFree
         case .stagedCopy(let trouble):
             let what = if case .refusedByServer(let part?) = trouble { "part \(part)" } else { "the object" }
             return UploadError(
