@@ -36,7 +36,7 @@ import Testing
             hooks: FaultHooks(), stop: StopFlag(), releases: nil, conditionalWrites: bench.store.honoursConditionalWrites)
         uploader.singleCopyLimit = singleCopyLimit
         uploader.copyPartSize = partSize
-        return await uploader.copy(from: source)
+        return await UploadRun.copy(uploader, from: source)
     }
 
     @Test func aSecondFileOfAKnownContentIsPlannedAsACopyAtItsOwnKey() async throws {

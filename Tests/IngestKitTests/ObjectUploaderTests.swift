@@ -83,7 +83,7 @@ import Testing
                 limiter: TransferLimiter(maxRequests: 4, maxBytes: 1 << 30), settings: settings, sink: DiscardingSink(),
                 hooks: FaultHooks(), stop: StopFlag(), releases: nil,
                 conditionalWrites: store.honoursConditionalWrites, verified: verified)
-            return await uploader.run(parts: parts, resumed: resumed, checksums: nil, confirming: confirming)
+            return await UploadRun.upload(uploader, parts: parts, resumed: resumed, checksums: nil, confirming: confirming)
         }
 
         /// The bucket holds the file's bytes at `key`, with its fingerprint.

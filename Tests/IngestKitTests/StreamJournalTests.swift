@@ -95,14 +95,31 @@ import Testing
 
 /// A resume keeps a journalled part only when its digest is the staged copy's for its range.
 @Suite struct ResumedPartsTests {
-    @Test func aJournalledPartSentFromOtherBytesThanTheStagedCopyIsSentAgain() {
-        let checksums = PartChecksums(partSize: 8 << 20, crc32c: [11, 22, 33])
+    /// A machine resumed from three journalled parts of 8 MiB, part 2 sent from other bytes.
+    static func resumed() throws -> UploadStateMachine {
+        let plan = try PartPlan.recorded(fileSize: 24 << 20, partSize: 8 << 20)
         let parts = [1, 2, 3].map { number in
-            UploadPartRecord(
-                upload: "u", number: number, etag: "e\(number)", size: 8 << 20,
+            UploadStateMachine.AcknowledgedPart(
+                number: number, etag: "e\(number)", size: 8 << 20,
                 digest: PartDigest(crc32c: number == 2 ? 99 : UInt32(11 * number)).journalText)
         }
-        #expect(ObjectUploader.parts(parts, matching: checksums).map(\.number) == [1, 3])
-        #expect(ObjectUploader.parts(parts, matching: nil).map(\.number) == [1, 2, 3], "nothing to compare with: kept")
+        return UploadStateMachine(resuming: .init(
+            logicalUploadID: "u", file: "/staging/f", fingerprint: Fingerprint(high: 1, low: 2), plan: plan, phase: .uploading,
+            uploadID: "U1", parts: parts, restartCount: 0, failure: nil))
+    }
+
+    @Test func aJournalledPartSentFromOtherBytesThanTheStagedCopyIsSentAgain() throws {
+        var machine = try Self.resumed()
+        #expect(machine.start(.resumed) == [.checkStagedCopy])
+        let actions = machine.stagedCopyChecked(PartChecksums(partSize: 8 << 20, crc32c: [11, 22, 33]))
+        #expect(actions == [.listParts(uploadID: "U1")])
+        #expect(machine.acknowledgedParts.map(\.number) == [1, 3])
+    }
+
+    @Test func withNoChecksumsToCompareWithEveryJournalledPartIsKept() throws {
+        var machine = try Self.resumed()
+        _ = machine.start(.resumed)
+        _ = machine.stagedCopyChecked(nil)
+        #expect(machine.acknowledgedParts.map(\.number) == [1, 2, 3], "nothing to compare with: kept")
     }
 }

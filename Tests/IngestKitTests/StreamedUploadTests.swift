@@ -153,7 +153,7 @@ import Testing
                 record: record, client: store, journal: journal, stagedPath: stagedPath,
                 limiter: TransferLimiter(maxRequests: 4, maxBytes: 1 << 30), settings: settings, sink: DiscardingSink(),
                 hooks: FaultHooks(), stop: StopFlag(), releases: nil, conditionalWrites: true)
-            return await uploader.run(parts: parts, resumed: false, checksums: record.partChecksums)
+            return await UploadRun.upload(uploader, parts: parts, resumed: false, checksums: record.partChecksums)
         }
     }
 

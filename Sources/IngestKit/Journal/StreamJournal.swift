@@ -1,8 +1,8 @@
 import Foundation
 import GRDB
 
-/// A multipart upload a large file's parts go to while the file is copied (the pipeline's
-/// `PartStreamer`), before the file is staged and its content known: journalled when the
+/// A multipart upload a large file's parts go to while the file is copied (`StreamRun`, the
+/// streaming phase of ``UploadStateMachine``), before the file is staged and its content known: journalled when the
 /// server creates it, before its first part is sent, with each part as it is acknowledged.
 ///
 /// A stream ends in the claim of its file, which adopts it as the content's upload in the

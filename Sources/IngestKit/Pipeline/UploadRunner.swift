@@ -278,12 +278,13 @@ public final class UploadRunner: Sendable {
         let result: UploadResult
         if fresh.isCopy {
             switch await content(of: fresh) {
-            case .success(let source): result = await uploader.copy(from: source)
+            case .success(let source): result = await UploadRun.copy(uploader, from: source)
             case .failure(let error): result = await uploader.conclude(.failed(error))
             }
         } else {
             let confirming = job.confirming && !fresh.isPending
-            result = await uploader.run(parts: parts, resumed: job.resumed, checksums: job.checksums, confirming: confirming)
+            result = await UploadRun.upload(
+                uploader, parts: parts, resumed: job.resumed, checksums: job.checksums, confirming: confirming)
         }
         switch result {
         case .uploaded(let alreadyThere):

@@ -3,8 +3,9 @@ import Foundation
 /// A file whose content another file sent to the bucket gets its own object by a copy the
 /// server makes (``UploadRecord/copyKey``): no byte of the content crosses the network again.
 extension ObjectUploader {
-    /// Makes this copy's object from `source`, the verified upload of its content, then
-    /// verifies it as any object: size and recorded fingerprint, by `HEAD`.
+    /// One attempt at making this copy's object at the record's key from `source`, the
+    /// verified upload of its content (``UploadRun/copy(_:from:)`` drives the attempts),
+    /// then verifies it as any object: size and recorded fingerprint, by `HEAD`.
     ///
     /// The source is looked at first (size and recorded fingerprint), and copied only while
     /// its ETag is the one seen (`x-amz-copy-source-if-match`): the copy's metadata is the
@@ -19,22 +20,7 @@ extension ObjectUploader {
     /// alternative key. An empty file is one empty `PutObject` rather than a copy.
     ///
     /// A copy has nothing on the server to resume: an unfinished one starts again.
-    func copy(from source: UploadRecord) async -> UploadResult {
-        var copier = self
-        while true {
-            switch await copier.copyOnce(from: source) {
-            case .done(let result):
-                return await copier.conclude(result)
-            case .keyTaken(let head):
-                switch await copier.movedAside(from: head) {
-                case .success(let moved): copier = moved
-                case .failure(let error): return await copier.conclude(.failed(error))
-                }
-            }
-        }
-    }
-
-    private func copyOnce(from source: UploadRecord) async -> Attempt {
+    func copyOnce(from source: UploadRecord) async -> Attempt {
         if let decided = Self.decided(by: await lookAtKey()) { return decided }
         let condition = conditionalWrites ? [SigV4Header.ifNoneMatchAny] : []
         do {

@@ -13,14 +13,10 @@ public enum UploadResult: Sendable, Equatable {
     case interrupted
 }
 
-/// Runs one upload to its end, multipart or a single `PutObject`, as ``UploadStateMachine``
-/// drives it (``UploadRun`` performs its actions); then records the outcome in the journal.
-///
-/// The state machine decides; this type performs. Actions are performed in the order the
-/// machine gives them and each `persist` is committed before the next action, so the
-/// journal is never ahead of the server. Parts go out concurrently, within the machine's
-/// window and the process-wide ``TransferLimiter``; their answers come back through a task
-/// group and are fed to the machine one at a time.
+/// What one upload does to the bucket, the journal and the staged copy: each request, journal
+/// write and read of the copy an upload's actions call for, performed and its result
+/// returned. It decides nothing and drives nothing: ``UploadRun`` carries the actions of
+/// ``UploadStateMachine`` here and the results back, and calls ``conclude(_:)`` with the end.
 struct ObjectUploader: Sendable {
     private(set) var record: UploadRecord
     let client: any ObjectStore
@@ -48,98 +44,6 @@ struct ObjectUploader: Sendable {
     var singleCopyLimit = S3UploadLimits.maxSingleCopySize
     /// 1 GiB: 5 TiB, the largest object, in 5,120 parts, within S3's 10,000.
     var copyPartSize = S3UploadLimits.gibibyte
-
-    /// Uploads, or resumes from `parts` (the journal's acknowledged parts). `resumed`: the
-    /// upload was started by an earlier process, so the staged copy is checked against its
-    /// fingerprint before a byte of it is sent. `checksums`: the parts' CRC32Cs computed
-    /// when the card was read, if the stager computed them. `confirming`: the journal says
-    /// the object is in the bucket (content dedupe), so it is looked at before that is
-    /// believed: missing, or holding other bytes, the content is uploaded again.
-    ///
-    /// No object is ever replaced: a key that holds other bytes sends the file to its
-    /// ``KeyTemplate/alternativeKey(_:fingerprint:)``, and if that is taken too the file
-    /// fails and stays staged.
-    func run(parts: [UploadPartRecord], resumed: Bool, checksums: PartChecksums?, confirming: Bool = false) async
-        -> UploadResult
-    {
-        var checksums = checksums
-        var parts = parts
-        if resumed {
-            sink.emit(.upload(.resuming(record, acknowledgedBytes: parts.reduce(0) { $0 + $1.size })))
-            switch await checkStagedCopy() {
-            case .success(let computed):
-                checksums = computed
-                parts = Self.parts(parts, matching: computed)
-            case .failure(let problem): return await conclude(await handle(problem))
-            }
-        } else if !confirming {
-            sink.emit(.upload(.preparing(record)))
-            hooks.damage(stagedCopy: stagedPath)
-        }
-        var uploader = self
-        if confirming {
-            switch await lookAtKey() {
-            case .failure(let error): return await conclude(.failed(error))
-            case .success(.ours): return await conclude(.uploaded(alreadyThere: true))
-            case .success(.free):
-                switch await restarted(atKey: record.key) {
-                case .success(let again): uploader = again
-                case .failure(let error): return await conclude(.failed(error))
-                }
-                parts = []
-            case .success(.taken(let head)):
-                switch await movedAside(from: head) {
-                case .success(let moved): uploader = moved
-                case .failure(let error): return await conclude(.failed(error))
-                }
-                parts = []
-            }
-        }
-        while true {
-            switch await uploader.upload(parts: parts, checksums: checksums) {
-            case .done(let result):
-                return await uploader.conclude(result)
-            case .keyTaken(let head):
-                switch await uploader.movedAside(from: head) {
-                case .success(let moved): uploader = moved
-                case .failure(let error): return await uploader.conclude(.failed(error))
-                }
-                parts = []
-            }
-        }
-    }
-
-    /// The journalled parts whose digest is the staged copy's for their range: a part sent
-    /// from other bytes (a stream adopted after a kill, of a file staged afresh since) is
-    /// sent again rather than completed into the object.
-    static func parts(_ parts: [UploadPartRecord], matching checksums: PartChecksums?) -> [UploadPartRecord] {
-        guard let checksums else { return parts }
-        return parts.filter { part in
-            guard let journalled = part.digest, let staged = checksums.digest(ofPart: part.number, partSize: checksums.partSize)
-            else { return true }
-            return staged.journalText == journalled
-        }
-    }
-
-    /// How one attempt at the record's key ended.
-    enum Attempt: Sendable {
-        case done(UploadResult)
-        /// The key holds an object with other bytes (found by `HEAD`, or by a `412`).
-        case keyTaken(ObjectHead)
-    }
-
-    private func upload(parts: [UploadPartRecord], checksums: PartChecksums?) async -> Attempt {
-        // Nothing on the server yet: look at the key first where the write itself would not
-        // find it taken in time: before a multipart upload's parts are sent, and on a server
-        // that ignores If-None-Match.
-        if record.phase == .created, record.uploadID == nil, record.partSize != nil || !conditionalWrites,
-            let decided = Self.decided(by: await lookAtKey())
-        {
-            return decided
-        }
-        let sender = PartSender(uploader: self, checksums: record.checksum == .crc32c ? checksums : nil)
-        return await UploadRun.start(self, parts: parts, sender: sender)
-    }
 
     // MARK: the key
 
@@ -179,6 +83,20 @@ struct ObjectUploader: Sendable {
         return .success(.taken(head))
     }
 
+    /// The fingerprint of an object whose parts were sent while its file was read (see
+    /// ``UploadRecord/fingerprintGoesInTag``): its `xxh128` tag. An object of our size
+    /// without one is given it when it is proven ours: the server's digest of it is the
+    /// one our parts make (their CRC32Cs come from the same read of the card as the
+    /// fingerprint), or our `Complete` has just written it where the key was free
+    /// (``UploadStateMachine/isConfirmingCompletion``). This is also what a run killed between the
+    /// `Complete` and the tagging finds on resume.
+    func taggedFingerprint(of head: ObjectHead, provenOurs: Bool) async throws(S3ClientError) -> String? {
+        if let tagged = try await client.recordedFingerprint(of: head, key: record.key) { return tagged }
+        guard provenOurs, head.size == record.size else { return nil }
+        try await tagFingerprint()
+        return record.fingerprint
+    }
+
     /// Adds the `xxh128` tag to the object's tags (``UploadRecord/fingerprintGoesInTag``).
     func tagFingerprint() async throws(S3ClientError) {
         var tags = record.objectTags
@@ -186,7 +104,14 @@ struct ObjectUploader: Sendable {
         try await client.putObjectTagging(key: record.key, tags: tags)
     }
 
-    /// What a look at the key decides before a write: nil when the key is free to write.
+    /// How one attempt at a copy (``copyOnce(from:)``) ended.
+    enum Attempt: Sendable {
+        case done(UploadResult)
+        /// The key holds an object with other bytes (found by `HEAD`, or by a `412`).
+        case keyTaken(ObjectHead)
+    }
+
+    /// What a look at the key decides before a copy's write: nil when the key is free to write.
     static func decided(by look: Result<KeyState, UploadError>) -> Attempt? {
         switch look {
         case .failure(let error): .done(.failed(error))
@@ -196,15 +121,31 @@ struct ObjectUploader: Sendable {
         }
     }
 
-    /// A conditional write was refused (`412`): look at what holds the key. `parts`: what
-    /// the refused `Complete`'s parts add up to (an earlier attempt may have completed it).
-    func afterPreconditionFailed(uploadID: String? = nil, parts: WholeObjectDigest? = nil) async -> Attempt {
-        if let uploadID { try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID) }
-        return Self.decided(by: await lookAtKey(completedFrom: parts))
-            ?? .done(.failed(UploadError(
-                exitStatus: .partial, scope: .object,
-                message: "\(record.key) in \(record.target.displayName) refused the write as taken (412), then had no "
-                    + "object: another writer is at work on this key. The file stays staged; run ingest resume.")))
+    /// A copy's conditional write was refused (`412`): look at what holds the key.
+    func afterPreconditionFailed() async -> Attempt {
+        Self.decided(by: await lookAtKey()) ?? .done(.failed(refusedThenFree))
+    }
+
+    /// A conditional write was refused as taken (`412`), then the key had no object.
+    var refusedThenFree: UploadError {
+        UploadError(
+            exitStatus: .partial, scope: .object,
+            message: "\(record.key) in \(record.target.displayName) refused the write as taken (412), then had no "
+                + "object: another writer is at work on this key. The file stays staged; run ingest resume.")
+    }
+
+    /// The key holds other bytes and is the file's alternative key already: nothing replaced.
+    func keyTakenTwice(foundSize: Int64, foundFingerprint: String?) -> UploadError {
+        UploadError(
+            exitStatus: .integrity, scope: .object,
+            message: "\(record.key) in \(record.target.displayName) holds other bytes (\(foundSize) bytes, fingerprint "
+                + "\(foundFingerprint ?? "none")), and it is already the alternative key of \(record.sourceDisplay): "
+                + "nothing was replaced, the file stays staged. Find out what writes there, then run ingest resume.")
+    }
+
+    /// The key is the file's alternative key already (or the record has no content to name one).
+    var onAlternativeKey: Bool {
+        record.contentFingerprint.map { record.key.contains("~" + $0.hex) } ?? true
     }
 
     /// This upload, started again from nothing at `key`.
@@ -222,44 +163,35 @@ struct ObjectUploader: Sendable {
         return .success(next)
     }
 
-    /// The key holds other bytes: the upload goes to the alternative key, journalled first.
-    /// Fails when the key already is the alternative one (both are taken).
-    func movedAside(from head: ObjectHead) async -> Result<ObjectUploader, UploadError> {
-        let found = head.metadata[ObjectLabelKeys.fingerprint] ?? "none"
+    /// The key holds other bytes (`foundSize` of them, with this recorded fingerprint): the
+    /// upload starts again from nothing at the file's alternative key, journalled first.
+    func movedToAlternativeKey(foundSize: Int64, foundFingerprint: String?) async -> Result<ObjectUploader, UploadError> {
+        guard let fingerprint = record.contentFingerprint else {
+            return .failure(UploadError(
+                exitStatus: .software, scope: .object, message: "\(record.key) has no content fingerprint to upload under"))
+        }
         let alternative: String
-        do {
-            guard let fingerprint = record.contentFingerprint, !record.key.contains("~" + fingerprint.hex) else {
-                return .failure(UploadError(
-                    exitStatus: .integrity, scope: .object,
-                    message: "\(record.key) in \(record.target.displayName) holds other bytes (\(head.size) bytes, "
-                        + "fingerprint \(found)), and it is already the alternative key of \(record.sourceDisplay): "
-                        + "nothing was replaced, the file stays staged. Find out what writes there, then run ingest resume."))
-            }
-            alternative = try KeyTemplate.alternativeKey(record.key, fingerprint: fingerprint)
-        } catch {
+        do { alternative = try KeyTemplate.alternativeKey(record.key, fingerprint: fingerprint) } catch {
             return .failure(UploadError(exitStatus: .dataError, scope: .object, message: "\(error)"))
         }
-        sink.emit(.upload(.keyTaken(record, newKey: alternative, foundSize: head.size, foundFingerprint: found)))
+        sink.emit(.upload(.keyTaken(record, newKey: alternative, foundSize: foundSize, foundFingerprint: foundFingerprint ?? "none")))
         return await restarted(atKey: alternative)
     }
 
     // MARK: the staged copy
 
-    /// What is wrong with a staged copy.
+    /// What is wrong with a staged copy, re-read.
     enum StagedCopyProblem: Error {
         /// Reading it failed: gone (`ENOENT`), or a trouble that may pass (`EMFILE`,
         /// `ENOMEM`, `EIO` of a busy disk).
         case unreadable(SystemError)
         /// Re-read, it hashes to another fingerprint: proven wrong.
         case changed(found: Fingerprint)
-        /// The server found a part (or the object) does not match the CRC32C computed from
-        /// the card's bytes, twice: the copy or the way to the server changed the bytes.
-        case refusedByServer(part: Int?)
     }
 
     /// Reads the staged copy once: checks its fingerprint and, in the same pass, computes its
     /// parts' CRC32Cs.
-    private func checkStagedCopy() async -> Result<PartChecksums?, StagedCopyProblem> {
+    func checkStagedCopy() async -> Result<PartChecksums?, StagedCopyProblem> {
         let path = stagedPath
         let checksummer = record.checksum == .crc32c ? PartChecksummer(partSize: record.partSize) : nil
         let found = await BlockingWorkers.shared.run { () -> Result<(Fingerprint, PartChecksums?), SystemError> in
@@ -275,142 +207,36 @@ struct ObjectUploader: Sendable {
         }
     }
 
-    /// A staged copy may be the only copy left once the card is formatted, so it is given up
-    /// only when proven wrong: re-read, it hashes to another fingerprint. Then it is moved
-    /// aside (never uploaded, never deleted by ingest), the server's upload is aborted and
-    /// the files go back to pending, so the next ingest of the card copies them afresh. A
-    /// copy that cannot be read now, or that still hashes right after the server refused its
-    /// bytes, is kept and tried again on the next run; the failure is counted, and
-    /// quarantines the upload after `upload.quarantine_after` runs in a row.
-    func handle(_ problem: StagedCopyProblem) async -> UploadResult {
-        switch problem {
-        case .unreadable(let error) where error.errno == ENOENT:
-            // Gone is no error when the object is there: a run cut off after its upload
-            // verified may have lost the journal's word of it, not the object.
-            if case .success(.ours) = await lookAtKey() { return .uploaded(alreadyThere: true) }
-            return await restage(
-                because: "the staged copy \(stagedPath) is gone and \(record.key) is not in \(record.target.displayName)",
-                movedTo: nil, exitStatus: .partial)
-        case .unreadable(let error):
-            return .failed(UploadError(
-                exitStatus: .cantCreate, scope: .object,
-                message: "the staged copy \(stagedPath) cannot be read now (\(error)); it is kept, and the upload is "
-                    + "tried again on the next run (ingest resume). Check the staging disk if this repeats."))
+    /// The staged copy is not there to upload from (``UploadStateMachine/Action/restage(_:uploadID:)``):
+    /// the server's upload `uploadID` is aborted, a changed copy is moved aside (never
+    /// uploaded, never deleted by ingest), and the files go back to pending, so the next
+    /// ingest of the card copies them afresh. Returns what to report: `.integrity` when the
+    /// copy was proven wrong, `.partial` when it is only missing (the files need their card
+    /// again); fails with the journal's error.
+    func restage(_ trouble: UploadStateMachine.StagedCopyTrouble, uploadID: String?) async -> Result<UploadError, UploadError> {
+        let problem: String
+        var aside: String?
+        let exitStatus: ExitStatus
+        switch trouble {
         case .changed(let found):
-            let aside = StagingArea.moveAside(stagedPath)
-            return await restage(
-                because: "the staged copy \(stagedPath) no longer has its fingerprint (it reads as \(found.hex), "
-                    + "the card's bytes made \(record.fingerprint))", movedTo: aside, exitStatus: .integrity)
-        case .refusedByServer(let part):
-            let what = part.map { "part \($0)" } ?? "the object"
-            switch await checkStagedCopy() {
-            case .success:
-                return .failed(UploadError(
-                    exitStatus: .integrity, scope: .object,
-                    message: "the server found \(what) of \(record.key) does not match the CRC32C of the card's bytes, "
-                        + "twice, yet the staged copy \(stagedPath) still has its fingerprint: the bytes changed on the "
-                        + "way (a proxy, the network, the server). The copy is kept and the upload resumes on the next run."))
-            case .failure(let problem):
-                if case .refusedByServer = problem { preconditionFailure("a check of the copy sends nothing") }
-                return await handle(problem)
-            }
+            aside = StagingArea.moveAside(stagedPath)
+            problem = "the staged copy \(stagedPath) no longer has its fingerprint (it reads as \(found.hex), "
+                + "the card's bytes made \(record.fingerprint))"
+            exitStatus = .integrity
+        case .gone, .unreadable, .refusedByServer:
+            problem = "the staged copy \(stagedPath) is gone and \(record.key) is not in \(record.target.displayName)"
+            exitStatus = .partial
         }
-    }
-
-    /// The copy is not there to upload from: the server's upload is aborted, and the files
-    /// go back to pending so the next ingest of the card copies them again. `exitStatus`:
-    /// `.integrity` when the copy was proven wrong, `.partial` when it is only missing (the
-    /// files need their card again).
-    private func restage(because problem: String, movedTo aside: String?, exitStatus: ExitStatus) async -> UploadResult {
-        if let uploadID = record.uploadID {
+        if let uploadID {
             try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID)
         }
         let kept = aside.map { " The copy was moved to \($0), kept for inspection: delete it when done." } ?? ""
         let message = "\(problem). The upload was dropped and the file is pending again: "
             + "ingest the card again to copy it afresh.\(kept)"
         do { try await journal.restage(uploadID: record.id, reason: message) } catch {
-            return .failed(.journal(error))
+            return .failure(.journal(error))
         }
-        return .failed(UploadError(exitStatus: exitStatus, scope: .object, message: message))
-    }
-
-    // MARK: sending
-
-    /// The digests parts go out with: the card's CRC32Cs when the stager (or the check
-    /// before a resume) computed them for this cut, otherwise computed from the staged copy:
-    /// from `bytes` when the body is in memory already, else read from the disk.
-    struct PartSender: Sendable {
-        let uploader: ObjectUploader
-        let checksums: PartChecksums?
-
-        /// The digest of part `number` at `range`, and whether it comes from the card's bytes.
-        func digest(
-            ofPart number: Int, range: (offset: Int64, length: Int64), bytes: [UInt8]? = nil
-        ) async -> Result<(PartDigest, Bool), SystemError> {
-            if let known = checksums?.digest(ofPart: number, partSize: uploader.record.partSize) { return .success((known, true)) }
-            if let bytes { return .success((PartDigest.compute(uploader.record.checksum, bytes: bytes), false)) }
-            return await ObjectUploader.digest(
-                uploader.record.checksum, path: uploader.stagedPath, offset: range.offset, length: range.length
-            ).map { ($0, false) }
-        }
-    }
-
-    /// The body of `range` of the staged copy. A small one (``smallCopyLimit``) is read into
-    /// memory here, on the calling task: one `pread` of a copy the page cache holds (it was
-    /// staged through it), where streaming it cost a hand-over to a read-ahead thread and a
-    /// wake-up of the transport's. It holds no more than its own buffer would have, and the
-    /// files uploading at once bound how many there are. A larger one streams from the disk
-    /// as it is sent.
-    func body(of range: (offset: Int64, length: Int64)) -> Result<HTTPBody, SystemError> {
-        guard range.length <= smallCopyLimit else {
-            return .success(.file(path: stagedPath, offset: range.offset, length: range.length))
-        }
-        return Result { () throws(SystemError) -> HTTPBody in
-            let file = try FileDescriptor(path: stagedPath, flags: O_RDONLY)
-            // Read into uninitialised memory: zeroing it first cost as much as the copy.
-            var failure: SystemError?
-            let bytes = [UInt8](unsafeUninitializedCapacity: Int(range.length)) { buffer, count in
-                do throws(SystemError) {
-                    count = try file.read(into: UnsafeMutableRawBufferPointer(buffer), at: range.offset, path: stagedPath)
-                } catch {
-                    failure = error
-                }
-            }
-            if let failure { throw failure }
-            // Shorter than planned: the copy was cut since it was staged.
-            guard bytes.count == range.length else { throw SystemError(call: "pread", errno: EIO, path: stagedPath) }
-            return .bytes(bytes)
-        }
-    }
-
-    /// `UNSIGNED-PAYLOAD` where TLS (or the loopback) protects the body; its SHA-256 over
-    /// plain HTTP to another host, or with `[upload] sign_payloads` (``PayloadHash``): from
-    /// `bytes` when the body is in memory already, else read from the staged copy.
-    func bodyHash(of range: (offset: Int64, length: Int64), bytes: [UInt8]? = nil) async -> Result<PayloadHash, SystemError> {
-        let signed = settings.signPayloads || client.bodiesCrossPlainHTTP
-        if let bytes { return .success(signed ? PayloadHash(sha256Of: bytes) : .unsigned) }
-        return await Self.bodyHash(path: stagedPath, range: range, signed: signed)
-    }
-
-    /// ``bodyHash(of:)`` of a range of the file at `path`: its SHA-256 when `signed`, read on a
-    /// blocking worker, else `UNSIGNED-PAYLOAD`.
-    static func bodyHash(
-        path: String, range: (offset: Int64, length: Int64), signed: Bool
-    ) async -> Result<PayloadHash, SystemError> {
-        guard signed else { return .success(.unsigned) }
-        return await BlockingWorkers.shared.run { () -> Result<PayloadHash, SystemError> in
-            Result { () throws(SystemError) in try PayloadHash.ofFile(path: path, offset: range.offset, length: range.length) }
-        }
-    }
-
-    static func digest(
-        _ algorithm: PartDigestAlgorithm, path: String, offset: Int64, length: Int64
-    ) async -> Result<PartDigest, SystemError> {
-        await BlockingWorkers.shared.run { () -> Result<PartDigest, SystemError> in
-            Result { () throws(SystemError) -> PartDigest in
-                try PartDigest.compute(algorithm, path: path, offset: offset, length: length)
-            }
-        }
+        return .success(UploadError(exitStatus: exitStatus, scope: .object, message: message))
     }
 
     // MARK: the end

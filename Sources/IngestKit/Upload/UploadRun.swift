@@ -1,53 +1,78 @@
-/// One attempt at an upload, multipart or single PUT: ``UploadStateMachine`` decides, this
-/// performs, with one method per action the machine can ask for and one for each answer a
-/// part can bring.
+import Glibc
+
+/// One upload, multipart or single PUT, driven to its end: ``UploadStateMachine`` decides,
+/// ``ObjectUploader`` performs, and this loop carries each action from the one to the other
+/// and each result back as the next event. It decides nothing: the key found taken and the
+/// alternative key, the object found already there, restarts, a staged copy found gone or
+/// changed, a stop, and every way the upload ends are the machine's.
 ///
 /// Actions are performed in the order the machine gives them, and each `persist` is committed
-/// before the next, so the journal is never ahead of the server. Parts go out concurrently,
-/// within the machine's window and the process-wide ``TransferLimiter``, as child tasks of one
-/// task group; their answers are fed to the machine one at a time.
+/// before the next, so the journal is never ahead of the server; an action that fails is
+/// reported to the machine, whose answer replaces the actions queued after it. Parts go out
+/// concurrently, within the machine's window and the process-wide ``TransferLimiter``, as
+/// child tasks of one task group; their answers are fed to the machine one at a time.
 struct UploadRun {
     /// What a part's task brings back.
     enum PartAnswer: Sendable {
         case acknowledged(uploadID: String, number: Int, etag: String, digest: PartDigest)
         case failed(uploadID: String, number: Int, error: S3ClientError)
-        case unreadable(SystemError)
+        case unreadable(uploadID: String, number: Int, SystemError)
         /// The server found the part's bytes do not match the CRC32C the card's bytes made.
-        case damaged(number: Int)
+        case damaged(uploadID: String, number: Int)
         /// The process was asked to stop before the part left.
         case notSent
     }
 
-    /// After an action or an answer: more for the machine to do, or the attempt's end.
+    /// After an action: more for the machine to do, the machine's answer to a failure (which
+    /// replaces what was queued), or the upload's end.
     private enum Step {
         case more([UploadStateMachine.Action])
-        case end(ObjectUploader.Attempt)
+        case instead([UploadStateMachine.Action])
+        case end(UploadResult)
     }
 
-    private let uploader: ObjectUploader
+    /// The performer; its record changes when the upload starts again at another key.
+    private var uploader: ObjectUploader
     private let plan: PartPlan
-    private let sender: ObjectUploader.PartSender
+    private var sender: ObjectUploader.PartSender
     private var machine: UploadStateMachine
     /// The parts as the journal has them, to write each persist as a difference.
     private var journalled: [Int: UploadStateMachine.AcknowledgedPart]
-    /// The server's words for the request that ended the upload, to go with the machine's.
+    /// The words that go with the machine's failure: the server's for the request that ended
+    /// the upload, or the performer's for what it could not do.
     private var cause: UploadError?
 
     private var record: UploadRecord { uploader.record }
     private var client: any ObjectStore { uploader.client }
 
-    /// Runs the upload of `uploader`'s record from the journal's `parts`, cut as the record
-    /// says (a part size, or none for a single PUT).
-    static func start(
-        _ uploader: ObjectUploader, parts: [UploadPartRecord], sender: ObjectUploader.PartSender
-    ) async -> ObjectUploader.Attempt {
+    /// Uploads `uploader`'s record, or resumes it from `parts` (the journal's acknowledged
+    /// parts), then records the outcome in the journal. `resumed`: an earlier process
+    /// started it, so the staged copy is checked against its fingerprint before a byte of it
+    /// is sent. `checksums`: the parts' CRC32Cs computed when the card was read, if the
+    /// stager computed them. `confirming`: the journal says the object is in the bucket
+    /// (content dedupe), so it is looked at before that is believed: missing, or holding
+    /// other bytes, the content is uploaded again.
+    ///
+    /// No object is ever replaced: a key that holds other bytes sends the file to its
+    /// ``KeyTemplate/alternativeKey(_:fingerprint:)``, and if that is taken too the file
+    /// fails and stays staged.
+    static func upload(
+        _ uploader: ObjectUploader, parts: [UploadPartRecord], resumed: Bool, checksums: PartChecksums?,
+        confirming: Bool = false
+    ) async -> UploadResult {
         let record = uploader.record
+        if resumed {
+            uploader.sink.emit(.upload(.resuming(record, acknowledgedBytes: parts.reduce(0) { $0 + $1.size })))
+        } else if !confirming {
+            uploader.sink.emit(.upload(.preparing(record)))
+            uploader.hooks.damage(stagedCopy: uploader.stagedPath)
+        }
         let plan: PartPlan
         do { plan = try PartPlan.recorded(fileSize: record.size, partSize: record.partSize) } catch {
-            return .done(.failed(UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(error)")))
+            return await uploader.conclude(.failed(UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(error)")))
         }
         guard let fingerprint = record.contentFingerprint else {
-            return .done(.failed(UploadError(
+            return await uploader.conclude(.failed(UploadError(
                 exitStatus: .software, scope: .object, message: "\(record.key) has no content fingerprint to upload under")))
         }
         let machine = UploadStateMachine(
@@ -55,11 +80,15 @@ struct UploadRun {
                 logicalUploadID: record.id, file: uploader.stagedPath, fingerprint: fingerprint, plan: plan,
                 phase: record.phase, uploadID: record.uploadID, parts: parts.map(\.acknowledged),
                 restartCount: record.restartCount, failure: nil),
-            configuration: .init(maxRestarts: uploader.settings.maxRestarts, partsInFlight: uploader.settings.partsInFlight))
+            configuration: .init(
+                maxRestarts: uploader.settings.maxRestarts, partsInFlight: uploader.settings.partsInFlight,
+                conditionalWrites: uploader.conditionalWrites),
+            onAlternativeKey: uploader.onAlternativeKey)
         var run = UploadRun(
-            uploader: uploader, plan: plan, sender: sender, machine: machine,
-            journalled: Dictionary(uniqueKeysWithValues: parts.map { ($0.number, $0.acknowledged) }))
-        return await run.run()
+            uploader: uploader, plan: plan,
+            sender: ObjectUploader.PartSender(uploader: uploader, checksums: record.checksum == .crc32c ? checksums : nil),
+            machine: machine, journalled: Dictionary(uniqueKeysWithValues: parts.map { ($0.number, $0.acknowledged) }))
+        return await run.drive(confirming ? .confirming : resumed ? .resumed : .fresh)
     }
 
     private init(
@@ -73,32 +102,33 @@ struct UploadRun {
         self.journalled = journalled
     }
 
-    private mutating func run() async -> ObjectUploader.Attempt {
-        await withTaskGroup(of: PartAnswer.self) { group -> ObjectUploader.Attempt in
-            var actions = machine.start()
+    private mutating func drive(_ opening: UploadStateMachine.Opening) async -> UploadResult {
+        await withTaskGroup(of: PartAnswer.self) { group -> UploadResult in
+            var actions = machine.start(opening)
             while true {
                 while !actions.isEmpty {
                     switch await perform(actions.removeFirst(), group: &group) {
                     case .more(let more): actions += more
-                    case .end(let attempt):
+                    case .instead(let replacing): actions = replacing
+                    case .end(let result):
                         group.cancelAll()
-                        return attempt
+                        return result
                     }
                 }
                 // Asked to stop: once the parts on the wire have ended (and been journalled
-                // above), the upload is left for later.
-                if uploader.stop.isRaised, group.isEmpty { return .done(.interrupted) }
+                // above), the machine leaves the upload for later.
+                if uploader.stop.isRaised, group.isEmpty {
+                    actions = machine.stopped()
+                    continue
+                }
                 guard let answer = await group.next() else {
-                    return .done(.failed(UploadError(
+                    cause = UploadError(
                         exitStatus: .software, scope: .object,
-                        message: "the upload of \(record.key) stalled with no request outstanding (a bug: please report it)")))
+                        message: "the upload of \(record.key) stalled with no request outstanding (a bug: please report it)")
+                    actions = machine.ownerFailed()
+                    continue
                 }
-                switch await received(answer) {
-                case .more(let more): actions = more
-                case .end(let attempt):
-                    group.cancelAll()
-                    return attempt
-                }
+                actions = received(answer)
             }
         }
     }
@@ -107,15 +137,27 @@ struct UploadRun {
 
     private mutating func perform(_ action: UploadStateMachine.Action, group: inout TaskGroup<PartAnswer>) async -> Step {
         switch action {
-        case .persist(let snapshot): await persist(snapshot)
-        case .createUpload: await createUpload()
-        case .putObject: await putObject()
-        case .listParts(let uploadID): await listParts(uploadID)
-        case let .sendParts(uploadID, numbers): sendParts(numbers, of: uploadID, group: &group)
-        case let .complete(uploadID, parts): await complete(uploadID, parts: parts)
-        case .abort(let uploadID): await abort(uploadID)
-        case .verify: await verify()
-        case .finish(let outcome): await finish(outcome)
+        case .persist(let snapshot): return await persist(snapshot)
+        case .createUpload: return await createUpload()
+        case .putObject: return await putObject()
+        case .listParts(let uploadID): return await listParts(uploadID)
+        case let .sendParts(uploadID, numbers): return sendParts(numbers, of: uploadID, group: &group)
+        case .cancelParts:
+            group.cancelAll()
+            return .more([])
+        case let .complete(uploadID, parts): return await complete(uploadID, parts: parts)
+        case .abort(let uploadID): return await abort(uploadID)
+        case .discard(let uploadID):
+            try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID)
+            return .more([])
+        case .verify: return await verify()
+        case .lookAtKey(let look): return await lookAtKey(look)
+        case .startAgain(let choice): return await startAgain(choice)
+        case .checkStagedCopy: return await checkStagedCopy()
+        case let .restage(trouble, uploadID): return await restage(trouble, uploadID: uploadID)
+        case .finish(let outcome): return await finish(outcome)
+        case .beginStream, .waitForPart, .streamParts, .waitForCopyEnd, .awaitClaim, .handOff:
+            preconditionFailure("UploadRun: \(action) belongs to a stream (StreamRun)")
         }
     }
 
@@ -126,7 +168,7 @@ struct UploadRun {
         do {
             try await uploader.journal.persist(snapshot, added: added, removed: removed, lastError: cause?.message)
         } catch {
-            return .end(.done(.failed(.journal(error))))
+            return ownerFailed(.journal(error))
         }
         journalled = now
         for _ in added { uploader.hooks.partJournalled() }
@@ -140,7 +182,7 @@ struct UploadRun {
                 key: record.key, headers: record.requestHeaders + record.checksum.createMultipartUploadHeaders)
             return .more(machine.uploadCreated(uploadID: id))
         } catch where cutByStop(error) {
-            return .end(.done(.interrupted))
+            return .instead(machine.stopped())
         } catch {
             return .more(machine.requestFailed(given(up: error, "CreateMultipartUpload \(record.key)")))
         }
@@ -149,25 +191,31 @@ struct UploadRun {
     /// A single PUT: the whole file in one `PutObject`, written only where the key is free
     /// (`If-None-Match: *`).
     private mutating func putObject() async -> Step {
-        if uploader.stop.isRaised { return .end(.done(.interrupted)) }
+        if uploader.stop.isRaised { return .instead(machine.stopped()) }
         uploader.sink.emit(.upload(.initiating(record)))
         let range = plan.range(ofPart: 1)
         // A small body is read first, into memory: its digest and hash come from those bytes.
         let body: HTTPBody
         switch uploader.body(of: range) {
         case .success(let value): body = value
-        case .failure(let error): return .end(.done(await uploader.handle(.unreadable(error))))
+        case .failure(let error):
+            let trouble = trouble(error)
+            return .instead(machine.stagedCopyFailed(trouble))
         }
         let bytes: [UInt8]? = if case .bytes(let bytes) = body { bytes } else { nil }
         let (digest, fromCard): (PartDigest, Bool)
         switch await sender.digest(ofPart: 1, range: range, bytes: bytes) {
         case .success(let value): (digest, fromCard) = value
-        case .failure(let error): return .end(.done(await uploader.handle(.unreadable(error))))
+        case .failure(let error):
+            let trouble = trouble(error)
+            return .instead(machine.stagedCopyFailed(trouble))
         }
         let payloadHash: PayloadHash
         switch await uploader.bodyHash(of: range, bytes: bytes) {
         case .success(let hash): payloadHash = hash
-        case .failure(let error): return .end(.done(await uploader.handle(.unreadable(error))))
+        case .failure(let error):
+            let trouble = trouble(error)
+            return .instead(machine.stagedCopyFailed(trouble))
         }
         let (client, record) = (client, record)
         do throws(S3ClientError) {
@@ -182,11 +230,11 @@ struct UploadRun {
                 etag: written.etag, digest: digest.journalText,
                 confirmed: written.confirms(.expected(singlePut: digest))))
         } catch let error where error.isPreconditionFailed {
-            return .end(await uploader.afterPreconditionFailed())
+            return .more(machine.writeRefused())
         } catch where cutByStop(error) {
-            return .end(.done(.interrupted))
+            return .instead(machine.stopped())
         } catch let error where fromCard && error.isBadDigest {
-            return .end(.done(await uploader.handle(.refusedByServer(part: nil))))
+            return .more(machine.stagedCopyFailed(.refusedByServer(part: nil)))
         } catch {
             return .more(machine.putFailed(given(up: error, "PutObject \(record.key)")))
         }
@@ -197,14 +245,14 @@ struct UploadRun {
         do throws(S3ClientError) {
             let listed = try await client.listParts(key: record.key, uploadID: uploadID)
             let known = Set(machine.acknowledgedParts.map(\.number))
-            let adopted = await adopt(listed.filter {
+            let adopted = await uploader.adopt(listed.filter {
                 !known.contains($0.number) && plan.partNumbers.contains($0.number) && $0.size == plan.length(ofPart: $0.number)
-            })
+            }, plan: plan)
             return .more(machine.partsListed(Self.remoteParts(listed, journal: machine.acknowledgedParts), adopted: adopted))
         } catch .uploadGone {
             return .more(machine.uploadGone(uploadID: uploadID))
         } catch where cutByStop(error) {
-            return .end(.done(.interrupted))
+            return .instead(machine.stopped())
         } catch {
             return .more(machine.requestFailed(given(up: error, "ListParts \(record.key)")))
         }
@@ -221,14 +269,6 @@ struct UploadRun {
 
     private mutating func complete(_ uploadID: String, parts: [UploadStateMachine.AcknowledgedPart]) async -> Step {
         uploader.sink.emit(.upload(.completing(record)))
-        // A server that ignores If-None-Match: the key is looked at first, once.
-        if !uploader.conditionalWrites {
-            let look = await uploader.lookAtKey()
-            if let decided = ObjectUploader.decided(by: look) {
-                if case .success = look { try? await client.abortMultipartUpload(key: record.key, uploadID: uploadID) }
-                return .end(decided)
-            }
-        }
         do throws(S3ClientError) {
             let etag = try await client.completeMultipartUpload(
                 key: record.key, uploadID: uploadID,
@@ -238,11 +278,11 @@ struct UploadRun {
             uploader.hooks.completed()
             return .more(machine.completed(etag: etag))
         } catch let error where error.isPreconditionFailed {
-            return .end(await uploader.afterPreconditionFailed(uploadID: uploadID, parts: wholeDigest))
+            return .more(machine.writeRefused())
         } catch .uploadGone {
             return .more(machine.completeFailed(.restartUpload))
         } catch where cutByStop(error) {
-            return .end(.done(.interrupted))
+            return .instead(machine.stopped())
         } catch {
             return .more(machine.completeFailed(given(up: error, "CompleteMultipartUpload \(record.key)")))
         }
@@ -253,7 +293,7 @@ struct UploadRun {
             try await client.abortMultipartUpload(key: record.key, uploadID: uploadID)
             return .more(machine.abortConfirmed())
         } catch where cutByStop(error) {
-            return .end(.done(.interrupted))
+            return .instead(machine.stopped())
         } catch {
             return .more(machine.requestFailed(given(up: error, "AbortMultipartUpload \(record.key)")))
         }
@@ -274,75 +314,124 @@ struct UploadRun {
             }
             var found = head.metadata[ObjectLabelKeys.fingerprint]
             if found == nil, record.fingerprintGoesInTag {
-                found = try await taggedFingerprint(of: head, provenOurs: mismatch == nil && (check == .matches || machine.isConfirmingCompletion))
+                found = try await uploader.taggedFingerprint(
+                    of: head, provenOurs: mismatch == nil && (check == .matches || machine.isConfirmingCompletion))
             }
             return .more(machine.objectAlreadyExists(
                 size: head.size, fingerprint: found.flatMap(Fingerprint.init(hex:)), digestMismatch: mismatch))
         } catch where cutByStop(error) {
-            return .end(.done(.interrupted))
+            return .instead(machine.stopped())
         } catch {
             return .more(machine.requestFailed(given(up: error, "HeadObject \(record.key)")))
         }
     }
 
-    /// What the server's digest of the object must be, from the digests of the parts
-    /// acknowledged; nil when they are not all known or not of one algorithm.
-    private var wholeDigest: WholeObjectDigest? {
-        let digests = machine.acknowledgedParts.compactMap { part in part.digest.flatMap { try? PartDigest(journalText: $0) } }
-        if digests.count != plan.partCount || Set(digests.map(\.algorithm)).count != 1 { return nil }
-        return plan.isSinglePut ? .expected(singlePut: digests[0]) : .expected(parts: digests)
+    /// Looks at the key: free, ours, or taken by other bytes. After our own `Complete` was
+    /// refused, the object is ours too if the server's digest of it is the one our parts make.
+    private mutating func lookAtKey(_ look: UploadStateMachine.KeyLook) async -> Step {
+        switch await uploader.lookAtKey(completedFrom: look == .afterRefusedComplete ? wholeDigest : nil) {
+        case .success(.free): return .more(machine.keyFree())
+        case .success(.ours): return .more(machine.keyOurs())
+        case .success(.taken(let head)):
+            return .more(machine.keyTaken(size: head.size, fingerprint: head.metadata[ObjectLabelKeys.fingerprint]))
+        case .failure(let error):
+            cause = error
+            return .more(machine.requestFailed(.fail(.notRetryable)))
+        }
     }
 
-    /// The fingerprint of an object whose parts were sent while its file was read (see
-    /// ``UploadRecord/fingerprintGoesInTag``): its `xxh128` tag. An object of our size
-    /// without one is given it when it is proven ours: the server's digest of it is the
-    /// one our parts make (their CRC32Cs come from the same read of the card as the
-    /// fingerprint), or our `Complete` has just written it where the key was free
-    /// (``UploadStateMachine/isConfirmingCompletion``). This is also what a run killed between the
-    /// `Complete` and the tagging finds on resume.
-    private func taggedFingerprint(of head: ObjectHead, provenOurs: Bool) async throws(S3ClientError) -> String? {
-        if let tagged = try await client.recordedFingerprint(of: head, key: record.key) { return tagged }
-        guard provenOurs, head.size == plan.fileSize else { return nil }
-        try await uploader.tagFingerprint()
-        return record.fingerprint
+    /// Journals the upload as started again from nothing, at its key or its alternative key.
+    private mutating func startAgain(_ choice: UploadStateMachine.KeyChoice) async -> Step {
+        let moved: Result<ObjectUploader, UploadError>
+        switch choice {
+        case .same:
+            moved = await uploader.restarted(atKey: record.key)
+        case let .alternative(foundSize, foundFingerprint):
+            moved = await uploader.movedToAlternativeKey(foundSize: foundSize, foundFingerprint: foundFingerprint)
+        }
+        switch moved {
+        case .success(let moved):
+            uploader = moved
+            sender = ObjectUploader.PartSender(uploader: moved, checksums: sender.checksums)
+            journalled = [:]
+            return .more(machine.startedAgain())
+        case .failure(let error):
+            return ownerFailed(error)
+        }
+    }
+
+    private mutating func checkStagedCopy() async -> Step {
+        switch await uploader.checkStagedCopy() {
+        case .success(let checksums):
+            if record.checksum == .crc32c, let checksums {
+                sender = ObjectUploader.PartSender(uploader: uploader, checksums: checksums)
+            }
+            return .more(machine.stagedCopyChecked(checksums))
+        case .failure(.unreadable(let error)):
+            let trouble = trouble(error)
+            return .more(machine.stagedCopyFailed(trouble))
+        case .failure(.changed(let found)):
+            return .more(machine.stagedCopyFailed(.changed(found: found)))
+        }
+    }
+
+    private mutating func restage(_ trouble: UploadStateMachine.StagedCopyTrouble, uploadID: String?) async -> Step {
+        switch await uploader.restage(trouble, uploadID: uploadID) {
+        case .success(let reported):
+            cause = reported
+            return .more(machine.restaged())
+        case .failure(let error):
+            return ownerFailed(error)
+        }
     }
 
     private func finish(_ outcome: UploadStateMachine.Outcome) async -> Step {
+        let result: UploadResult
         switch outcome {
         case .uploaded:
             await abortStrayUploads()
-            return .end(.done(.uploaded(alreadyThere: false)))
+            result = .uploaded(alreadyThere: false)
         case .alreadyUploaded:
             await abortStrayUploads()
-            return .end(.done(.uploaded(alreadyThere: true)))
+            result = .uploaded(alreadyThere: true)
+        case .foundAtKey:
+            result = .uploaded(alreadyThere: true)
         case .aborted:
-            return .end(.done(.aborted))
+            result = .aborted
+        case .interrupted:
+            result = .interrupted
         case .failed(let failure):
-            return .end(.done(.failed(error(failure))))
+            result = .failed(error(failure))
+        case .restaged:
+            result = .failed(cause ?? UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): restaged"))
+        case .notStreamed:
+            preconditionFailure("UploadRun: an upload is no stream")
         }
+        return .end(await uploader.conclude(result))
     }
 
     // MARK: the parts' answers
 
-    private mutating func received(_ answer: PartAnswer) async -> Step {
+    private mutating func received(_ answer: PartAnswer) -> [UploadStateMachine.Action] {
         switch answer {
         case let .acknowledged(uploadID, number, etag, digest):
             let actions = machine.partAcknowledged(uploadID: uploadID, number: number, etag: etag, digest: digest.journalText)
             uploader.sink.emit(.upload(.partUploaded(
                 record, number: number, partCount: plan.partCount, bytes: plan.length(ofPart: number))))
-            return .more(actions)
+            return actions
         case let .failed(uploadID, number, error):
             if case .uploadGone = error {
-                return .more(machine.partFailed(uploadID: uploadID, number: number, decision: .restartUpload))
+                return machine.partFailed(uploadID: uploadID, number: number, decision: .restartUpload)
             }
-            return .more(machine.partFailed(
-                uploadID: uploadID, number: number, decision: given(up: error, "UploadPart \(number) of \(record.key)")))
-        case .unreadable(let error):
-            return .end(.done(await uploader.handle(.unreadable(error))))
-        case .damaged(let number):
-            return .end(.done(await uploader.handle(.refusedByServer(part: number))))
+            return machine.partFailed(
+                uploadID: uploadID, number: number, decision: given(up: error, "UploadPart \(number) of \(record.key)"))
+        case let .unreadable(uploadID, number, error):
+            let trouble = trouble(error)
+            return machine.partFailed(uploadID: uploadID, number: number, trouble: trouble)
+        case let .damaged(uploadID, number):
+            return machine.partFailed(uploadID: uploadID, number: number, trouble: .refusedByServer(part: number))
         case .notSent:
-            return .more([])
+            return []
         }
     }
 
@@ -351,6 +440,23 @@ struct UploadRun {
     /// The request was cut because the process is stopping (``CurlTransport/cut()``): not a
     /// failure of the upload, which is left as the journal has it and resumes from there.
     private func cutByStop(_ error: S3ClientError) -> Bool { uploader.stop.isRaised && error.isCut }
+
+    /// What a failure to read the staged copy is: gone (`ENOENT`), or unreadable now, its
+    /// words kept for the report.
+    private mutating func trouble(_ error: SystemError) -> UploadStateMachine.StagedCopyTrouble {
+        if error.errno == ENOENT { return .gone }
+        cause = UploadError(
+            exitStatus: .cantCreate, scope: .object,
+            message: "the staged copy \(uploader.stagedPath) cannot be read now (\(error)); it is kept, and the upload is "
+                + "tried again on the next run (ingest resume). Check the staging disk if this repeats.")
+        return .unreadable
+    }
+
+    /// An action of the performer's own failed: its words kept, the machine told.
+    private mutating func ownerFailed(_ error: UploadError) -> Step {
+        cause = error
+        return .instead(machine.ownerFailed())
+    }
 
     /// A request given up after its retries: its words kept as the cause, and what the
     /// machine is told. `NoSuchUpload` starts the upload over; anything else fails it.
@@ -367,16 +473,35 @@ struct UploadRun {
         }
     }
 
-    /// The machine's reason, with the server's words when a request ended it.
+    /// The machine's reason, with the server's or the performer's words where they go with it.
     private func error(_ failure: UploadFailure) -> UploadError {
         switch failure {
-        case .requestFailed:
+        case .requestFailed, .ownerFailed, .stagedCopy(.unreadable):
             return cause ?? UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(failure)")
         case .restartLimitExceeded:
             return UploadError(exitStatus: .partial, scope: .object, message: "\(record.key): \(failure)")
         case .verificationFailed, .digestMismatch:
             return UploadError(exitStatus: .integrity, scope: .object, message: "\(record.key): \(failure)")
+        case let .keyTakenTwice(size, found):
+            return uploader.keyTakenTwice(foundSize: size, foundFingerprint: found)
+        case .refusedThenFree:
+            return uploader.refusedThenFree
+        case .stagedCopy(let trouble):
+            let what = if case .refusedByServer(let part?) = trouble { "part \(part)" } else { "the object" }
+            return UploadError(
+                exitStatus: .integrity, scope: .object,
+                message: "the server found \(what) of \(record.key) does not match the CRC32C of the card's bytes, twice, "
+                    + "yet the staged copy \(uploader.stagedPath) still has its fingerprint: the bytes changed on the way "
+                    + "(a proxy, the network, the server). The copy is kept and the upload resumes on the next run.")
         }
+    }
+
+    /// What the server's digest of the object must be, from the digests of the parts
+    /// acknowledged; nil when they are not all known or not of one algorithm.
+    private var wholeDigest: WholeObjectDigest? {
+        let digests = machine.acknowledgedParts.compactMap { part in part.digest.flatMap { try? PartDigest(journalText: $0) } }
+        if digests.count != plan.partCount || Set(digests.map(\.algorithm)).count != 1 { return nil }
+        return plan.isSinglePut ? .expected(singlePut: digests[0]) : .expected(parts: digests)
     }
 
     /// The object is in place: any multipart upload still open at its key is a stray, one
@@ -388,33 +513,6 @@ struct UploadRun {
     private func abortStrayUploads() async {
         guard !plan.isSinglePut else { return }
         _ = try? await client.abortUploads(key: record.key, known: nil)
-    }
-
-    /// Parts the server holds that the journal never recorded (acknowledged just before a
-    /// kill), proved ours: the server's ETag of a part is its MD5, so a part whose ETag is
-    /// the MD5 of the staged range holds exactly those bytes and need not be sent again.
-    /// A part that does not prove ours (another ETag form, encryption) is simply resent.
-    private func adopt(_ parts: [ListedPart]) async -> [UploadStateMachine.AcknowledgedPart] {
-        var adopted: [UploadStateMachine.AcknowledgedPart] = []
-        let path = uploader.stagedPath
-        for part in parts {
-            let range = plan.range(ofPart: part.number)
-            guard case .success(let md5) = await ObjectUploader.digest(.md5, path: path, offset: range.offset, length: range.length),
-                ETag.unquoted(part.etag).lowercased() == lowercaseHex(md5.bytes)
-            else { continue }
-            let digest: PartDigest
-            if record.checksum == .md5 {
-                digest = md5
-            } else if case .success(let value) = await ObjectUploader.digest(
-                record.checksum, path: path, offset: range.offset, length: range.length)
-            {
-                digest = value
-            } else {
-                continue
-            }
-            adopted.append(.init(number: part.number, etag: part.etag, size: part.size, digest: digest.journalText))
-        }
-        return adopted
     }
 
     /// The server's parts by number. SeaweedFS lists every upload of a part number, where
@@ -430,37 +528,5 @@ struct UploadRun {
             remote[part.number] = UploadStateMachine.RemotePart(etag: part.etag, size: part.size)
         }
         return remote
-    }
-}
-
-extension ObjectUploader {
-    /// Digests one part and sends it, within the process-wide limit.
-    func sendPart(
-        uploadID: String, number: Int, range: (offset: Int64, length: Int64), sender: PartSender
-    ) async -> UploadRun.PartAnswer {
-        await limiter.withPermit(range.length) { () async -> UploadRun.PartAnswer in
-            if stop.isRaised { return .notSent }
-            let (digest, fromCard): (PartDigest, Bool)
-            switch await sender.digest(ofPart: number, range: range) {
-            case .success(let value): (digest, fromCard) = value
-            case .failure(let error): return .unreadable(error)
-            }
-            let payloadHash: PayloadHash
-            switch await bodyHash(of: range) {
-            case .success(let hash): payloadHash = hash
-            case .failure(let error): return .unreadable(error)
-            }
-            do throws(S3ClientError) {
-                let etag = try await client.uploadPart(
-                    key: record.key, uploadID: uploadID, partNumber: number,
-                    body: .file(path: stagedPath, offset: range.offset, length: range.length), payloadHash: payloadHash,
-                    headers: digest.headers)
-                return .acknowledged(uploadID: uploadID, number: number, etag: etag, digest: digest)
-            } catch {
-                if stop.isRaised, error.isCut { return .notSent }
-                if fromCard, error.isBadDigest { return .damaged(number: number) }
-                return .failed(uploadID: uploadID, number: number, error: error)
-            }
-        }
     }
 }
