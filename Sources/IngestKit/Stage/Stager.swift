@@ -108,8 +108,8 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         case .otherFileSystem(let place): StageFailure(kind: .otherFileSystemInPath(at: place))
         case .system(let error):
             switch error.errno {
-            case ENOENT, ENOTDIR: StageFailure(kind: .vanished)
-            case EACCES, EPERM: StageFailure(kind: .unreadable(error))
+            case .noSuchFileOrDirectory, .notDirectory: StageFailure(kind: .vanished)
+            case .permissionDenied, .notPermitted: StageFailure(kind: .unreadable(error))
             default: StageFailure(kind: .ioError(error))
             }
         }
@@ -218,7 +218,7 @@ public final class Stager: Sendable {
         let rootDirectory: FileDescriptor
         let presence: CardPresence
         do {
-            rootDirectory = try FileDescriptor(path: root, flags: O_RDONLY | O_DIRECTORY)
+            rootDirectory = try FileDescriptor(path: root, flags: [.readOnly, .directory])
             presence = try CardPresence(root: rootDirectory, rootPath: root)
         } catch {
             throw .sourceUnavailable(path: root, reason: error.reason)
@@ -376,7 +376,7 @@ private final class Pipeline: @unchecked Sendable {
         let display = scanned.path.display
         let (source, before): (FileDescriptor, Glibc.stat)
         do {
-            (source, before) = try readerOpener.open(scanned.path, flags: O_RDONLY | O_NONBLOCK)
+            (source, before) = try readerOpener.open(scanned.path, flags: [.readOnly, .nonBlocking])
         } catch {
             return .failed(.opening(error))
         }
@@ -723,7 +723,7 @@ private final class Pipeline: @unchecked Sendable {
     private func verify(_ file: ScannedFile, fingerprint: Fingerprint) -> StageFailure? {
         let stagedPath = stager.area.path(for: fingerprint)
         let staged = Result { () throws(SystemError) in
-            try fingerprintOfFile(FileDescriptor(path: stagedPath, flags: O_RDONLY), path: stagedPath)
+            try fingerprintOfFile(FileDescriptor(path: stagedPath, flags: .readOnly), path: stagedPath)
         }
         switch staged {
         case .failure(let error): return StageFailure(kind: .ioError(error))
@@ -735,7 +735,7 @@ private final class Pipeline: @unchecked Sendable {
         }
         guard stager.settings.verify == .both else { return nil }
         let source: FileDescriptor
-        do { source = try writerOpener.open(file.path, flags: O_RDONLY).file } catch { return .opening(error) }
+        do { source = try writerOpener.open(file.path, flags: .readOnly).file } catch { return .opening(error) }
         switch Result(catching: { () throws(SystemError) in try fingerprintOfFile(source, path: file.path.display) }) {
         case .failure(let error): return StageFailure(kind: .ioError(error))
         case .success(let found) where found != fingerprint:

@@ -284,7 +284,7 @@ struct ObjectUploader: Sendable {
     /// quarantines the upload after `upload.quarantine_after` runs in a row.
     func handle(_ problem: StagedCopyProblem) async -> UploadResult {
         switch problem {
-        case .unreadable(let error) where error.errno == ENOENT:
+        case .unreadable(let error) where error.errno == .noSuchFileOrDirectory:
             // Gone is no error when the object is there: a run cut off after its upload
             // verified may have lost the journal's word of it, not the object.
             if case .success(.ours) = await lookAtKey() { return .uploaded(alreadyThere: true) }
@@ -366,7 +366,7 @@ struct ObjectUploader: Sendable {
             return .success(.file(path: stagedPath, offset: range.offset, length: range.length))
         }
         return Result { () throws(SystemError) -> HTTPBody in
-            let file = try FileDescriptor(path: stagedPath, flags: O_RDONLY)
+            let file = try FileDescriptor(path: stagedPath, flags: .readOnly)
             // Read into uninitialised memory: zeroing it first cost as much as the copy.
             var failure: SystemError?
             let bytes = [UInt8](unsafeUninitializedCapacity: Int(range.length)) { buffer, count in
@@ -378,7 +378,7 @@ struct ObjectUploader: Sendable {
             }
             if let failure { throw failure }
             // Shorter than planned: the copy was cut since it was staged.
-            guard bytes.count == range.length else { throw SystemError(call: "pread", errno: EIO, path: stagedPath) }
+            guard bytes.count == range.length else { throw SystemError(call: "pread", errno: .ioError, path: stagedPath) }
             return .bytes(bytes)
         }
     }
