@@ -9,6 +9,30 @@ import Glibc
 // Every wrapper reports failure the same way: a ``SystemError`` naming the call, the
 // ``Errno`` it left and the path it concerned. A call a signal interrupts (`EINTR`) is made
 // again in one place, ``retryingOnInterrupt(_:)``, never in a loop of the caller's.
+//
+// Where each raw call went:
+//   open/openat ............ FileDescriptor(at:path:flags:mode:described:), flags typed (.readOnly, …)
+//   read/pread/write/pwrite  FileDescriptor.read(into:…)/readOnce/write(_:at:…)/writeOnce (DirectIO.swift: direct I/O)
+//   fstat, statx ........... FileDescriptor.stat(), statusAndMount(path:), mount(); MountIdentity
+//   stat/lstat/fstatat ..... System.status(_:in:followingLinks:) → FileStatus (.type, .isDirectory, …)
+//   fsync/fdatasync/syncfs . FileDescriptor.sync(path:)/syncData(path:)/syncFileSystem(path:)
+//   ftruncate/fallocate .... FileDescriptor.truncate(to:path:)/reserve(length:path:)
+//   sync_file_range ........ FileDescriptor.startWriteback(offset:length:)/waitForWriteback(offset:length:)
+//   posix_fadvise .......... FileDescriptor.dropFromCache(offset:length:)/adviseSequential(offset:length:)
+//   flock, F_OFD_SETLK ..... FileDescriptor.lockExclusively(waiting:path:)/unlock(), lockByte/unlockByte (FileLock)
+//   mkstemp, fchmod ........ FileDescriptor.temporary(in:hiding:), changeMode(_:path:) (AtomicFile)
+//   opendir/readdir ........ DirectoryReader
+//   rename/link/unlink ..... System.rename(_:to:)/link(_:to:)/unlink(_:)/removeIfPresent(_:)/unlinkDetached(_:)
+//   mkdir/rmdir/truncate ... System.makeDirectory(_:mode:)/removeDirectory(_:)/truncate(_:to:); makeDirectories (Files.swift)
+//   access ................. System.access(_:_:)/exists(_:)
+//   statvfs/realpath ....... System.fileSystemStatus(_:)/realPath(_:)
+//   mount/umount2 .......... System.mount(_:at:type:flags:data:)/unmount(_:detaching:followingLinks:)
+//   getpid/geteuid/getpwuid  System.processID/effectiveUserID/homeDirectory; gethostname: hostName
+//   kill(pid, 0) ........... System.processExists(_:); signal/raise: ignoreSignal, endProcess(bySignal:)
+//   gmtime_r/timegm ........ System.universalTime(_:)/seconds(universal:)
+//   isatty/TIOCGWINSZ ...... System.isTerminal(_:)/terminalColumns(_:)
+// A call not here yet gets its wrapper here (or in FileDescriptor), not a Glibc import
+// elsewhere: scripts/layers.py refuses one.
 
 /// Makes `call`, a system call that returns -1 with `errno` set when it fails, again for as
 /// long as a signal interrupts it (`EINTR`), and gives its result or the error it left: the
