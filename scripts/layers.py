@@ -24,7 +24,7 @@ How it checks, on each file's code with its string literals emptied first (a `//
   layer (Support/System) and the files whose point is a C API (libudev, libcurl). Every
   other file calls the system through Support/System, where errno becomes a typed error and
   an interrupted call is retried in one place. (``GLIBC_PENDING`` lists files still to be
-  converted; remove each once it is.)
+  converted; one that no longer imports Glibc, or is gone, must leave the list.)
 
 A use of a folder above, or a Glibc import outside the list, is reported with the file, the
 name and the fix, and the script exits 1. A folder not in the order is an error too, so a new
@@ -319,6 +319,9 @@ def main(arguments: list[str]) -> int:
                     continue
                 uses[(folder, used)].add(name)
                 problems.append(f"{relative}: {folder} uses {name} of {used}, which is above it")
+    importing = {os.path.relpath(path, root) for path, text in code.items() if GLIBC_IMPORT.search(text)}
+    for stale in sorted(GLIBC_PENDING - importing):
+        problems.append(f"{stale}: no longer imports Glibc (or is gone); remove it from GLIBC_PENDING in scripts/layers.py")
     if graph:
         for (folder, used), words in sorted(uses.items(), key=lambda item: (rank[item[0][0]], rank[item[0][1]])):
             print(f"{folder} -> {used}: {' '.join(sorted(words))}")
