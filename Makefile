@@ -70,8 +70,9 @@ test: deps venv layers faults-short ## Build and run all tests (root: loop devic
 	$(SWIFT) test --scratch-path $(BUILD_DIR) $(SWIFTFLAGS) --skip-build --disable-xctest \
 		--experimental-maximum-parallelization-width $(TEST_WIDTH)
 
-layers: ## Check that no folder of Sources/IngestKit uses one above it (scripts/layers.py)
+layers: ## Check that no folder of Sources/IngestKit uses one above it, nor imports Glibc outside Support/System (scripts/layers.py)
 	python3 scripts/layers.py
+	python3 Tests/Tools/test_layers.py
 
 # The fault suite: the release binary against a real SeaweedFS on 127.0.0.1, killed, cut off,
 # starved and fed hostile cards, then every object downloaded and counted (scripts/faults.py).

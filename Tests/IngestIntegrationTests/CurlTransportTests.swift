@@ -205,7 +205,7 @@ final class EchoServer {
                 Issue.record("expected bodyUnreadable, got \(error)")
                 return
             }
-            #expect(cause.errno == expected)
+            #expect(cause.errno == Errno(rawValue: expected))
         }
     }
 

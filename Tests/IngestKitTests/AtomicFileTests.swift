@@ -38,7 +38,7 @@ import Testing
     }
 
     @Test func aMissingDirectoryIsNamedInTheError() {
-        #expect(throws: SystemError(call: "mkstemp", errno: ENOENT, path: "/nonexistent-ingest-test")) {
+        #expect(throws: SystemError(call: "mkstemp", errno: .noSuchFileOrDirectory, path: "/nonexistent-ingest-test")) {
             try AtomicFile.write([1], to: "/nonexistent-ingest-test/metrics.prom")
         }
     }

@@ -163,7 +163,7 @@ import Testing
         #expect {
             _ = try Self.read(body, step: 8192, wakes: wakes)
         } throws: { error in
-            (error as? SystemError)?.errno == EIO
+            (error as? SystemError)?.errno == .ioError
         }
         body.rewind(to: 25_000)
         #expect(try Self.read(body, step: 8192, count: 5000, wakes: wakes) == Array(content[25_000...]))

@@ -42,14 +42,14 @@ import Testing
         let fifo = dir.path + "/ingest.toml"
         #expect(mkfifo(fifo, 0o600) == 0)
         let problem = try problem(fifo, links: links)
-        #expect(problem == .notRegular(type: S_IFIFO))
+        #expect(problem == .notRegular(type: .fifo))
         #expect(problem.description == "is a FIFO (named pipe), not a regular file")
     }
 
     @Test(arguments: ["/dev/zero", "/dev/urandom"])
     func anEndlessDeviceIsRefusedWithoutReadingIt(device: String) throws {
         let problem = try problem(device, links: .follow)
-        #expect(problem == .notRegular(type: S_IFCHR))
+        #expect(problem == .notRegular(type: .characterDevice))
         #expect(problem.description.contains("device node"))
     }
 
@@ -76,7 +76,7 @@ import Testing
         #expect(try BoundedFile.read(dir.path + "/link.toml", links: .follow)?.bytes == Array("scene = \"x\"\n".utf8))
         #expect(try problem(dir.path + "/link.toml", links: .refuse) == .symbolicLink)
         // Relative to a directory, as a card's root is read.
-        let root = try FileDescriptor(path: dir.path, flags: O_RDONLY | O_DIRECTORY)
+        let root = try FileDescriptor(path: dir.path, flags: [.readOnly, .directory])
         #expect(try problem("link.toml", in: root, links: .refuse) == .symbolicLink)
         #expect(try BoundedFile.read("real.toml", in: root, links: .refuse)?.bytes.count == 12)
     }
@@ -88,7 +88,7 @@ import Testing
         let dir = TemporaryDirectory()
         try FileManager.default.createSymbolicLink(atPath: dir.path + "/null.toml", withDestinationPath: "/dev/null")
         #expect(try BoundedFile.read(dir.path + "/null.toml", links: .follow)?.bytes == [])
-        #expect(try problem("/dev/null", links: .refuse) == .notRegular(type: S_IFCHR))
+        #expect(try problem("/dev/null", links: .refuse) == .notRegular(type: .characterDevice))
     }
 
     @Test func aSocketIsRefusedAndAFailedCallIsNamedInWords() throws {
@@ -108,7 +108,7 @@ import Testing
         #expect(bound == 0)
         #expect(try problem(path, links: .follow).description == "is a socket, not a regular file")
         #expect(
-            BoundedFile.Problem.failed(SystemError(call: "open", errno: EACCES, path: path)).description
+            BoundedFile.Problem.failed(SystemError(call: "open", errno: .permissionDenied, path: path)).description
                 == "cannot be opened (Permission denied)")
     }
 }

@@ -196,7 +196,7 @@ private func mount(_ mountPoint: String, root: String = "/") -> MountEntry {
 
     @Test func theMountIsReadOnlyAndCanRunNothing() {
         // MS_RDONLY 1, MS_NOSUID 2, MS_NODEV 4, MS_NOEXEC 8 (linux/mount.h), and nothing else.
-        #expect(MountOptions.flags == 0b1111)
+        #expect(MountOptions.flags.rawValue == 0b1111)
         #expect(MountOptions.kernelTypes("ntfs") == ["ntfs3", "ntfs"])
         #expect(MountOptions.kernelTypes("vfat") == ["vfat"])
     }

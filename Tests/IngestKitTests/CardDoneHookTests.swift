@@ -51,7 +51,7 @@ import Testing
     }
 
     @Test func aRunThatEndedWithAnErrorGivesItsStatusAndMessage() {
-        let lost = IngestError.volumeLost(volume: "DRONE", cause: SystemError(call: "read", errno: EIO), evidence: "its device is gone")
+        let lost = IngestError.volumeLost(volume: "DRONE", cause: SystemError(call: "read", errno: .ioError), evidence: "its device is gone")
         let document = CardDoneHook.document(volume: card, summary: summary, error: lost, left: left)
         #expect(document["exit_status"] == .int(Int64(ExitStatus.ioError.rawValue)))
         #expect(document["error"] == .string(lost.description))

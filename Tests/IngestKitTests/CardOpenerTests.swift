@@ -159,12 +159,12 @@ func writeDeep(_ root: String, _ components: [String], _ contents: [UInt8]) thro
         try card.write("B/y", [2])
         try sh("mount --bind \(shellQuoted(host.path)) \(shellQuoted(card.path))/B")
         defer { _ = try? sh("umount \(shellQuoted(card.path))/B") }
-        let root = try FileDescriptor(path: card.path, flags: O_RDONLY | O_DIRECTORY)
+        let root = try FileDescriptor(path: card.path, flags: [.readOnly, .directory])
         let rootMount = try root.mount()
         try #require(rootMount.mountID != nil, "the kernel reports mount ids")
 
-        let a = try FileDescriptor(path: card.path + "/A", flags: O_RDONLY | O_DIRECTORY).mount()
-        let b = try FileDescriptor(path: card.path + "/B", flags: O_RDONLY | O_DIRECTORY).mount()
+        let a = try FileDescriptor(path: card.path + "/A", flags: [.readOnly, .directory]).mount()
+        let b = try FileDescriptor(path: card.path + "/B", flags: [.readOnly, .directory]).mount()
         #expect(a == rootMount && a.isSameMount(as: rootMount))
         #expect(b.device == rootMount.device && b.mountID != rootMount.mountID && !b.isSameMount(as: rootMount))
         #expect(try root.mount(of: Array("B".utf8CString), path: "B") == b, "the entry of a mount point is the mount over it")
@@ -215,20 +215,20 @@ func writeDeep(_ root: String, _ components: [String], _ contents: [UInt8]) thro
         try card.write("A/B/one", Array("card one".utf8))
         try card.write("A/B/two", Array("card two".utf8))
         try host.write("two", Array("host two".utf8))
-        let root = try FileDescriptor(path: card.path, flags: O_RDONLY | O_DIRECTORY)
+        let root = try FileDescriptor(path: card.path, flags: [.readOnly, .directory])
         let opener = CardOpener(root: root)
-        _ = try opener.open(CardPath("A/B/one"), flags: O_RDONLY)
+        _ = try opener.open(CardPath("A/B/one"), flags: .readOnly)
         #expect(rename(card.path + "/A/B", card.path + "/A/moved") == 0)
         #expect(symlink(host.path, card.path + "/A/B") == 0)
 
-        let two = try opener.open(CardPath("A/B/two"), flags: O_RDONLY).file
+        let two = try opener.open(CardPath("A/B/two"), flags: .readOnly).file
         var buffer = [UInt8](repeating: 0, count: 64)
         let count = buffer.withUnsafeMutableBytes { read(two.raw, $0.baseAddress, $0.count) }
         #expect(Array(buffer.prefix(max(0, count))) == Array("card two".utf8))
 
         // Once the opener leaves the folder, coming back looks the link up: refused.
-        _ = try? opener.open(CardPath("other"), flags: O_RDONLY)
-        #expect(throws: CardOpenError.symlink(at: CardPath("A/B"))) { _ = try opener.open(CardPath("A/B/two"), flags: O_RDONLY) }
+        _ = try? opener.open(CardPath("other"), flags: .readOnly)
+        #expect(throws: CardOpenError.symlink(at: CardPath("A/B"))) { _ = try opener.open(CardPath("A/B/two"), flags: .readOnly) }
     }
 
     /// The status an open returns is the file's as `fstat` gives it (the stager reads size,
@@ -236,8 +236,8 @@ func writeDeep(_ root: String, _ components: [String], _ contents: [UInt8]) thro
     @Test func anOpenReturnsTheFilesStatusAlong() throws {
         let card = TemporaryDirectory()
         try card.write("A/B/x", randomBytes(12_345))
-        let opener = CardOpener(root: try FileDescriptor(path: card.path, flags: O_RDONLY | O_DIRECTORY))
-        let (file, status) = try opener.open(CardPath("A/B/x"), flags: O_RDONLY)
+        let opener = CardOpener(root: try FileDescriptor(path: card.path, flags: [.readOnly, .directory]))
+        let (file, status) = try opener.open(CardPath("A/B/x"), flags: .readOnly)
         let fromFstat = try file.stat()
         #expect(status.st_size == 12_345)
         #expect(status.st_ino == fromFstat.st_ino && status.st_dev == fromFstat.st_dev)
@@ -248,11 +248,11 @@ func writeDeep(_ root: String, _ components: [String], _ contents: [UInt8]) thro
     @Test func pathsThatLeaveTheRootAreRefused() throws {
         let card = TemporaryDirectory()
         try card.write("A/x", [1])
-        let opener = CardOpener(root: try FileDescriptor(path: card.path, flags: O_RDONLY | O_DIRECTORY))
+        let opener = CardOpener(root: try FileDescriptor(path: card.path, flags: [.readOnly, .directory]))
         for path in ["../etc/passwd", "A/../../etc/passwd", "A/./x"] {
-            #expect(throws: CardOpenError.self) { _ = try opener.open(CardPath(path), flags: O_RDONLY) }
+            #expect(throws: CardOpenError.self) { _ = try opener.open(CardPath(path), flags: .readOnly) }
         }
-        #expect(throws: Never.self) { _ = try opener.open(CardPath("A/x"), flags: O_RDONLY) }
+        #expect(throws: Never.self) { _ = try opener.open(CardPath("A/x"), flags: .readOnly) }
     }
 
     /// `Int64(seconds) * 1_000_000_000` trapped for a file dated after 2262-04-11, which ext4
@@ -318,7 +318,7 @@ struct CardPresenceTests {
         // `sh` stops at the first failing command: the test has unmounted already.
         defer { _ = try? sh("umount -l \(mountPoint) 2>/dev/null || true; losetup -d \(device)") }
         try sh("mount -o ro \(device) \(mountPoint)")
-        let root = try FileDescriptor(path: mountPoint, flags: O_RDONLY | O_DIRECTORY)
+        let root = try FileDescriptor(path: mountPoint, flags: [.readOnly, .directory])
         // Closed before the detach above runs: an open directory keeps the lazily unmounted
         // file system, and so the loop device, busy.
         defer { try? root.close() }
@@ -340,7 +340,7 @@ struct CardPresenceTests {
         let card = TemporaryDirectory()
         let path = card.path + "/card"
         #expect(mkdir(path, 0o755) == 0)
-        let presence = try CardPresence(root: try FileDescriptor(path: path, flags: O_RDONLY | O_DIRECTORY), rootPath: path)
+        let presence = try CardPresence(root: try FileDescriptor(path: path, flags: [.readOnly, .directory]), rootPath: path)
         #expect(presence.check() == nil)
         #expect(rmdir(path) == 0)
         #expect(presence.check()?.contains("is gone") == true)

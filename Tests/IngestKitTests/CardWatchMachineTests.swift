@@ -14,7 +14,7 @@ private func listening(maxCards: Int = 2) -> Machine {
 }
 
 /// What `run()` throws when the monitor's events end without a shutdown.
-private let monitorLost = IngestError.udevUnavailable(SystemError(call: "udev_monitor_receive_device", errno: EIO))
+private let monitorLost = IngestError.udevUnavailable(SystemError(call: "udev_monitor_receive_device", errno: .ioError))
 
 @Suite struct CardWatchMachineTests {
     // MARK: the watcher
@@ -62,7 +62,7 @@ private let monitorLost = IngestError.udevUnavailable(SystemError(call: "udev_mo
     @Test func aMonitorThatCannotOpenEndsTheRunWithItsError() {
         var machine = Machine(maxCards: 2)
         _ = machine.runStarted()
-        let error = IngestError.udevUnavailable(SystemError(call: "access", errno: ENOENT, path: "/run/udev/control"))
+        let error = IngestError.udevUnavailable(SystemError(call: "access", errno: .noSuchFileOrDirectory, path: "/run/udev/control"))
         #expect(machine.monitorFailed(error) == [.exit(.failed(error))])
     }
 

@@ -192,7 +192,7 @@ extension AsyncStream {
             device: device,
             outcome: IngestOutcome(
                 summary: summary(staged: 3),
-                error: .volumeLost(volume: "DRONE", cause: SystemError(call: "read", errno: 5), evidence: "its block device is gone")),
+                error: .volumeLost(volume: "DRONE", cause: SystemError(call: "read", errno: .ioError), evidence: "its block device is gone")),
             stop: removed, seconds: 1)
         #expect(lost.outcome == .removed)
         #expect(lost.summary?.staged == 3, "a run that ended with an error still reports its counts")

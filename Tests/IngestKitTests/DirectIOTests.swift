@@ -46,7 +46,7 @@ import Testing
         #expect {
             while try !reader.next().isEmpty {}
         } throws: { error in
-            (error as? SystemError)?.errno == EIO
+            (error as? SystemError)?.errno == .ioError
         }
     }
 
@@ -54,7 +54,7 @@ import Testing
     /// in one read that runs past the end of the file.
     func writesAndReadsBack(in directory: TemporaryDirectory, direct: Bool) throws {
         let path = directory.path + "/copy"
-        var file = try FileDescriptor(path: path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+        var file = try FileDescriptor(path: path, flags: [.writeOnly, .create, .exclusive], mode: 0o600)
         var isDirect = file.preferDirectIO()
         #expect(isDirect == direct)
         let content = randomBytes(3 * 8192 + 1000)
@@ -71,7 +71,7 @@ import Testing
         try file.close()
         #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: path))) == content)
 
-        file = try FileDescriptor(path: path, flags: O_RDONLY)
+        file = try FileDescriptor(path: path, flags: .readOnly)
         isDirect = file.preferDirectIO()
         let back = AlignedBuffer(size: 4 * 8192)
         let count = try file.read(into: back.storage, at: 0, isDirect: &isDirect, path: path)
@@ -97,7 +97,7 @@ import Testing
         let size = 64 * 4096 + 100
         let directory = TemporaryDirectory()
         let path = try directory.write("source", randomBytes(size))
-        let file = try FileDescriptor(path: path, flags: O_RDONLY)
+        let file = try FileDescriptor(path: path, flags: .readOnly)
         func isCached(_ length: Int) -> Int32 { ingest_mincore_cached(file.raw, Int64(length)) }
         #expect(fsync(file.raw) == 0, "written pages are dropped only once clean")
         file.dropFromCache()

@@ -101,7 +101,7 @@ import IngestTestSupport
     }
 
     @Test func aLockFileThatCannotBeOpenedNamesThePath() {
-        #expect(throws: SystemError(call: "open", errno: ENOENT, path: "/nonexistent-ingest-test/a.lock")) {
+        #expect(throws: SystemError(call: "open", errno: .noSuchFileOrDirectory, path: "/nonexistent-ingest-test/a.lock")) {
             try FileLock.waiting(path: "/nonexistent-ingest-test/a.lock")
         }
     }

@@ -52,7 +52,7 @@ private func int(_ value: Any?) -> Int64? { (value as? NSNumber)?.int64Value }
     }
 
     @Test func failedEventOfADeviceErrorSaysIOError() throws {
-        let failure = StageFailure(kind: .ioError(SystemError(call: "read", errno: EIO, path: nil)))
+        let failure = StageFailure(kind: .ioError(SystemError(call: "read", errno: .ioError, path: nil)))
         let (_, object) = try encodeAndParse(.failed(photo, failure))
         #expect(object["reason"] as? String == "io-error")
     }

@@ -87,7 +87,7 @@ import Testing
         let journal = try Journal(path: dir.path + "/journal.sqlite")
         try await journal.noteVolume(volume)
         let file = ScannedFile(path: CardPath("bad.jpg"), size: 3, mtime: 1)
-        let failure = StageFailure(kind: .ioError(SystemError(call: "read", errno: EIO)))
+        let failure = StageFailure(kind: .ioError(SystemError(call: "read", errno: .ioError)))
         try await journal.record([.failed(file, failure)], volumeKey: volume.key)
 
         var record = try #require(try await journal.files(ofVolume: volume.key)[file.path])

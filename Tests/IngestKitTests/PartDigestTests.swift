@@ -94,10 +94,10 @@ private func opensslMD5(_ path: String, offset: Int, length: Int) throws -> Stri
     @Test func aRangeBeyondTheEndOfTheFileIsAnIOErrorAndAMissingFileNamesItsPath() throws {
         let directory = TemporaryDirectory()
         let path = try directory.write("short", randomBytes(100))
-        #expect(throws: SystemError(call: "pread", errno: EIO, path: path)) {
+        #expect(throws: SystemError(call: "pread", errno: .ioError, path: path)) {
             try PartDigest.compute(.crc32c, path: path, offset: 50, length: 51)
         }
-        #expect(throws: SystemError(call: "open", errno: ENOENT, path: path + ".gone")) {
+        #expect(throws: SystemError(call: "open", errno: .noSuchFileOrDirectory, path: path + ".gone")) {
             try PartDigest.compute(.md5, path: path + ".gone", offset: 0, length: 1)
         }
     }

@@ -101,7 +101,7 @@ import Testing
         try await journal.noteFailure("HTTP 503", ofUpload: waiting.id)
         let unreadable = ScannedFile(path: CardPath("bad.jpg"), size: 30, mtime: 1)
         try await journal.record(
-            [.failed(unreadable, StageFailure(kind: .ioError(SystemError(call: "read", errno: EIO))))], volumeKey: "uuid:B")
+            [.failed(unreadable, StageFailure(kind: .ioError(SystemError(call: "read", errno: .ioError))))], volumeKey: "uuid:B")
 
         let totals = try await journal.totals()
         #expect(totals.files[.uploaded] == .init(count: 1, bytes: 1000))

@@ -191,8 +191,7 @@ import Testing
         let long = String(repeating: "x", count: 250)
         let count = DirectoryStream.chunkBytes / 250 + 100
         for index in 0..<count { try card.write(rawName: Array("\(index)\(long)".prefix(255).utf8), []) }
-        let descriptor = open(card.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        let stream = try DirectoryStream(adopting: descriptor)
+        let stream = try DirectoryStream(adopting: FileDescriptor(path: card.path, flags: [.readOnly, .directory]))
         var sizes: [Int] = []
         while true {
             let chunk = try stream.nextChunk()

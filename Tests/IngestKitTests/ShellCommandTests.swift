@@ -73,7 +73,7 @@ import Testing
     }
 
     @Test func aCommandThatCannotStartSaysWhy() {
-        #expect(throws: ShellCommand.Failure.notStarted(SystemError(call: "posix_spawn", errno: E2BIG, path: "/bin/sh"))) {
+        #expect(throws: ShellCommand.Failure.notStarted(SystemError(call: "posix_spawn", errno: .argumentListTooLong, path: "/bin/sh"))) {
             // One argument longer than Linux takes (128 KiB): exec refuses it.
             try run(String(repeating: "x", count: 200_000))
         }

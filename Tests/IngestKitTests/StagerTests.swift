@@ -101,7 +101,7 @@ final class OutcomeLog: Sendable {
         try sh("mkdir \(card)/DCIM && cp \(original) \(warm)")
         try Data(coldBytes).write(to: URL(fileURLWithPath: cold))
         try sh("sync")
-        for path in [warm, cold] { try FileDescriptor(path: path, flags: O_RDONLY).dropFromCache() }
+        for path in [warm, cold] { try FileDescriptor(path: path, flags: .readOnly).dropFromCache() }
         try sh("""
             cat \(warm) >/dev/null
             block=$(filefrag -v \(warm) | awk '$1 == "0:" {sub(/\\.\\./, "", $4); print $4}')
@@ -313,7 +313,7 @@ final class OutcomeLog: Sendable {
         let log = OutcomeLog()
         try stager.run(root: "/proc/self", files: Self.unreadableAtOffsetZero(10), volumeName: "bad card") { log.add($0) }
         #expect(log.failed.count == 10, "every file is tried: the card is still there")
-        #expect(log.failed.allSatisfy { $0.1.kind == .ioError(SystemError(call: "pread", errno: EIO, path: "mem")) })
+        #expect(log.failed.allSatisfy { $0.1.kind == .ioError(SystemError(call: "pread", errno: .ioError, path: "mem")) })
     }
 
     /// The reader asks for the rest of a file and a byte, in whole blocks, so a small file's

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 import GRDB
 
 /// Where a file of a card stands.
@@ -157,18 +156,17 @@ public final class Journal: Sendable {
         }
         let directory = path.lastIndex(of: "/").map { String(path[..<$0]) }.flatMap { $0.isEmpty ? "/" : $0 } ?? "."
         let elsewhere = "or name another state directory with --state-dir or INGEST_STATE_DIR"
-        var info = stat()
-        if stat(path, &info) != 0 {
-            let error = SystemError.last("stat", path: path)
+        let info: FileStatus
+        do { info = try System.status(path) } catch {
             switch error.errno {
-            case ENOENT:
+            case .noSuchFileOrDirectory:
                 return nil
-            case EACCES, EPERM:
+            case .permissionDenied, .notPermitted:
                 throw refused(
-                    "\(error.reason): this user (uid \(geteuid())) may not read \(directory)",
+                    "\(error.reason): this user (uid \(System.effectiveUserID)) may not read \(directory)",
                     "Run ingest as the user whose state directory it is (the station's, /var/lib/ingest, is root's: "
                         + "sudo ingest …), or let this user read it, \(elsewhere).")
-            case ENOTDIR:
+            case .notDirectory:
                 throw refused(
                     "\(error.reason): part of \(directory) is a file, not a directory",
                     "--state-dir, INGEST_STATE_DIR and state_dir name a directory: correct the one in use.")
@@ -178,7 +176,7 @@ public final class Journal: Sendable {
         }
         guard info.isRegularFile else {
             throw refused(
-                "it is \(BoundedFile.Problem.kind(info.st_mode & S_IFMT)), not the journal's database file",
+                "it is \(info.type.described), not the journal's database file",
                 "Move it aside (the next ingest starts a new journal there, which knows no card), "
                     + "\(elsewhere) if this is not ingest's.")
         }

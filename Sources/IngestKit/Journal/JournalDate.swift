@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import Glibc
 
 /// A date as the journal stores it: text `yyyy-MM-dd HH:mm:ss.SSS` in UTC, which is GRDB's
 /// own format for `Date` (so the text sorts in time order, SQLite's date functions read it,
@@ -48,14 +47,14 @@ struct JournalDate: DatabaseValueConvertible {
             let minute = number(14..<16), let second = number(17..<19), let millisecond = number(20..<23),
             (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60
         else { return nil }
-        var fields = tm()
+        var fields = CalendarTime()
         fields.tm_year = Int32(year - 1900)
         fields.tm_mon = Int32(month - 1)
         fields.tm_mday = Int32(day)
         fields.tm_hour = Int32(hour)
         fields.tm_min = Int32(minute)
         fields.tm_sec = Int32(second)
-        return Date(timeIntervalSince1970: Double(timegm(&fields)) + Double(millisecond) / 1000)
+        return Date(timeIntervalSince1970: Double(System.seconds(universal: fields)) + Double(millisecond) / 1000)
     }
 
     /// The stored text, to the nearest millisecond, as GRDB's `DateFormatter` rounds it.
@@ -66,10 +65,9 @@ struct JournalDate: DatabaseValueConvertible {
         let milliseconds = ((date.timeIntervalSinceReferenceDate + Date.timeIntervalBetween1970AndReferenceDate) * 1000)
             .rounded()
         let total = Int64(milliseconds)
-        var seconds = time_t(total >= 0 ? total / 1000 : (total - 999) / 1000)
-        let millisecond = Int(total - Int64(seconds) * 1000)
-        var fields = tm()
-        gmtime_r(&seconds, &fields)
+        let seconds = total >= 0 ? total / 1000 : (total - 999) / 1000
+        let millisecond = Int(total - seconds * 1000)
+        let fields = System.universalTime(seconds)
         let year = Int(fields.tm_year) + 1900
         // Years of more than four digits (or before year 0) keep their sign and width.
         let yearText = (0...9999).contains(year) ? nil : String(year)

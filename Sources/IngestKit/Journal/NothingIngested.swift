@@ -1,5 +1,3 @@
-import Glibc
-
 /// What a command that reads the journal says when there is none (no state directory, or one
 /// without `journal.sqlite`): nothing was ingested with this state directory yet. Said as
 /// such, with the place looked at, never as a report of zeros.
@@ -14,7 +12,7 @@ public struct NothingIngested: Sendable, Equatable {
     public let command: String
     public let isRoot: Bool
 
-    public init(statePath: String, command: String, isRoot: Bool = geteuid() == 0) {
+    public init(statePath: String, command: String, isRoot: Bool = System.effectiveUserID == 0) {
         self.statePath = statePath
         self.command = command
         self.isRoot = isRoot

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 /// The directory that holds everything `ingest` keeps between runs:
 ///
@@ -21,7 +20,7 @@ public struct StateDirectory: Sendable {
     var locksPath: String { path + "/locks" }
 
     /// `/var/lib/ingest` for root, otherwise `$XDG_STATE_HOME/ingest` (`~/.local/state/ingest`).
-    public static func defaultPath(environment: [String: String], isRoot: Bool = geteuid() == 0) -> String {
+    public static func defaultPath(environment: [String: String], isRoot: Bool = System.effectiveUserID == 0) -> String {
         if isRoot { return "/var/lib/ingest" }
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/ingest" }
         let home = environment["HOME"] ?? NSHomeDirectory()
@@ -106,9 +105,9 @@ public struct StateDirectory: Sendable {
             throw .stateUnusable(path: lockPath, reason: error.reason)
         }
         // For people looking at a held lock: who holds it, and for what.
-        let text = "\(getpid()) \(note)\n"
-        _ = ftruncate(lock.file.raw, 0)
-        _ = text.withCString { pwrite(lock.file.raw, $0, strlen($0), 0) }
+        let text = "\(System.processID) \(note)\n"
+        try? lock.file.truncate(to: 0)
+        Array(text.utf8).withUnsafeBytes { _ = try? lock.file.write($0, at: 0) }
         return VolumeLock(lock)
     }
 }
@@ -129,14 +128,13 @@ extension StateDirectory {
         var unclean = 0
         for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
             guard let dash = name.lastIndex(of: "-"), let pid = Int32(name[name.index(after: dash)...]) else { continue }
-            let alive = name[..<dash] == boot && (kill(pid, 0) == 0 || errno == EPERM)
-            if !alive, unlink("\(directory)/\(name)") == 0 { unclean += 1 }
+            let alive = name[..<dash] == boot && System.processExists(pid)
+            if !alive, (try? System.unlink("\(directory)/\(name)")) != nil { unclean += 1 }
         }
-        let mark = "\(directory)/\(boot)-\(getpid())"
+        let mark = "\(directory)/\(boot)-\(System.processID)"
         do {
-            _ = try FileDescriptor(path: mark, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o640)
-            let fd = try FileDescriptor(path: directory, flags: O_RDONLY | O_DIRECTORY)
-            try retryingEINTR("fsync", path: directory) { fsync(fd.raw) }
+            _ = try FileDescriptor(path: mark, flags: [.writeOnly, .create, .truncate], mode: 0o640)
+            try FileDescriptor(path: directory, flags: [.readOnly, .directory]).sync(path: directory)
         } catch {
             throw .stateUnusable(path: mark, reason: error.reason)
         }
@@ -164,7 +162,7 @@ public final class RunMark: Sendable {
 
     /// The process ends cleanly: its mark goes. (Not made durable: a power cut that brings
     /// it back only makes the next process say it recovered from an unclean stop.)
-    public func end() { unlink(path) }
+    public func end() { try? System.unlink(path) }
 
     deinit { end() }
 }

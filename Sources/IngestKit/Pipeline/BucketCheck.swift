@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 /// An object the journal says is verified, found missing or changed in the bucket.
 public struct BucketProblem: Sendable, Equatable {
@@ -135,7 +134,7 @@ extension UploadService {
             // Other bytes hold its key: it goes to its alternative key, which the card's next
             // generation lists. Missing, it comes back to the key its history lists already.
             if kind == .changed { try await journal.unlist(record.path, ofVolume: volumeKey) }
-            if let staged, access(staged, F_OK) == 0 {
+            if let staged, System.exists(staged) {
                 _ = try await journal.restartUpload(id: record.uploadID, key: record.key)
             } else {
                 try await journal.restage(uploadID: record.uploadID, reason: problem.text)

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 /// The verdict of every card the journal knows (``CardStanding``), for `ingest status`.
 ///
@@ -33,13 +32,9 @@ public enum CardStandings {
     /// system keeps them) inode than ingested: a file replaced by a copy of the same size
     /// and time (`cp -p`) is another file, whatever its bytes.
     static func changed(_ record: FileRecord, under root: String, comparingInode: Bool) -> Bool {
-        var status = stat()
         // The name's own bytes: a card's names need not be UTF-8.
-        let path = Array(root.utf8) + [UInt8(ascii: "/")] + Array(record.path) + [0]
-        let found = path.withUnsafeBufferPointer { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { lstat($0.baseAddress!, &status) }
-        }
-        guard found == 0 else { return false }
+        let path = (Array(root.utf8) + [UInt8(ascii: "/")] + Array(record.path) + [0]).map { CChar(bitPattern: $0) }
+        guard let status = try? System.status(path, followingLinks: false) else { return false }
         if comparingInode, let inode = record.inode, Int64(bitPattern: UInt64(status.st_ino)) != inode { return true }
         return Int64(status.st_size) != record.size || status.mtimeNanoseconds != record.mtime
     }

@@ -11,7 +11,7 @@ extension CardVerification {
         until stop: @escaping @Sendable () -> Bool
     ) throws(IngestError) {
         let root: FileDescriptor
-        do throws(SystemError) { root = try FileDescriptor(path: volume.rootPath, flags: O_RDONLY | O_DIRECTORY) } catch {
+        do throws(SystemError) { root = try FileDescriptor(path: volume.rootPath, flags: [.readOnly, .directory]) } catch {
             throw .sourceUnavailable(path: volume.rootPath, reason: error.reason)
         }
         let presence = try? CardPresence(root: root, rootPath: volume.rootPath)
@@ -123,7 +123,7 @@ final class CardFileReader {
     func read(_ file: ScannedFile) -> CardFileRead {
         var read = CardFileRead(path: file.path, size: file.size, mtime: file.mtime)
         let opened: (file: FileDescriptor, status: Glibc.stat)
-        do throws(CardOpenError) { opened = try opener.open(file.path, flags: O_RDONLY) } catch {
+        do throws(CardOpenError) { opened = try opener.open(file.path, flags: .readOnly) } catch {
             switch error {
             case .symlink(let link):
                 read.failure = "\(link.display) is a symbolic link now (the walk saw none there): not followed"
@@ -160,6 +160,7 @@ final class CardFileReader {
     /// An error a card gone gives too (EIO, ENOMEM, ENODEV…); a missing or refused file is
     /// never the card.
     private static func mayBeTheCard(_ error: SystemError) -> Bool {
-        ![ENOENT, ENOTDIR, EACCES, EPERM, ELOOP, ENAMETOOLONG].contains(error.errno)
+        ![.noSuchFileOrDirectory, .notDirectory, .permissionDenied, .notPermitted, .tooManySymbolicLinkLevels, .nameTooLong]
+            .contains(error.errno)
     }
 }

@@ -1,5 +1,3 @@
-import Glibc
-
 /// The life of `ingest watch` as a value: udev's events, the ends of card ingests and the
 /// request to stop go in; the actions to perform come out. Nothing here touches udev, a
 /// card or a thread, so every rule is tested step by step (CardWatchMachineTests).
@@ -182,7 +180,7 @@ struct CardWatchMachine: Sendable {
         guard monitor == .open else { impossible("eventsEnded") }
         monitor = .ended
         guard phase == .watching else { return exitIfDrained() }
-        let lost = IngestError.udevUnavailable(SystemError(call: "udev_monitor_receive_device", errno: EIO))
+        let lost = IngestError.udevUnavailable(SystemError(call: "udev_monitor_receive_device", errno: .ioError))
         return drain(.failed(lost), announce: true)
     }
 

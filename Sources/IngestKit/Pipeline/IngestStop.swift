@@ -1,5 +1,4 @@
 import Dispatch
-import Glibc
 import Synchronization
 
 /// Asks a running ingest to end early, from any thread, without losing anything.
@@ -80,14 +79,14 @@ public final class ShutdownSignals: Sendable {
     private let sources: Mutex<[any DispatchSourceSignal]>
     private let received = Received()
 
-    public static let handled: [Int32] = [SIGTERM, SIGINT]
+    public static let handled: [Int32] = System.terminationSignals
 
     public init(handler: @escaping @Sendable (Int32) -> Void) {
         let queue = DispatchQueue(label: "ingest-signals")
         var sources: [any DispatchSourceSignal] = []
         let received = self.received
         for signal in Self.handled {
-            Glibc.signal(signal, SIG_IGN)
+            System.ignoreSignal(signal)
             let source = DispatchSource.makeSignalSource(signal: signal, queue: queue)
             source.setEventHandler {
                 if received.signal.compareExchange(expected: 0, desired: signal, ordering: .acquiringAndReleasing).exchanged {
@@ -111,14 +110,6 @@ public final class ShutdownSignals: Sendable {
     /// Ends the process by `signal` with its default action, so that a parent (a shell,
     /// systemd) sees what it sent and not an exit status made up for it.
     public static func dieBy(_ signal: Int32) -> Never {
-        Glibc.signal(signal, SIG_DFL)
-        // Dispatch watches the signal with it blocked: unblocked here, or raising it would
-        // only leave it pending and the process would end by the exit status below.
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, signal)
-        pthread_sigmask(SIG_UNBLOCK, &set, nil)
-        raise(signal)
-        _exit(128 + signal)
+        System.endProcess(bySignal: signal)
     }
 }

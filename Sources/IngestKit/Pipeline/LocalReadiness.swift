@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 /// The checks of `ingest check` that look only at this machine's disk: the state directory
 /// and the staging space. They change nothing: a state directory not made yet is judged by
@@ -9,23 +8,22 @@ struct LocalReadiness {
     let statePath: String
     /// `[staging] reserve`.
     let reserve: Int64
-    let userID = geteuid()
+    let userID = System.effectiveUserID
 
     /// The state directory: a directory this user can write, with the journal, staging and
     /// locks in it writable too, that no other user can write (they could plant staged
     /// copies or change the journal) and that others cannot read (it holds the cards' files).
     func stateDirectory() -> ReadinessCheck {
-        var info = stat()
-        guard stat(statePath, &info) == 0 else {
-            let error = SystemError.last("stat", path: statePath)
-            guard error.errno == ENOENT else {
+        let info: FileStatus
+        do { info = try System.status(statePath) } catch {
+            guard error.errno == .noSuchFileOrDirectory else {
                 return .failed(
                     .stateDirectory, "\(statePath) cannot be looked at: \(error.reason)",
                     remedy: fixOwnership, status: .cantCreate)
             }
             return missingStateDirectory()
         }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
+        guard info.isDirectory else {
             return .failed(
                 .stateDirectory, "\(statePath) is not a directory",
                 remedy: "remove it, or choose another place with state_dir, --state-dir or INGEST_STATE_DIR",
@@ -38,9 +36,9 @@ struct LocalReadiness {
                 .stateDirectory, "\(described): other users can write it, and so change the journal or plant staged copies",
                 remedy: "chmod go-w \(statePath)", status: .cantCreate)
         }
-        for path in [statePath] + Self.contents.map({ statePath + "/" + $0 }) where access(path, F_OK) == 0 {
-            guard access(path, W_OK) == 0 else {
-                let reason = SystemError.last("access", path: path).reason
+        for path in [statePath] + Self.contents.map({ statePath + "/" + $0 }) where System.exists(path) {
+            do { try System.access(path, .write) } catch {
+                let reason = error.reason
                 return .failed(
                     .stateDirectory, "\(path) is not writable by uid \(userID): \(reason)", remedy: fixOwnership,
                     status: .cantCreate)
@@ -65,7 +63,7 @@ struct LocalReadiness {
     /// A state directory that does not exist yet is fine if the first run can make it.
     private func missingStateDirectory() -> ReadinessCheck {
         let parent = Self.nearestExisting(statePath)
-        guard access(parent, W_OK | X_OK) == 0 else {
+        guard (try? System.access(parent, [.write, .execute])) != nil else {
             return .failed(
                 .stateDirectory, "\(statePath) does not exist, and uid \(userID) cannot create it in \(parent)",
                 remedy: "install -d -m 0700 -o \(userID) \(statePath) (make install does, for root)", status: .cantCreate)
@@ -98,7 +96,7 @@ struct LocalReadiness {
     /// `path` if it exists, else its nearest ancestor that does (`/` at worst).
     static func nearestExisting(_ path: String) -> String {
         var current = path
-        while access(current, F_OK) != 0, current != "/" {
+        while !System.exists(current), current != "/" {
             let parent = (current as NSString).deletingLastPathComponent
             current = parent.isEmpty ? "/" : parent
         }

@@ -1,4 +1,3 @@
-import Glibc
 import Logging
 
 /// `ingest check`: whether this station would ingest a card now, asked of every part a run
@@ -88,7 +87,7 @@ public struct ReadinessChecker: Sendable {
             return "correct it in the file, the environment or the options; \(manual)"
         }
         if let file {
-            if access(file, F_OK) != 0 {
+            if !System.exists(file) {
                 return "create \(file) from the example (install -m 0644 \(example) \(file)) and set [s3] endpoint "
                     + "and bucket in it, or name the right file with --config or INGEST_CONFIG"
             }

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 /// What a sweep of the staging area removed.
 public struct StagingSweep: Sendable, Equatable {
@@ -22,7 +21,7 @@ extension StagingArea {
         try await journal.sync()
         // Unlinking a large copy frees its extents there and then: not on the concurrency pool.
         let removed = await BlockingWorkers.shared.run {
-            candidates.filter { unlink(path(for: $0)) == 0 || errno == ENOENT }
+            candidates.filter { System.removeIfPresent(path(for: $0)) }
         }
         try await journal.noteStagedCopiesRemoved(removed)
         return removed.count

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 /// The checks of `ingest check` on what makes a machine an ingest station (`make install`):
 /// the udev rule that starts `ingest@.service` when a card appears, the units, and the
@@ -45,9 +44,8 @@ struct StationReadiness {
     func lookUp(_ name: String, in directories: [String]) -> Lookup {
         for directory in directories {
             let path = directory + "/" + name
-            var info = stat()
-            guard lstat(onDisk(path), &info) == 0 else { continue }
-            if info.st_mode & S_IFMT == S_IFLNK,
+            guard let info = try? System.status(onDisk(path), followingLinks: false) else { continue }
+            if info.isSymlink,
                 (try? FileManager.default.destinationOfSymbolicLink(atPath: onDisk(path))) == "/dev/null"
             {
                 return .masked(path: path)
@@ -138,7 +136,7 @@ struct StationReadiness {
     static let cronPrograms = ["/usr/sbin/cron", "/usr/sbin/crond", "/usr/bin/crontab"]
 
     private func cronDaemon() -> String? {
-        Self.cronPrograms.first { access(onDisk($0), X_OK) == 0 }
+        Self.cronPrograms.first { (try? System.access(onDisk($0), .execute)) != nil }
     }
 
     /// The first file of the system's crontabs with a line (not a comment) that runs
@@ -147,8 +145,7 @@ struct StationReadiness {
         let directory = "/etc/cron.d"
         let names = (try? FileManager.default.contentsOfDirectory(atPath: onDisk(directory))) ?? []
         for path in ["/etc/crontab"] + names.sorted().map({ directory + "/" + $0 }) {
-            var info = stat()
-            guard stat(onDisk(path), &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= 1 << 20,
+            guard let info = try? System.status(onDisk(path)), info.isRegularFile, info.st_size <= 1 << 20,
                 let data = FileManager.default.contents(atPath: onDisk(path))
             else { continue }
             let lines = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline)
@@ -166,8 +163,7 @@ struct StationReadiness {
 
     /// This is the live system, and systemd booted it.
     private var bootedWithSystemd: Bool {
-        var info = stat()
-        return root == "/" && stat("/run/systemd/system", &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+        root == "/" && (try? System.status("/run/systemd/system"))?.isDirectory == true
     }
 
     /// `systemctl is-enabled` on a live system booted with systemd; false elsewhere.

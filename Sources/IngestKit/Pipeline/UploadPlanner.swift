@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 /// Turns a staged file of one card into the upload the journal records: its key from the
 /// template, its labels (checked once per card, then per file), its content type, and how
@@ -120,9 +119,7 @@ public struct UploadPlanner: Sendable {
     private static let unknownFingerprint = Fingerprint(high: 0, low: 0)
 
     static func hostName() -> String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count) == 0 else { return "localhost" }
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        System.hostName ?? "localhost"
     }
 }
 

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 /// One metric family of the Prometheus text format: its HELP and TYPE lines and its samples.
 public struct MetricFamily: Sendable, Equatable {

@@ -1,4 +1,3 @@
-import Glibc
 import Synchronization
 
 /// The live line on a terminal: drawn over itself (carriage return, erase to the end of the
@@ -67,11 +66,7 @@ public final class ProgressLine: Sendable {
 
 extension ReportOutput {
     /// The width of the terminal this writes to; nil when it is no terminal.
-    var columns: Int? {
-        var size = winsize()
-        guard ioctl(fd, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
-        return Int(size.ws_col)
-    }
+    var columns: Int? { System.terminalColumns(fd) }
 }
 
 /// Tells a job's progress while it runs, each way asked for: the line on a terminal (four

@@ -11,7 +11,7 @@ public struct ReportOutput: Sendable {
 
     public init(fd: Int32) { self.fd = fd }
 
-    public var isTerminal: Bool { isatty(fd) == 1 }
+    public var isTerminal: Bool { System.isTerminal(fd) }
 
     /// Writes `text` now, after the lines ``writeSoon(_:)`` holds.
     public func write(_ text: String) {
@@ -48,15 +48,8 @@ public struct ReportOutput: Sendable {
     }
 
     fileprivate static func writeAll(_ bytes: UnsafeBufferPointer<UInt8>, to fd: Int32) {
-        var offset = 0
-        while offset < bytes.count {
-            let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if n <= 0 {
-                if n == -1, errno == EINTR { continue }
-                return  // a closed pipe must not stop an ingest
-            }
-            offset += n
-        }
+        // A closed pipe must not stop an ingest: what cannot be written is dropped.
+        try? FileDescriptor(borrowing: fd).write(UnsafeRawBufferPointer(bytes))
     }
 }
 

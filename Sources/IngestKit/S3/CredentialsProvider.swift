@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 // MARK: - Credentials
 
@@ -370,9 +369,7 @@ struct CredentialsResolver: Sendable {
 
     private var home: String? {
         if let home = value("HOME") { return home }
-        guard let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir else { return nil }
-        let home = String(cString: directory)
-        return home.isEmpty ? nil : home
+        return System.homeDirectory
     }
 }
 

@@ -1,6 +1,5 @@
 import Crypto
 import Foundation
-import Glibc
 
 /// Which digest goes with every part (and single PUT) so that the server refuses bytes that
 /// changed on the way, and which whole-object value is checked after completion.

@@ -1,4 +1,3 @@
-import Glibc
 
 /// One of the two INI files every AWS tool shares, `~/.aws/credentials` and `~/.aws/config`,
 /// read the way the AWS SDKs read them, reduced to the profiles it defines.

@@ -1,10 +1,8 @@
-import Glibc
-
 /// An open directory read a bounded chunk of names at a time, so that a directory of
 /// millions of entries costs the memory of one chunk, not of its whole listing.
 ///
-/// A class because it owns a `DIR *` (and the descriptor inside it), closed once, when the
-/// last reference goes.
+/// A class because it owns a ``DirectoryReader`` (and the descriptor inside it), closed once,
+/// when the last reference goes.
 final class DirectoryStream {
     /// At most this many names per chunk: the largest camera folder (DCF numbers files
     /// 0001 to 9999) is one chunk, so its files are visited in byte order of their names.
@@ -13,41 +11,29 @@ final class DirectoryStream {
     /// would hold 2.5 MB for each directory level of a walk.
     static let chunkBytes = 512 << 10
 
-    private let stream: OpaquePointer
+    private let reader: DirectoryReader
 
     /// Takes ownership of `descriptor`, an open directory: it is closed with the stream, or
     /// at once if the stream cannot be made.
-    init(adopting descriptor: Int32) throws(SystemError) {
-        guard let stream = fdopendir(descriptor) else {
-            let error = SystemError.last("opendir")
-            close(descriptor)
-            throw error
-        }
-        self.stream = stream
+    init(adopting descriptor: FileDescriptor) throws(SystemError) {
+        reader = try DirectoryReader(adopting: descriptor)
     }
 
-    deinit { closedir(stream) }
-
     /// The descriptor, for `fstatat` and `openat` relative to this directory.
-    var descriptor: Int32 { dirfd(stream) }
+    var descriptor: FileDescriptor { reader.descriptor }
 
     /// The next names of the directory (never `.` or `..`), sorted by their bytes; an
     /// empty chunk when the listing is over.
     func nextChunk() throws(SystemError) -> NameChunk {
         var chunk = NameChunk()
         while chunk.count < Self.chunkNames, chunk.byteCount < Self.chunkBytes {
-            errno = 0
-            guard let entry = readdir(stream) else {
-                if errno != 0 { throw .last("readdir") }
-                break
-            }
-            withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                let name = raw.prefix { $0 != 0 }
+            let listed: Void? = try reader.nextEntry { name, _ in
                 if name.elementsEqual([UInt8(ascii: ".")]) || name.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")]) {
                     return
                 }
                 chunk.append(name)
             }
+            if listed == nil { break }  // the end of the listing
         }
         chunk.sort()
         return chunk

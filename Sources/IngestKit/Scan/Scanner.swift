@@ -1,5 +1,3 @@
-import Glibc
-
 /// A regular file found on the card, as `lstat` saw it.
 public struct ScannedFile: Sendable, Equatable {
     public var path: CardPath
@@ -156,14 +154,11 @@ public struct Scanner: Sendable {
     /// until `stop` says to end early (asked before each entry).
     public func scan(root: String, until stop: () -> Bool = { false }, visit: (ScanFinding) -> Void) throws(IngestError) {
         let rootStream: DirectoryStream
-        let rootStat: stat
+        let rootStat: FileStatus
         let rootMount: MountIdentity
         do {
-            let descriptor = try retryingEINTR("open", path: root) { open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-            rootStream = try DirectoryStream(adopting: descriptor)
-            var st = stat()
-            try retryingEINTR("stat", path: root) { fstat(rootStream.descriptor, &st) }
-            rootStat = st
+            rootStream = try DirectoryStream(adopting: FileDescriptor(path: root, flags: [.readOnly, .directory]))
+            rootStat = try rootStream.descriptor.stat()
             rootMount = try MountIdentity.of([0], inDirectory: rootStream.descriptor, path: root)
         } catch {
             throw .sourceUnavailable(path: root, reason: error.reason)
@@ -179,7 +174,7 @@ public struct Scanner: Sendable {
 private struct FileIdentity: Hashable {
     let device: UInt64
     let inode: UInt64
-    init(_ st: stat) {
+    init(_ st: FileStatus) {
         device = UInt64(st.st_dev)
         inode = UInt64(st.st_ino)
     }
@@ -219,7 +214,7 @@ private struct Walk {
         self.visit = visit
     }
 
-    mutating func run(from root: DirectoryStream, stat rootStat: stat, until stop: () -> Bool) {
+    mutating func run(from root: DirectoryStream, stat rootStat: FileStatus, until stop: () -> Bool) {
         push(root, stat: rootStat)
         while !levels.isEmpty, !stop() {
             guard let name = nextName() else {
@@ -254,15 +249,18 @@ private struct Walk {
     /// Reports the entry at ``path`` or, for a directory to enter, pushes it.
     private mutating func examine(_ name: ArraySlice<UInt8>, in level: Level) {
         let path = CardPath(bytes: self.path)
-        guard let (st, entryMount) = MountIdentity.lstat(CardPath(bytes: Array(name)).cString, inDirectory: level.directory.descriptor)
-        else {
-            let number = errno
+        let st: FileStatus, entryMount: MountIdentity
+        do {
+            (st, entryMount) = try MountIdentity.lstat(CardPath(bytes: Array(name)).cString, inDirectory: level.directory.descriptor, path: nil)
+        } catch {
             // Gone between listing and stat (the card is being written or was pulled).
-            if number != ENOENT { visit(.skipped(path, .unreadable(SystemError(call: "stat", errno: number, path: path.display)))) }
+            if error.errno != .noSuchFileOrDirectory {
+                visit(.skipped(path, .unreadable(SystemError(call: "stat", errno: error.errno, path: path.display))))
+            }
             return
         }
-        switch st.st_mode & S_IFMT {
-        case S_IFDIR:
+        switch st.type {
+        case .directory:
             if let reason = rules.skipReason(for: path, isDirectory: true) {
                 visit(.skipped(path, reason))
             } else if !entryMount.isSameMount(as: mount) {
@@ -274,7 +272,7 @@ private struct Walk {
             } else {
                 enter(name, of: level, at: path, stat: st)
             }
-        case S_IFREG:
+        case .regular:
             if let reason = rules.skipReason(for: path, isDirectory: false) {
                 visit(.skipped(path, reason))
             } else if !entryMount.isSameMount(as: mount) {
@@ -282,21 +280,20 @@ private struct Walk {
             } else {
                 visit(.file(ScannedFile(path: path, size: Int64(st.st_size), mtime: st.mtimeNanoseconds, inode: UInt64(st.st_ino))))
             }
-        case S_IFLNK:
+        case .symbolicLink:
             visit(.skipped(path, rules.skipReason(for: path, isDirectory: false) ?? .symlink))
         default:
-            visit(.skipped(path, rules.skipReason(for: path, isDirectory: false) ?? .special(kind: Scanner.kindName(st.st_mode))))
+            visit(.skipped(path, rules.skipReason(for: path, isDirectory: false) ?? .special(kind: Scanner.kindName(st.type))))
         }
     }
 
     /// Opens the directory `name` relative to its parent, never through a symlink.
-    private mutating func enter(_ name: ArraySlice<UInt8>, of parent: Level, at path: CardPath, stat st: stat) {
+    private mutating func enter(_ name: ArraySlice<UInt8>, of parent: Level, at path: CardPath, stat st: FileStatus) {
         let child: DirectoryStream
         do {
             let cName = CardPath(bytes: Array(name)).cString
-            let descriptor = try retryingEINTR("open", path: path.display) {
-                openat(parent.directory.descriptor, cName, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            }
+            let descriptor = try FileDescriptor(
+                at: parent.directory.descriptor, path: cName, flags: [.readOnly, .directory, .noFollow], described: path.display)
             child = try DirectoryStream(adopting: descriptor)
         } catch {
             visit(.skipped(path, .unreadable(SystemError(call: error.call, errno: error.errno, path: path.display))))
@@ -305,7 +302,7 @@ private struct Walk {
         push(child, stat: st)
     }
 
-    private mutating func push(_ directory: DirectoryStream, stat st: stat) {
+    private mutating func push(_ directory: DirectoryStream, stat st: FileStatus) {
         let identity = FileIdentity(st)
         ancestors.insert(identity)
         levels.append(Level(directory: directory, identity: identity, pathLength: path.count))
@@ -313,12 +310,12 @@ private struct Walk {
 }
 
 extension Scanner {
-    fileprivate static func kindName(_ mode: mode_t) -> String {
-        switch mode & S_IFMT {
-        case S_IFIFO: "FIFO"
-        case S_IFSOCK: "socket"
-        case S_IFCHR: "character device"
-        case S_IFBLK: "block device"
+    fileprivate static func kindName(_ type: FileType) -> String {
+        switch type {
+        case .fifo: "FIFO"
+        case .socket: "socket"
+        case .characterDevice: "character device"
+        case .blockDevice: "block device"
         default: "special file"
         }
     }

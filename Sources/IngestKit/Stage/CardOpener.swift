@@ -1,5 +1,3 @@
-import Glibc
-
 /// Why a card file could not be opened beneath the card's root.
 enum CardOpenError: Error, Sendable, Equatable {
     /// A folder on the file's path, or the file itself, is a symbolic link now (`at` is the
@@ -52,13 +50,13 @@ final class CardOpener {
     /// Opens the file at `path` (relative to the root) with `flags`, plus `O_NOFOLLOW` and
     /// `O_CLOEXEC`, and returns it with its status as of the open: read in the same call as
     /// its mount, so a reader needs no `fstat` of its own before it starts.
-    func open(_ path: CardPath, flags: Int32) throws(CardOpenError) -> (file: FileDescriptor, status: Glibc.stat) {
+    func open(_ path: CardPath, flags: FileDescriptor.Flags) throws(CardOpenError) -> (file: FileDescriptor, status: FileStatus) {
         let components = path.bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true)
         // A card path names what the scan found: never `.` or `..`, which lead elsewhere.
         let dot = UInt8(ascii: ".")
         guard let name = components.last, !components.contains(where: { $0.elementsEqual([dot]) || $0.elementsEqual([dot, dot]) })
         else {
-            throw .system(SystemError(call: "open", errno: EINVAL, path: path.display))
+            throw .system(SystemError(call: "open", errno: .invalidArgument, path: path.display))
         }
         let folders = components.dropLast()
         // Keep the directories this file shares with the last one; close the others.
@@ -71,13 +69,13 @@ final class CardOpener {
         for folder in folders.dropFirst(shared) {
             let parent = directories.last ?? root
             let (directory, _) = try openComponent(
-                folder, in: parent, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW, path: path, components: components,
+                folder, in: parent, flags: [.readOnly, .directory, .noFollow], path: path, components: components,
                 depth: names.count + 1)
             names.append(folder)
             directories.append(directory)
         }
         return try openComponent(
-            name, in: directories.last ?? root, flags: flags | O_NOFOLLOW, path: path, components: components,
+            name, in: directories.last ?? root, flags: flags.union(.noFollow), path: path, components: components,
             depth: components.count)
     }
 
@@ -90,34 +88,28 @@ final class CardOpener {
     /// Opens `name`, component number `depth` (1-based) of `path`, in `parent`; returns it
     /// with its status.
     private func openComponent(
-        _ name: ArraySlice<UInt8>, in parent: FileDescriptor, flags: Int32, path: CardPath,
+        _ name: ArraySlice<UInt8>, in parent: FileDescriptor, flags: FileDescriptor.Flags, path: CardPath,
         components: [ArraySlice<UInt8>], depth: Int
-    ) throws(CardOpenError) -> (FileDescriptor, Glibc.stat) {
+    ) throws(CardOpenError) -> (FileDescriptor, FileStatus) {
         let cName = name.map { CChar(bitPattern: $0) } + [0]
-        while true {
-            let fd = openat(parent.raw, cName, flags | O_CLOEXEC)
-            if fd >= 0 {
-                let opened = FileDescriptor(adopting: fd)
-                let (status, openedMount): (Glibc.stat, MountIdentity)
-                do { (status, openedMount) = try opened.statusAndMount(path: path.display) } catch { throw .system(error) }
-                if let mount, !openedMount.isSameMount(as: mount) {
-                    let place = components.prefix(depth).joined(separator: [UInt8(ascii: "/")])
-                    throw .otherFileSystem(at: CardPath(bytes: Array(place)))
-                }
-                return (opened, status)
-            }
-            let error = errno
-            if error == EINTR { continue }
+        let opened: FileDescriptor
+        do { opened = try FileDescriptor(at: parent, path: cName, flags: flags, described: path.display) } catch {
             // O_NOFOLLOW refuses a link with ELOOP, or with ENOTDIR along with O_DIRECTORY
             // (which a plain file in a folder's place gives too): look at what is there.
-            if error == ELOOP || error == ENOTDIR {
-                var st = Glibc.stat()
-                if fstatat(parent.raw, cName, &st, AT_SYMLINK_NOFOLLOW) == 0, st.isSymlink {
-                    let link = components.prefix(depth).joined(separator: [UInt8(ascii: "/")])
-                    throw .symlink(at: CardPath(bytes: Array(link)))
-                }
+            if error.errno == .tooManySymbolicLinkLevels || error.errno == .notDirectory,
+                (try? System.status(cName, in: parent, followingLinks: false))?.isSymlink == true
+            {
+                let link = components.prefix(depth).joined(separator: [UInt8(ascii: "/")])
+                throw .symlink(at: CardPath(bytes: Array(link)))
             }
-            throw .system(SystemError(call: "open", errno: error, path: path.display))
+            throw .system(error)
         }
+        let (status, openedMount): (FileStatus, MountIdentity)
+        do { (status, openedMount) = try opened.statusAndMount(path: path.display) } catch { throw .system(error) }
+        if let mount, !openedMount.isSameMount(as: mount) {
+            let place = components.prefix(depth).joined(separator: [UInt8(ascii: "/")])
+            throw .otherFileSystem(at: CardPath(bytes: Array(place)))
+        }
+        return (opened, status)
     }
 }

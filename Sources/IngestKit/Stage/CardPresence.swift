@@ -1,5 +1,3 @@
-import Glibc
-
 /// Tells a card that is gone from a card with a bad file.
 ///
 /// A file that cannot be read is that file's error: a bad sector, a damaged inode, a host
@@ -34,9 +32,9 @@ final class CardPresence: Sendable {
 
     /// Why the card is gone, or nil while it is there.
     func check() -> String? {
-        var st = Glibc.stat()
-        if stat(rootPath, &st) != 0 {
-            return "\(rootPath) is gone (\(SystemError.last("stat").reason)): the card was unmounted"
+        let st: FileStatus
+        do { st = try System.status(rootPath) } catch {
+            return "\(rootPath) is gone (\(error.reason)): the card was unmounted"
         }
         if UInt64(st.st_dev) != identity.device || UInt64(st.st_ino) != identity.inode {
             return "\(rootPath) no longer leads to the card: it was unmounted"
@@ -57,19 +55,13 @@ final class CardPresence: Sendable {
 
     /// Why the root directory cannot be opened afresh and read, or nil when it can.
     private func rootUnreadable() -> String? {
-        let fd = openat(root.raw, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return "its root directory cannot be opened (\(SystemError.last("open").reason))" }
-        guard let stream = fdopendir(fd) else {
-            let reason = SystemError.last("opendir").reason
-            close(fd)
-            return "its root directory cannot be opened (\(reason))"
+        let listing: DirectoryReader
+        do { listing = try DirectoryReader(adopting: FileDescriptor(at: root, path: ".", flags: [.readOnly, .directory])) } catch {
+            return "its root directory cannot be opened (\(error.reason))"
         }
-        defer { closedir(stream) }
-        var st = Glibc.stat()
-        if fstat(fd, &st) == 0, st.st_nlink == 0 { return "its root directory was removed" }
-        errno = 0
-        if readdir(stream) == nil, errno != 0 {
-            return "its root directory cannot be read (\(SystemError.last("readdir").reason))"
+        if let st = try? listing.descriptor.stat(), st.st_nlink == 0 { return "its root directory was removed" }
+        do { _ = try listing.nextEntry { _, _ in } } catch {
+            return "its root directory cannot be read (\(error.reason))"
         }
         return nil
     }

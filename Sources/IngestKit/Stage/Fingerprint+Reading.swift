@@ -1,5 +1,3 @@
-import Glibc
-
 extension Fingerprint {
     /// The fingerprint of a whole file, read in 1 MiB blocks past the page cache: how a
     /// staged copy is checked before an upload resumes from it. With a `checksummer`, the
@@ -8,7 +6,7 @@ extension Fingerprint {
     public static func ofFile(
         at path: String, checksummer: PartChecksummer? = nil
     ) throws(SystemError) -> (Fingerprint, PartChecksums?) {
-        let file = try FileDescriptor(path: path, flags: O_RDONLY)
+        let file = try FileDescriptor(path: path, flags: .readOnly)
         return try of(FileRangeReader(wholeFile: file, path: path, buffer: AlignedBuffer(size: 1 << 20)), checksummer: checksummer)
     }
 

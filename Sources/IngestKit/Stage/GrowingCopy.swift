@@ -1,4 +1,3 @@
-import Glibc
 import Synchronization
 
 /// Takes the copies an uploader may read while they are written: a large file's parts go
@@ -116,7 +115,7 @@ public final class GrowingCopy: Sendable {
             state.closed = true
             return state.path
         }
-        if let path { unlink(path) }
+        if let path { try? System.unlink(path) }
     }
 
     private func wait<T: Sendable>(_ ready: @Sendable (State) -> T?) async -> T {

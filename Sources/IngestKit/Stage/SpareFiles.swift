@@ -1,4 +1,3 @@
-import Glibc
 import Synchronization
 
 /// The empty files of a staging area's `.spare/` (``StagingArea/retire(_:size:)``), handed out
@@ -30,7 +29,7 @@ final class SpareFiles: Sendable {
         /// Names known to be in the directory, not yet handed out.
         var names: [String] = []
         /// The directory being read for more, from where the last batch stopped.
-        var reader: OpaquePointer?
+        var reader: DirectoryReader?
         /// Spares kept since the reader last started over, beyond `names`: it may have passed them.
         var keptBehind = 0
         /// The reader found the end, and has nothing behind it to start over for: reading on
@@ -40,8 +39,6 @@ final class SpareFiles: Sendable {
         var count: Int?
         /// Spares held under this process's partial names (``SpareFiles/heldLimit`` at most).
         var held: [String] = []
-
-        deinit { if let reader { closedir(reader) } }
     }
 
     init(directory: String, limit: Int, heldLimit: Int) {
@@ -98,21 +95,22 @@ final class SpareFiles: Sendable {
     /// Reads up to ``batch`` names on from where the last read stopped; at the end of the
     /// directory, starts over once if spares were kept since it last did.
     private func read(into state: inout State) {
-        if state.reader == nil { state.reader = opendir(directory) }
+        if state.reader == nil { state.reader = try? DirectoryReader(path: directory) }
         guard let reader = state.reader, !state.atEnd else { return }
         var startedOver = false
         while state.names.count < Self.batch {
-            guard let entry = readdir(reader) else {
+            // The end of the listing, or a failure to read on: the same to a spare's taker.
+            guard let entry = try? reader.nextEntry(Self.spareName) else {
                 guard !startedOver, state.keptBehind > 0 else {
                     state.atEnd = true
                     return
                 }
-                rewinddir(reader)
+                reader.rewind()
                 state.keptBehind = 0
                 startedOver = true
                 continue
             }
-            if let name = Self.spareName(entry) { state.names.append("\(directory)/\(name)") }
+            if let name = entry { state.names.append("\(directory)/\(name)") }
         }
     }
 
@@ -131,18 +129,17 @@ final class SpareFiles: Sendable {
     }
 
     private func forEachInDirectory(_ body: (String) -> Void) {
-        guard let reader = opendir(directory) else { return }
-        defer { closedir(reader) }
-        while let entry = readdir(reader) {
-            if let name = Self.spareName(entry) { body("\(directory)/\(name)") }
+        guard let reader = try? DirectoryReader(path: directory) else { return }
+        while let entry = try? reader.nextEntry(Self.spareName) {
+            if let name = entry { body("\(directory)/\(name)") }
         }
     }
 
     /// The name of a directory entry that can be a spare: a file, or an entry whose type the
     /// file system does not tell, and not a hidden one (`.`, `..`).
-    private static func spareName(_ entry: UnsafeMutablePointer<dirent>) -> String? {
-        guard entry.pointee.d_type == DT_REG || entry.pointee.d_type == DT_UNKNOWN else { return nil }
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    private static func spareName(_ name: UnsafeRawBufferPointer, _ type: FileType?) -> String? {
+        guard type == .regular || type == nil else { return nil }
+        let name = String(decoding: name, as: UTF8.self)
         return name.hasPrefix(".") ? nil : name
     }
 }

@@ -86,8 +86,8 @@ public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible 
         case .otherFileSystem(let place): StageFailure(kind: .otherFileSystemInPath(at: place))
         case .system(let error):
             switch error.errno {
-            case ENOENT, ENOTDIR: StageFailure(kind: .vanished)
-            case EACCES, EPERM: StageFailure(kind: .unreadable(error))
+            case .noSuchFileOrDirectory, .notDirectory: StageFailure(kind: .vanished)
+            case .permissionDenied, .notPermitted: StageFailure(kind: .unreadable(error))
             default: StageFailure(kind: .ioError(error))
             }
         }

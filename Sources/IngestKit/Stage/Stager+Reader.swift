@@ -67,7 +67,7 @@ extension Stager.Pipeline {
         let display = scanned.path.display
         let (source, before): (FileDescriptor, Glibc.stat)
         do {
-            (source, before) = try readerOpener.open(scanned.path, flags: O_RDONLY | O_NONBLOCK)
+            (source, before) = try readerOpener.open(scanned.path, flags: [.readOnly, .nonBlocking])
         } catch {
             return .failed(.opening(error))
         }

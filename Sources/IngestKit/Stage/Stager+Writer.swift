@@ -258,7 +258,7 @@ extension Stager.Pipeline {
     private func verify(_ file: ScannedFile, fingerprint: Fingerprint) -> StageFailure? {
         let stagedPath = stager.area.path(for: fingerprint)
         let staged = Result { () throws(SystemError) in
-            try fingerprintOfFile(FileDescriptor(path: stagedPath, flags: O_RDONLY), path: stagedPath)
+            try fingerprintOfFile(FileDescriptor(path: stagedPath, flags: .readOnly), path: stagedPath)
         }
         switch staged {
         case .failure(let error): return StageFailure(kind: .ioError(error))
@@ -270,7 +270,7 @@ extension Stager.Pipeline {
         }
         guard stager.settings.verify == .both else { return nil }
         let source: FileDescriptor
-        do { source = try writerOpener.open(file.path, flags: O_RDONLY).file } catch { return .opening(error) }
+        do { source = try writerOpener.open(file.path, flags: .readOnly).file } catch { return .opening(error) }
         switch Result(catching: { () throws(SystemError) in try fingerprintOfFile(source, path: file.path.display) }) {
         case .failure(let error): return StageFailure(kind: .ioError(error))
         case .success(let found) where found != fingerprint:

@@ -62,7 +62,7 @@ public final class Stager: Sendable {
         let rootDirectory: FileDescriptor
         let presence: CardPresence
         do {
-            rootDirectory = try FileDescriptor(path: root, flags: O_RDONLY | O_DIRECTORY)
+            rootDirectory = try FileDescriptor(path: root, flags: [.readOnly, .directory])
             presence = try CardPresence(root: rootDirectory, rootPath: root)
         } catch {
             throw .sourceUnavailable(path: root, reason: error.reason)

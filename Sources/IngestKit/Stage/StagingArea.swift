@@ -1,6 +1,4 @@
-import CSystemShims
 import Foundation
-import Glibc
 import Synchronization
 
 /// The managed directory that holds staged copies, each named by its fingerprint.
@@ -66,8 +64,8 @@ public struct StagingArea: Sendable {
                 throw .stateUnusable(path: directory, reason: "cannot create it: \(error.reason)")
             }
         }
-        guard access(root, W_OK) == 0 else {
-            throw .stateUnusable(path: root, reason: SystemError.last("access").reason)
+        do { try System.access(root, .write) } catch {
+            throw .stateUnusable(path: root, reason: error.reason)
         }
     }
 
@@ -87,18 +85,18 @@ public struct StagingArea: Sendable {
         let directory = staging + "/.damaged"
         let name = String(path[(path.range(of: "/", options: .backwards)?.upperBound ?? path.startIndex)...])
         let destination = "\(directory)/\(name)-\(Int(Date().timeIntervalSince1970))"
-        if (try? makeDirectories(directory)) != nil, rename(path, destination) == 0 { return destination }
-        unlink(path)
+        if (try? makeDirectories(directory)) != nil, (try? System.rename(path, to: destination)) != nil { return destination }
+        try? System.unlink(path)
         return nil
     }
 
     /// Deletes the staged copy with this fingerprint; true when it is gone (or never was).
     public func remove(_ fingerprint: Fingerprint) -> Bool {
-        unlink(path(for: fingerprint)) == 0 || errno == ENOENT
+        System.removeIfPresent(path(for: fingerprint))
     }
 
     public func contains(_ fingerprint: Fingerprint) -> Bool {
-        access(path(for: fingerprint), F_OK) == 0
+        System.exists(path(for: fingerprint))
     }
 
     /// Bytes that can still be written to the staging file system by this user.
@@ -109,21 +107,15 @@ public struct StagingArea: Sendable {
     /// Bytes this user can still write to the file system that holds `path`: a staging area
     /// not made yet is measured at the directory that will hold it.
     public static func availableBytes(onFileSystemOf path: String) throws(SystemError) -> Int64 {
-        let info = try fileSystemInfo(path)
+        let info = try System.fileSystemStatus(path)
         return Int64(info.f_bavail) * Int64(info.f_frsize)
     }
 
     /// The staging file system's whole size (`f_blocks × f_frsize`): a copy larger than this,
     /// less the reserve, can never be staged, however much is freed.
     public func capacityBytes() throws(SystemError) -> Int64 {
-        let info = try Self.fileSystemInfo(root)
+        let info = try System.fileSystemStatus(root)
         return Int64(info.f_blocks) * Int64(info.f_frsize)
-    }
-
-    private static func fileSystemInfo(_ path: String) throws(SystemError) -> statvfs {
-        var info = statvfs()
-        try retryingEINTR("statvfs", path: path) { statvfs(path, &info) }
-        return info
     }
 
     /// Creates a partial file for one copy, named after this process so that leftovers of a
@@ -134,16 +126,16 @@ public struct StagingArea: Sendable {
     func createPartial() throws(SystemError) -> (file: FileDescriptor, path: String, stale: Int64) {
         if let held = spares.takeHeld() {
             if let (fd, stale) = Self.openSpare(held) { return (fd, held, stale) }
-            unlink(held)
+            try? System.unlink(held)
         }
         let name = "\(partialDirectory)/\(UniqueName.next()).partial"
         while let spare = spares.take() {
             // Taken by another process meanwhile, or removed by a person: the next one.
-            guard rename(spare, name) == 0 else { continue }
+            guard (try? System.rename(spare, to: name)) != nil else { continue }
             if let (fd, stale) = Self.openSpare(name) { return (fd, name, stale) }
-            unlink(name)
+            try? System.unlink(name)
         }
-        let fd = try FileDescriptor(path: name, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o640)
+        let fd = try FileDescriptor(path: name, flags: [.writeOnly, .create, .exclusive], mode: 0o640)
         return (fd, name, 0)
     }
 
@@ -151,7 +143,7 @@ public struct StagingArea: Sendable {
     /// anything but a file of its own (a link put there: written through, it would change
     /// another file).
     private static func openSpare(_ path: String) -> (FileDescriptor, Int64)? {
-        guard let fd = try? FileDescriptor(path: path, flags: O_WRONLY | O_NOFOLLOW | O_NONBLOCK),
+        guard let fd = try? FileDescriptor(path: path, flags: [.writeOnly, .noFollow, .nonBlocking]),
             let status = try? fd.stat(), status.isRegularFile, status.st_nlink == 1
         else { return nil }
         return (fd, Int64(status.st_size))
@@ -160,7 +152,7 @@ public struct StagingArea: Sendable {
     /// Cuts a copy of `length` bytes written into a file that held `stale` bytes to its length.
     static func cut(_ file: FileDescriptor, to length: Int64, stale: Int64, path: String) throws(SystemError) {
         guard stale > length else { return }
-        try retryingEINTR("ftruncate", path: path) { ftruncate(file.raw, off_t(length)) }
+        try file.truncate(to: length, path: path)
     }
 
     /// Empties every spare file, giving their blocks back to the file system: before the
@@ -169,7 +161,7 @@ public struct StagingArea: Sendable {
     public func emptySpares() -> Int {
         var emptied = 0
         spares.forEachSpare { path in
-            if let (fd, size) = Self.openSpare(path), size > 0, ftruncate(fd.raw, 0) == 0 { emptied += 1 }
+            if let (fd, size) = Self.openSpare(path), size > 0, (try? fd.truncate(to: 0)) != nil { emptied += 1 }
         }
         return emptied
     }
@@ -184,12 +176,12 @@ public struct StagingArea: Sendable {
         let path = path(for: fingerprint)
         if size >= freedApartFrom { return freeApart(path) }
         let held = spares.mayHold ? "\(partialDirectory)/\(UniqueName.next()).partial" : nil
-        guard let spare = held ?? spares.newName() else { return unlink(path) == 0 || errno == ENOENT }
-        guard rename(path, spare) == 0 else { return errno == ENOENT || unlink(path) == 0 }
-        if size <= smallCopyLimit || truncate(spare, 0) == 0 {
+        guard let spare = held ?? spares.newName() else { return System.removeIfPresent(path) }
+        guard (try? System.rename(path, to: spare)) != nil else { return System.removeIfPresent(path) }
+        if size <= smallCopyLimit || (try? System.truncate(spare, to: 0)) != nil {
             if held != nil { spares.hold(spare) } else { spares.keep(spare) }
         } else {
-            unlink(spare)
+            try? System.unlink(spare)
         }
         return true
     }
@@ -199,7 +191,7 @@ public struct StagingArea: Sendable {
     /// Deleted when `.spare/` holds its limit already.
     public func shelveHeldSpares() {
         while let held = spares.takeHeld() {
-            if let spare = spares.newName(), rename(held, spare) == 0 { spares.keep(spare) } else { unlink(held) }
+            if let spare = spares.newName(), (try? System.rename(held, to: spare)) != nil { spares.keep(spare) } else { try? System.unlink(held) }
         }
     }
 
@@ -210,8 +202,8 @@ public struct StagingArea: Sendable {
     /// file is gone from `path` (or never was there).
     private func freeApart(_ path: String) -> Bool {
         let doomed = "\(freeingDirectory)/\(UniqueName.next())"
-        guard rename(path, doomed) == 0 else { return errno == ENOENT || unlink(path) == 0 }
-        if ingest_unlink_detached(doomed) != 0 { unlink(doomed) }
+        guard (try? System.rename(path, to: doomed)) != nil else { return System.removeIfPresent(path) }
+        if (try? System.unlinkDetached(doomed)) == nil { try? System.unlink(doomed) }
         return true
     }
 
@@ -220,8 +212,8 @@ public struct StagingArea: Sendable {
     @discardableResult
     public func freeLeftovers() -> Int {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: freeingDirectory) else { return 0 }
-        for name in names where ingest_unlink_detached("\(freeingDirectory)/\(name)") != 0 {
-            unlink("\(freeingDirectory)/\(name)")
+        for name in names where (try? System.unlinkDetached("\(freeingDirectory)/\(name)")) == nil {
+            try? System.unlink("\(freeingDirectory)/\(name)")
         }
         return names.count
     }
@@ -233,21 +225,26 @@ public struct StagingArea: Sendable {
         let final = path(for: fingerprint)
         // The fan-out directory is made when a link finds it missing: once per directory,
         // not a failed `mkdir` per copy.
-        for attempt in 0..<2 {
-            if Glibc.link(partial, final) == 0 { return true }
-            if errno == EEXIST { return false }
-            guard errno == ENOENT, attempt == 0 else { break }
+        var attempt = 0
+        while true {
+            do {
+                try System.link(partial, to: final)
+                return true
+            } catch {
+                if error.errno == .fileExists { return false }
+                guard error.errno == .noSuchFileOrDirectory, attempt == 0 else { throw error }
+            }
+            attempt += 1
             let fanOut = String(final.prefix(upTo: final.lastIndex(of: "/")!))
-            if mkdir(fanOut, 0o750) != 0, errno != EEXIST { throw .last("mkdir", path: fanOut) }
+            do { try System.makeDirectory(fanOut, mode: 0o750) } catch where error.errno == .fileExists {}
         }
-        throw .last("link", path: final)
     }
 
     /// Makes one copy's data durable (`fdatasync`), where ``sync()`` would flush the whole
     /// file system: a lone large copy then waits for its own blocks only, not for what other
     /// programs (a second card's copies, an S3 server on the same disk) left to write.
     func sync(copy: FileDescriptor, path: String) throws(SystemError) {
-        try retryingEINTR("fdatasync", path: path) { fdatasync(copy.raw) }
+        try copy.syncData(path: path)
     }
 
     /// Makes the name of `fingerprint`'s copy durable: its fan-out directory, and the root
@@ -255,16 +252,14 @@ public struct StagingArea: Sendable {
     func syncName(of fingerprint: Fingerprint) throws(SystemError) {
         let final = path(for: fingerprint)
         for directory in [String(final.prefix(upTo: final.lastIndex(of: "/")!)), root] {
-            let fd = try FileDescriptor(path: directory, flags: O_RDONLY | O_DIRECTORY)
-            try retryingEINTR("fsync", path: directory) { fsync(fd.raw) }
+            try FileDescriptor(path: directory, flags: [.readOnly, .directory]).sync(path: directory)
         }
     }
 
     /// Flushes everything written to the staging file system (`syncfs`): one call makes a
     /// whole batch of copies, or of new names, durable.
     func sync() throws(SystemError) {
-        let directory = try FileDescriptor(path: root, flags: O_RDONLY | O_DIRECTORY)
-        try retryingEINTR("syncfs", path: root) { ingest_syncfs(directory.raw) }
+        try FileDescriptor(path: root, flags: [.readOnly, .directory]).syncFileSystem(path: root)
     }
 
     /// Removes partial files left by processes that no longer run (a crash, a kill -9).
@@ -273,8 +268,8 @@ public struct StagingArea: Sendable {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: partialDirectory) else { return 0 }
         var removed = 0
         for name in names where name.hasSuffix(".partial") {
-            guard let pid = Int32(name.prefix { $0 != "-" }), pid != getpid() else { continue }
-            if kill(pid, 0) != 0, errno == ESRCH, unlink("\(partialDirectory)/\(name)") == 0 { removed += 1 }
+            guard let pid = Int32(name.prefix { $0 != "-" }), pid != System.processID else { continue }
+            if !System.processExists(pid), (try? System.unlink("\(partialDirectory)/\(name)")) != nil { removed += 1 }
         }
         return removed
     }
@@ -285,7 +280,7 @@ public struct StagingArea: Sendable {
 /// among the processes sharing the area without a system call a name. A partial's pid tells
 /// a live process's copies from a dead one's (``StagingArea/removeAbandonedPartials()``).
 enum UniqueName {
-    private static let prefix = "\(getpid())-"
+    private static let prefix = "\(System.processID)-"
     private static let count = Atomic<UInt64>(UInt64.random(in: 0...(UInt64.max >> 1)))
 
     static func next() -> String { prefix + String(count.add(1, ordering: .relaxed).newValue) }

@@ -1,5 +1,3 @@
-import Glibc
-
 /// A small file that tells ingest what to do, read whole, within a bound, and only if it is
 /// a regular file: the configuration, AWS's shared credentials and config files, a card's
 /// scene file.
@@ -37,8 +35,8 @@ struct BoundedFile {
     enum Problem: Error, Equatable, Sendable, CustomStringConvertible {
         /// A symbolic link, where links are refused.
         case symbolicLink
-        /// Not a regular file; `type` is its `st_mode & S_IFMT`.
-        case notRegular(type: mode_t)
+        /// Not a regular file, but of `type`.
+        case notRegular(type: FileType)
         /// Longer than `limit` bytes.
         case tooLarge(limit: Int)
         /// Looking at it, opening it or reading it failed (permission denied, an I/O error).
@@ -47,7 +45,7 @@ struct BoundedFile {
         var description: String {
             switch self {
             case .symbolicLink: "is a symbolic link"
-            case .notRegular(let type): "is \(Self.kind(type)), not a regular file"
+            case .notRegular(let type): "is \(type.described), not a regular file"
             case .tooLarge(let limit): "is larger than \(Self.size(limit)), the most read of it"
             case .failed(let error):
                 switch error.call {
@@ -55,19 +53,6 @@ struct BoundedFile {
                 case "read": "cannot be read (\(error.reason))"
                 default: "cannot be examined (\(error.reason))"
                 }
-            }
-        }
-
-        /// What a file of this type is, in words: "a FIFO (named pipe)".
-        static func kind(_ type: mode_t) -> String {
-            switch type {
-            case S_IFIFO: "a FIFO (named pipe)"
-            case S_IFCHR: "a device node (a character device)"
-            case S_IFBLK: "a device node (a block device)"
-            case S_IFDIR: "a directory"
-            case S_IFSOCK: "a socket"
-            case S_IFLNK: "a symbolic link"
-            default: "not a file of a known kind"
             }
         }
 
@@ -80,7 +65,7 @@ struct BoundedFile {
     let bytes: [UInt8]
     /// What `fstat` said of the open file (its owner and mode, for the checks of trust); nil
     /// for `/dev/null`, which is no one's file.
-    let status: Glibc.stat?
+    let status: FileStatus?
 
     /// Reads the file at `path` (relative to `directory`, if given); nil when there is
     /// nothing there (`ENOENT`, or `ENOTDIR`: a file where a directory of the path should be).
@@ -89,28 +74,25 @@ struct BoundedFile {
     static func read(
         _ path: String, in directory: FileDescriptor? = nil, links: Links, limit: Int = defaultLimit
     ) throws(Problem) -> BoundedFile? {
-        var seen = Glibc.stat()
-        let lookFlags: Int32 = links == .refuse ? AT_SYMLINK_NOFOLLOW : 0
-        do {
-            try retryingEINTR("stat", path: path) { fstatat(directory?.raw ?? AT_FDCWD, path, &seen, lookFlags) }
-        } catch {
-            if error.errno == ENOENT || error.errno == ENOTDIR { return nil }
+        let seen: FileStatus
+        do { seen = try System.status(path, in: directory, followingLinks: links == .follow) } catch {
+            if error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory { return nil }
             throw .failed(error)
         }
         if links == .follow, seen.isDevNull { return BoundedFile(bytes: [], status: nil) }
         try refuseUnlessRegular(seen)
 
-        var flags = O_RDONLY | O_NONBLOCK | O_NOCTTY
-        if links == .refuse { flags |= O_NOFOLLOW }
+        var flags: FileDescriptor.Flags = [.readOnly, .nonBlocking, .noControllingTerminal]
+        if links == .refuse { flags.insert(.noFollow) }
         let file: FileDescriptor
         do { file = try FileDescriptor(at: directory, path: path, flags: flags) } catch {
             switch error.errno {
-            case ENOENT, ENOTDIR: return nil  // gone since the look: there is none now
-            case ELOOP where links == .refuse: throw .symbolicLink  // a link put in its place
+            case .noSuchFileOrDirectory, .notDirectory: return nil  // gone since the look: there is none now
+            case .tooManySymbolicLinkLevels where links == .refuse: throw .symbolicLink  // a link put in its place
             default: throw .failed(error)
             }
         }
-        let opened: Glibc.stat
+        let opened: FileStatus
         do { opened = try file.stat() } catch { throw .failed(error) }
         try refuseUnlessRegular(opened)
 
@@ -122,21 +104,11 @@ struct BoundedFile {
         return BoundedFile(bytes: Array(buffer[..<count]), status: opened)
     }
 
-    private static func refuseUnlessRegular(_ status: Glibc.stat) throws(Problem) {
-        switch status.st_mode & S_IFMT {
-        case S_IFREG: return
-        case S_IFLNK: throw .symbolicLink
+    private static func refuseUnlessRegular(_ status: FileStatus) throws(Problem) {
+        switch status.type {
+        case .regular: return
+        case .symbolicLink: throw .symbolicLink
         case let type: throw .notRegular(type: type)
         }
     }
-}
-
-extension Glibc.stat {
-    /// `/dev/null` by its numbers (character device 1, 3), under whatever name.
-    var isDevNull: Bool {
-        (st_mode & S_IFMT) == S_IFCHR && st_rdev == Self.devNullNumber
-    }
-
-    /// `makedev(1, 3)`.
-    private static let devNullNumber: dev_t = (1 << 8) | 3
 }

@@ -1,5 +1,3 @@
-import CSystemShims
-import Glibc
 import Synchronization
 
 // Direct I/O (O_DIRECT): reads and writes go between the device and the caller's buffer, past
@@ -63,21 +61,8 @@ final class AlignedBufferPool: Sendable {
 }
 
 extension FileDescriptor {
-    /// Whether every page of the file's first `length` bytes is in the page cache, asked
-    /// without reading a byte or waiting for I/O; false where it cannot be told.
-    ///
-    /// `mmap` + `mincore` + `munmap` of the range, a few microseconds a file. The
-    /// alternatives: `cachestat` (Linux 6.5) is one call, but not one the services' sandbox
-    /// (`@system-service` of Debian 12's systemd) allows; `preadv2(RWF_NOWAIT)` of the first
-    /// chunk, on a file not cached, starts (and waits to submit) read-ahead into the page
-    /// cache, the very pages a direct read then fetches again; measured on a card of small
-    /// files, it was the dearest of the three, cold or warm (docs/benchmarks.md).
-    func isInPageCache(firstBytes length: Int64) -> Bool {
-        length > 0 && ingest_mincore_cached(raw, length) == 1
-    }
-
     /// Turns direct I/O on for this file where its file system allows it; says whether it did.
-    func preferDirectIO() -> Bool { ingest_set_direct_io(raw, 1) == 0 }
+    func preferDirectIO() -> Bool { (try? setDirectIO(true)) != nil }
 
     /// Reads at `offset` until `buffer` is full or the file ends; returns the bytes read.
     /// While `isDirect`, the buffer, offset and size must be aligned (``AlignedBuffer``); a
@@ -91,20 +76,17 @@ extension FileDescriptor {
     ) throws(SystemError) -> Int {
         var filled = 0
         while filled < buffer.count {
-            let count = Glibc.pread(raw, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset) + off_t(filled))
-            if count > 0 {
-                filled += count
-                if isDirect, (Int(offset) + filled) % AlignedBuffer.alignment != 0 { break }
+            let count: Int
+            do {
+                count = try readOnce(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), at: offset + Int64(filled), path: path)
+            } catch where error.errno == .invalidArgument && isDirect {
+                // Refused as direct, also after a short direct read left the next one unaligned.
+                try turnOffDirectIO(&isDirect, path: path)
                 continue
             }
             if count == 0 { break }
-            let error = SystemError.last("pread", path: path)
-            switch error.errno {
-            case EINTR: continue
-            // Refused as direct, also after a short direct read left the next one unaligned.
-            case EINVAL where isDirect: try turnOffDirectIO(&isDirect, path: path)
-            default: throw error
-            }
+            filled += count
+            if isDirect, (Int(offset) + filled) % AlignedBuffer.alignment != 0 { break }
         }
         return filled
     }
@@ -118,15 +100,14 @@ extension FileDescriptor {
         if isDirect {
             let aligned = bytes.count / AlignedBuffer.alignment * AlignedBuffer.alignment
             while written < aligned {
-                let count = Glibc.pwrite(raw, bytes.baseAddress! + written, aligned - written, off_t(offset) + off_t(written))
-                if count > 0 {
-                    written += count
-                    continue
+                let count: Int
+                do {
+                    count = try writeOnce(UnsafeRawBufferPointer(rebasing: bytes[written..<aligned]), at: offset + Int64(written), path: path)
+                } catch where error.errno == .invalidArgument {
+                    break  // refused as direct: the rest goes through the cache
                 }
-                let error = SystemError.last("write", path: path)
-                if count < 0, error.errno == EINTR { continue }
-                if count < 0, error.errno != EINVAL { throw error }
-                break  // refused as direct: the rest goes through the cache
+                if count == 0 { break }
+                written += count
             }
             if written < bytes.count { try turnOffDirectIO(&isDirect, path: path) }
         }
@@ -134,7 +115,7 @@ extension FileDescriptor {
     }
 
     private func turnOffDirectIO(_ isDirect: inout Bool, path: String?) throws(SystemError) {
-        guard ingest_set_direct_io(raw, 0) == 0 else { throw .last("fcntl", path: path) }
+        try setDirectIO(false, path: path)
         isDirect = false
     }
 }

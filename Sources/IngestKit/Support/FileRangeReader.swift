@@ -1,5 +1,3 @@
-import Glibc
-
 /// One byte range of a file (a request body, a staged copy being checked), read in aligned
 /// blocks with direct I/O where the file system takes it (see DirectIO.swift): the bytes go
 /// from the device into the caller's buffer and not through the page cache.
@@ -15,7 +13,7 @@ final class FileRange: @unchecked Sendable {
 
     /// Opens `path` to read `length` bytes from `offset`.
     convenience init(path: String, offset: Int64, length: Int64) throws(SystemError) {
-        try self.init(file: FileDescriptor(path: path, flags: O_RDONLY), path: path, offset: offset, length: length)
+        try self.init(file: FileDescriptor(path: path, flags: .readOnly), path: path, offset: offset, length: length)
     }
 
     /// The range of `file`, already open (`path` names it in errors).
@@ -27,7 +25,7 @@ final class FileRange: @unchecked Sendable {
         self.length = length
         // A small range is read through the cache, which is where a small copy is.
         isDirect = length > smallCopyLimit && file.preferDirectIO()
-        if !isDirect { _ = posix_fadvise(file.raw, off_t(offset), off_t(length), POSIX_FADV_SEQUENTIAL) }
+        if !isDirect { file.adviseSequential(offset: offset, length: length) }
     }
 
     /// The bytes of the whole aligned pages the range lies in (one page at least): what one
@@ -56,7 +54,7 @@ final class FileRange: @unchecked Sendable {
         // Through the page cache, what was read leaves it: it is read once.
         if !isDirect { file.dropFromCache(offset: blockStart, length: Int64(count)) }
         // Nothing at `position`: the file is shorter than it was when the range was planned.
-        guard blockStart + Int64(count) > position else { throw SystemError(call: "pread", errno: EIO, path: path) }
+        guard blockStart + Int64(count) > position else { throw SystemError(call: "pread", errno: .ioError, path: path) }
         let from = Int(position - blockStart)
         let to = Int(min(blockStart + Int64(count), end) - blockStart)
         return UnsafeRawBufferPointer(rebasing: buffer.storage[from..<to])

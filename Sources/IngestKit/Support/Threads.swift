@@ -1,4 +1,3 @@
-import CSystemShims
 import Foundation
 
 /// A first-in first-out queue with a capacity, for handing work between dedicated threads.
@@ -84,7 +83,7 @@ final class BlockingQueue<Element>: @unchecked Sendable {
 func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
     precondition(name.utf8.count <= 15, "thread name \(name) is longer than Linux keeps (15 bytes)")
     let thread = Thread {
-        _ = ingest_name_this_thread(name)
+        System.nameThisThread(name)
         body()
     }
     thread.name = name

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 import TOMLKit
 
 /// What was being recorded: a scene name (the label `scene`) and tags of its own.
@@ -70,7 +69,7 @@ public struct SceneFile: Sendable, Equatable {
         let path = (root.hasSuffix("/") ? root : root + "/") + fileName
         func fail(_ problem: String) -> LabelError { .sceneFile(path: path, problem: problem) }
         let directory: FileDescriptor
-        do { directory = try FileDescriptor(path: root, flags: O_RDONLY | O_DIRECTORY) } catch {
+        do { directory = try FileDescriptor(path: root, flags: [.readOnly, .directory]) } catch {
             throw fail("cannot be read, as the card's root cannot be opened (\(error.reason))")
         }
         let read: BoundedFile?

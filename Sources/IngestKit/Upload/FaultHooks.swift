@@ -1,6 +1,5 @@
 #if INGEST_FAULT_HOOKS
 import Foundation
-import Glibc
 import Synchronization
 #endif
 
@@ -46,18 +45,18 @@ final class FaultHooks: Sendable {
 
     /// Flips the last byte of a staged copy about to be uploaded, as a failing disk would.
     func damage(stagedCopy path: String) {
-        guard damagesStagedCopies, let file = try? FileDescriptor(path: path, flags: O_RDWR), let st = try? file.stat(),
+        guard damagesStagedCopies, let file = try? FileDescriptor(path: path, flags: .readWrite), let st = try? file.stat(),
             st.st_size > 0
         else { return }
         var byte: UInt8 = 0
-        _ = pread(file.raw, &byte, 1, st.st_size - 1)
+        _ = withUnsafeMutableBytes(of: &byte) { try? file.readOnce(into: $0, at: Int64(st.st_size) - 1) }
         byte = ~byte
-        _ = pwrite(file.raw, &byte, 1, st.st_size - 1)
+        _ = withUnsafeBytes(of: &byte) { try? file.writeOnce($0, at: Int64(st.st_size) - 1) }
     }
 
     private func reached(_ point: String) {
         guard let stopAt, stopAt == point else { return }
-        raise(SIGKILL)
+        System.killThisProcess()
     }
     #else
     init() {}

@@ -34,7 +34,7 @@ extension ObjectUploader {
             return .success(.file(path: stagedPath, offset: range.offset, length: range.length))
         }
         return Result { () throws(SystemError) -> HTTPBody in
-            let file = try FileDescriptor(path: stagedPath, flags: O_RDONLY)
+            let file = try FileDescriptor(path: stagedPath, flags: .readOnly)
             // Read into uninitialised memory: zeroing it first cost as much as the copy.
             var failure: SystemError?
             let bytes = [UInt8](unsafeUninitializedCapacity: Int(range.length)) { buffer, count in
@@ -46,7 +46,7 @@ extension ObjectUploader {
             }
             if let failure { throw failure }
             // Shorter than planned: the copy was cut since it was staged.
-            guard bytes.count == range.length else { throw SystemError(call: "pread", errno: EIO, path: stagedPath) }
+            guard bytes.count == range.length else { throw SystemError(call: "pread", errno: .ioError, path: stagedPath) }
             return .bytes(bytes)
         }
     }

@@ -1,4 +1,3 @@
-import Glibc
 import Synchronization
 
 /// Staged copies let go as their uploads verify, when nothing is to be kept (`[staging]

@@ -444,7 +444,7 @@ struct UploadRun {
     /// What a failure to read the staged copy is: gone (`ENOENT`), or unreadable now, its
     /// words kept for the report.
     private mutating func trouble(_ error: SystemError) -> UploadStateMachine.StagedCopyTrouble {
-        if error.errno == ENOENT { return .gone }
+        if error.errno == .noSuchFileOrDirectory { return .gone }
         cause = UploadError(
             exitStatus: .cantCreate, scope: .object,
             message: "the staged copy \(uploader.stagedPath) cannot be read now (\(error)); it is kept, and the upload is "

@@ -1,5 +1,3 @@
-import Glibc
-
 /// A file's path relative to the scanned root, as the raw bytes the file system holds.
 ///
 /// Linux names are bytes, not text: a card written by a camera with another code page can
@@ -64,14 +62,5 @@ extension String {
     fileprivate var replacingBackslashes: String { replacing("\\", with: "\\\\") }
     fileprivate func leftPadded(to width: Int) -> String {
         String(repeating: "0", count: max(0, width - count)) + self
-    }
-}
-
-extension FileDescriptor {
-    /// Opens a card path (raw bytes: names need not be UTF-8) relative to `directory`.
-    convenience init(at directory: FileDescriptor, path: CardPath, flags: Int32) throws(SystemError) {
-        let cPath = path.cString
-        let fd = try retryingEINTR("open", path: path.display) { openat(directory.raw, cPath, flags | O_CLOEXEC) }
-        self.init(adopting: fd)
     }
 }

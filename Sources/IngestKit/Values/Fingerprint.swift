@@ -1,5 +1,4 @@
 import CXXHash
-import Glibc
 
 /// A file's XXH3-128 digest: the content address of its staged copy.
 ///

@@ -1,4 +1,3 @@
-import Glibc
 
 /// Which block devices are cards. The same test as the shipped udev rule
 /// (`udev-rules/99-ingest.rules`), so that `ingest watch` and the systemd units take the
@@ -98,11 +97,9 @@ public struct CardDevice: Sendable, Equatable {
 
     /// Checks `node` and reads what udev knows of it.
     public static func inspect(node: String) throws(IngestError) -> CardDevice {
-        var st = Glibc.stat()
-        guard stat(node, &st) == 0 else {
-            throw .notACard(device: node, reason: SystemError.last("stat").reason)
-        }
-        guard (st.st_mode & S_IFMT) == S_IFBLK else {
+        let st: FileStatus
+        do { st = try System.status(node) } catch { throw .notACard(device: node, reason: error.reason) }
+        guard st.type == .blockDevice else {
             throw .notACard(
                 device: node,
                 reason: "not a block device (give the card's device node, like /dev/sdb1, or ingest a directory by its path)")
@@ -138,10 +135,7 @@ public struct CardDevice: Sendable, Equatable {
     /// device to exist (a card pulled out): the last component of the node, after resolving
     /// links when it still resolves (`/dev/disk/by-uuid/…` names `sdb1`).
     public static func kernelName(ofNode node: String) throws(IngestError) -> String {
-        let resolved = realpath(node, nil).map { pointer in
-            defer { free(pointer) }
-            return String(cString: pointer)
-        }
+        let resolved = try? System.realPath(node)
         let name = baseName(resolved ?? node)
         guard node.hasPrefix("/"), !name.isEmpty, name != ".", name != ".." else {
             throw .notACard(device: node, reason: "give the card's device node, like /dev/sdb1")

@@ -1,5 +1,3 @@
-import CSystemShims
-import Glibc
 import Logging
 
 /// The fields of an ext2/3/4 superblock the mount options depend on.
@@ -30,7 +28,7 @@ struct ExtSuperblock: Equatable {
 
     /// Reads the superblock of the device at `node`; nil when it has none or cannot be read.
     static func read(node: String) -> ExtSuperblock? {
-        guard let fd = try? FileDescriptor(path: node, flags: O_RDONLY | O_CLOEXEC) else { return nil }
+        guard let fd = try? FileDescriptor(path: node, flags: .readOnly) else { return nil }
         var bytes = [UInt8](repeating: 0, count: length)
         let count = bytes.withUnsafeMutableBytes { try? fd.read(into: $0, at: offset) }
         guard let count, count == length else { return nil }
@@ -48,7 +46,7 @@ struct ExtSuperblock: Equatable {
 /// cannot be written at all (a locked SD card) is mounted with `noload` after all, and the
 /// log says that its newest changes may not be visible.
 enum MountOptions {
-    static let flags = UInt(MS_RDONLY) | UInt(MS_NOSUID) | UInt(MS_NODEV) | UInt(MS_NOEXEC)
+    static let flags: System.MountFlags = [.readOnly, .noSetID, .noDevices, .noExecution]
 
     /// The `data` argument of mount(2) for a file system of udev's type `fsType`.
     static func data(fsType: String, superblock: ExtSuperblock?) -> String? {
@@ -72,7 +70,7 @@ enum MountPrivilege {
     /// `CAP_SYS_ADMIN` of linux/capability.h.
     private static let sysAdmin: Int32 = 21
 
-    static var held: Bool { ingest_has_effective_capability(sysAdmin) == 1 }
+    static var held: Bool { System.hasEffectiveCapability(sysAdmin) }
 }
 
 extension MountEntry {
@@ -130,7 +128,7 @@ public final class CardMount: Sendable {
         // not mounted the way ingest mounts a card (writable, or with programs runnable).
         for stale in table.entries where stale.mountPoint == ours {
             logger.notice("removing a stale mount", metadata: ["mount_point": "\(ours)", "source": "\(stale.source)"])
-            _ = umount2(ours, Int32(MNT_DETACH))
+            try? System.unmount(ours, detaching: true)
         }
         try mount(card, at: ours, logger: logger)
         return CardMount(path: ours, device: card.node, isOurs: true)
@@ -149,36 +147,31 @@ public final class CardMount: Sendable {
         var lastError: SystemError?
         for type in MountOptions.kernelTypes(card.fsType) {
             var result = mountCall(card.node, path, type, data)
-            if result == EROFS, data == nil, superblock?.needsRecovery == true {
+            if result?.errno == .readOnlyFileSystem, data == nil, superblock?.needsRecovery == true {
                 logger.warning(
                     "the card cannot be written, so its journal cannot be replayed: mounting without it; changes the card's journal still holds (the newest files) may be missing",
                     metadata: ["device": "\(card.node)"])
                 data = "noload"
                 result = mountCall(card.node, path, type, data)
             }
-            if result == 0 { return }
-            lastError = SystemError(call: "mount", errno: result, path: path)
-            if result != ENODEV { break }
+            guard let result else { return }
+            lastError = result
+            if result.errno != .noSuchDevice { break }
         }
-        rmdir(path)
-        let error = lastError ?? SystemError(call: "mount", errno: EINVAL, path: path)
+        try? System.removeDirectory(path)
+        let error = lastError ?? SystemError(call: "mount", errno: .invalidArgument, path: path)
         switch error.errno {
-        case ENODEV: throw failure("this kernel cannot mount \(card.fsType) file systems (load its module: modprobe \(card.fsType))")
-        case EPERM, EACCES: throw failure("not permitted (\(error.reason)); mounting needs root with CAP_SYS_ADMIN")
-        case EBUSY: throw failure("the device is busy (\(error.reason)); is it in use elsewhere?")
+        case .noSuchDevice: throw failure("this kernel cannot mount \(card.fsType) file systems (load its module: modprobe \(card.fsType))")
+        case .notPermitted, .permissionDenied: throw failure("not permitted (\(error.reason)); mounting needs root with CAP_SYS_ADMIN")
+        case .resourceBusy: throw failure("the device is busy (\(error.reason)); is it in use elsewhere?")
         default: throw failure("\(error.reason); the file system may be damaged or not \(card.fsType)")
         }
     }
 
-    /// mount(2); 0 or the errno.
-    private static func mountCall(_ source: String, _ target: String, _ type: String, _ data: String?) -> Int32 {
-        let result: Int32
-        if let data {
-            result = data.withCString { Glibc.mount(source, target, type, MountOptions.flags, $0) }
-        } else {
-            result = Glibc.mount(source, target, type, MountOptions.flags, nil)
-        }
-        return result == 0 ? 0 : errno
+    /// mount(2) as ingest mounts a card; nil when it mounted, or what went wrong.
+    private static func mountCall(_ source: String, _ target: String, _ type: String, _ data: String?) -> SystemError? {
+        do { try System.mount(source, at: target, type: type, flags: MountOptions.flags, data: data) } catch { return error }
+        return nil
     }
 
     /// Unmounts what ingest mounted and removes its directory (see ``unmount(at:)``); leaves
@@ -197,18 +190,16 @@ public final class CardMount: Sendable {
     public static func unmount(at path: String) -> SystemError? {
         // Bounded: each call takes the top mount off, and a place holds one or two at most.
         unmounting: for _ in 0..<16 {
-            if umount2(path, Int32(UMOUNT_NOFOLLOW)) == 0 { continue }
-            let error = SystemError.last("umount", path: path)
-            switch error.errno {
-            case EINVAL, ENOENT: break unmounting  // nothing (more) mounted there
-            case EBUSY:
-                if umount2(path, Int32(MNT_DETACH) | Int32(UMOUNT_NOFOLLOW)) != 0 {
-                    return SystemError.last("umount2 (detach)", path: path)
+            do { try System.unmount(path, followingLinks: false) } catch {
+                switch error.errno {
+                case .invalidArgument, .noSuchFileOrDirectory: break unmounting  // nothing (more) mounted there
+                case .resourceBusy:
+                    do { try System.unmount(path, detaching: true, followingLinks: false) } catch { return error }
+                default: return error
                 }
-            default: return error
             }
         }
-        if rmdir(path) != 0, errno != ENOENT { return SystemError.last("rmdir", path: path) }
+        do { try System.removeDirectory(path) } catch where error.errno != .noSuchFileOrDirectory { return error } catch {}
         return nil
     }
 }
@@ -219,8 +210,9 @@ func makePrivateDirectories(_ path: String) throws(SystemError) {
     var prefix = ""
     for component in path.split(separator: "/", omittingEmptySubsequences: true) {
         prefix += "/" + component
-        if mkdir(prefix, 0o700) != 0, errno != EEXIST { throw .last("mkdir", path: prefix) }
+        do { try System.makeDirectory(prefix, mode: 0o700) } catch where error.errno == .fileExists {}
     }
-    var st = Glibc.stat()
-    guard stat(path, &st) == 0, st.isDirectory else { throw SystemError(call: "mkdir", errno: ENOTDIR, path: path) }
+    guard (try? System.status(path))?.isDirectory == true else {
+        throw SystemError(call: "mkdir", errno: .notDirectory, path: path)
+    }
 }

@@ -135,18 +135,18 @@ public final class UdevMonitor: Sendable {
     /// Starts listening; events from now on are delivered, in order.
     public init() throws(IngestError) {
         // Without a udevd, libudev quietly makes a monitor that never hears anything.
-        guard access("/run/udev/control", F_OK) == 0 else {
-            throw .udevUnavailable(SystemError(call: "access", errno: ENOENT, path: "/run/udev/control"))
+        guard System.exists("/run/udev/control") else {
+            throw .udevUnavailable(SystemError(call: "access", errno: .noSuchFileOrDirectory, path: "/run/udev/control"))
         }
-        guard let udev = udev_new() else { throw Self.failure("udev_new", errno: ENOMEM) }
+        guard let udev = udev_new() else { throw Self.failure("udev_new", errno: .noMemory) }
         guard let monitor = udev_monitor_new_from_netlink(udev, "udev") else {
             udev_unref(udev)
-            throw Self.failure("udev_monitor_new_from_netlink", errno: errno == 0 ? EPERM : errno)
+            throw Self.failure("udev_monitor_new_from_netlink", errno: Errno.current == .success ? .notPermitted : .current)
         }
         func fail(_ call: String, _ code: Int32) -> IngestError {
             udev_monitor_unref(monitor)
             udev_unref(udev)
-            return Self.failure(call, errno: code < 0 ? -code : errno)
+            return Self.failure(call, errno: code < 0 ? Errno(rawValue: -code) : .current)
         }
         var code = udev_monitor_filter_add_match_subsystem_devtype(monitor, "block", nil)
         if code < 0 { throw fail("udev_monitor_filter_add_match_subsystem_devtype", code) }
@@ -155,7 +155,7 @@ public final class UdevMonitor: Sendable {
         // Cards arrive in bursts (a reader with four slots): room for them in the socket.
         _ = udev_monitor_set_receive_buffer_size(monitor, 4 << 20)
         var pipeEnds: [Int32] = [-1, -1]
-        guard pipe(&pipeEnds) == 0 else { throw fail("pipe", -errno) }
+        guard pipe(&pipeEnds) == 0 else { throw fail("pipe", -Errno.current.rawValue) }
         for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         let (readEnd, writeEnd) = (pipeEnds[0], pipeEnds[1])
         wakeup = writeEnd
@@ -192,10 +192,7 @@ public final class UdevMonitor: Sendable {
         while true {
             fds[0].revents = 0
             fds[1].revents = 0
-            if poll(&fds, 2, -1) < 0 {
-                if errno == EINTR { continue }
-                return
-            }
+            guard case .success = retryingOnInterrupt({ poll(&fds, 2, -1) }) else { return }
             if fds[1].revents != 0 { return }
             guard fds[0].revents & Int16(POLLIN) != 0 else {
                 if fds[0].revents != 0 { return }  // the socket failed: no more events will come
@@ -209,7 +206,7 @@ public final class UdevMonitor: Sendable {
         }
     }
 
-    private static func failure(_ call: String, errno code: Int32) -> IngestError {
+    private static func failure(_ call: String, errno code: Errno) -> IngestError {
         .udevUnavailable(SystemError(call: call, errno: code))
     }
 }

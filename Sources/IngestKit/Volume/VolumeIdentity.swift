@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 /// What udev knows of the block device a card's file system lives on.
 public struct BlockDevice: Equatable, Sendable, Codable {
@@ -68,14 +67,12 @@ public struct VolumeIdentity: Equatable, Sendable, Codable {
         mounts: MountTable? = nil,
         udevProperties: (UInt32, UInt32) -> [String: String] = Udev.blockDeviceProperties
     ) throws(IngestError) -> VolumeIdentity {
-        guard let resolved = realpath(path, nil) else {
-            throw .sourceUnavailable(path: path, reason: SystemError.last("realpath").reason)
-        }
-        let root = String(cString: resolved)
-        free(resolved)
-        var st = Glibc.stat()
-        guard stat(root, &st) == 0 else {
-            throw .sourceUnavailable(path: path, reason: SystemError.last("stat").reason)
+        let root: String, st: FileStatus
+        do {
+            root = try System.realPath(path)
+            st = try System.status(root)
+        } catch {
+            throw .sourceUnavailable(path: path, reason: error.reason)
         }
         guard st.isDirectory else {
             throw .sourceUnavailable(path: path, reason: "not a directory (give the card's mount point or a folder)")

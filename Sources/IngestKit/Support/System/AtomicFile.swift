@@ -1,5 +1,3 @@
-import Glibc
-
 /// Files replaced whole: a reader sees the old content or the new, never half of one, and
 /// after a power cut the file holds one of them.
 enum AtomicFile {
@@ -8,28 +6,24 @@ enum AtomicFile {
     /// node_exporter's `*.prom`, pass over): written, given `mode`, fsynced, renamed over
     /// `path`, then the directory fsynced so that the new name lasts. On failure the
     /// temporary file is removed and `path` is as it was.
-    static func write(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws(SystemError) {
+    static func write(_ bytes: [UInt8], to path: String, mode: UInt32 = 0o644) throws(SystemError) {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        var template = Array("\(directory)/.\(name).XXXXXX".utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else { throw .last("mkstemp", path: directory) }
-        let temporary = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let file = FileDescriptor(adopting: fd)
+        let (file, temporary) = try FileDescriptor.temporary(in: directory, hiding: name)
         do throws(SystemError) {
-            try retryingEINTR("fchmod", path: temporary) { fchmod(fd, mode) }
+            try file.changeMode(mode, path: temporary)
             try bytes.withUnsafeBytes { buffer in
                 Result { () throws(SystemError) in try file.write(buffer, at: 0, path: temporary) }
             }.get()
-            try retryingEINTR("fsync", path: temporary) { fsync(fd) }
+            try file.sync(path: temporary)
             try file.close()
-            try retryingEINTR("rename", path: path) { rename(temporary, path) }
+            try System.rename(temporary, to: path)
         } catch {
-            unlink(temporary)
+            try? System.unlink(temporary)
             throw error
         }
         // The new name is durable once the directory is; a failure here loses only the name.
-        if let directoryFD = try? FileDescriptor(path: directory, flags: O_RDONLY | O_DIRECTORY) { fsync(directoryFD.raw) }
+        if let directoryFD = try? FileDescriptor(path: directory, flags: [.readOnly, .directory]) { try? directoryFD.sync() }
     }
 }

@@ -1,4 +1,3 @@
-import Glibc
 import Synchronization
 
 /// An exclusive `flock(2)` lock on a file, held until ``unlock()``, until it is dropped, or
@@ -20,30 +19,24 @@ final class FileLock: Sendable {
 
     /// Opens (creating, with `mode`) the file at `path` and waits as long as it takes for
     /// its exclusive lock.
-    static func waiting(path: String, mode: mode_t = 0o640) throws(SystemError) -> FileLock {
-        let file = try FileDescriptor(path: path, flags: O_RDWR | O_CREAT, mode: mode)
-        try retryingEINTR("flock", path: path) { flock(file.raw, LOCK_EX) }
+    static func waiting(path: String, mode: UInt32 = 0o640) throws(SystemError) -> FileLock {
+        let file = try FileDescriptor(path: path, flags: [.readWrite, .create], mode: mode)
+        _ = try file.lockExclusively(waiting: true, path: path)
         return FileLock(file: file, path: path)
     }
 
     /// Opens (creating, with `mode`) the file at `path` and takes its exclusive lock if no
     /// one holds it; nil if someone does.
-    static func ifFree(path: String, mode: mode_t = 0o640) throws(SystemError) -> FileLock? {
-        let file = try FileDescriptor(path: path, flags: O_RDWR | O_CREAT, mode: mode)
-        while flock(file.raw, LOCK_EX | LOCK_NB) != 0 {
-            switch errno {
-            case EINTR: continue
-            case EWOULDBLOCK: return nil
-            default: throw .last("flock", path: path)
-            }
-        }
+    static func ifFree(path: String, mode: UInt32 = 0o640) throws(SystemError) -> FileLock? {
+        let file = try FileDescriptor(path: path, flags: [.readWrite, .create], mode: mode)
+        guard try file.lockExclusively(waiting: false, path: path) else { return nil }
         return FileLock(file: file, path: path)
     }
 
     /// Releases the lock; the second and later calls do nothing.
     func unlock() {
         guard held.withLock({ was in defer { was = false }; return was }) else { return }
-        flock(file.raw, LOCK_UN)
+        file.unlock()
     }
 
     deinit { unlock() }
@@ -71,7 +64,7 @@ final class ByteLock: Sendable {
     /// Opens (creating, with `mode`) the file at `path`, once per process, and locks its
     /// byte at `slot` (0 or more; the file need not be that long) if no one holds it; nil if
     /// someone does, in this process or another.
-    static func ifFree(path: String, slot: Int64, mode: mode_t = 0o640) throws(SystemError) -> ByteLock? {
+    static func ifFree(path: String, slot: Int64, mode: UInt32 = 0o640) throws(SystemError) -> ByteLock? {
         precondition(slot >= 0, "a lock slot is a byte offset, got \(slot)")
         let file = try SharedLockFile.opened(path: path, mode: mode)
         return try file.lock(slot) ? ByteLock(file: file, slot: slot) : nil
@@ -103,10 +96,10 @@ private final class SharedLockFile: Sendable {
         self.path = path
     }
 
-    static func opened(path: String, mode: mode_t) throws(SystemError) -> SharedLockFile {
+    static func opened(path: String, mode: UInt32) throws(SystemError) -> SharedLockFile {
         try files.withLock { files throws(SystemError) -> SharedLockFile in
             if let open = files[path] { return open }
-            let file = SharedLockFile(descriptor: try FileDescriptor(path: path, flags: O_RDWR | O_CREAT, mode: mode), path: path)
+            let file = SharedLockFile(descriptor: try FileDescriptor(path: path, flags: [.readWrite, .create], mode: mode), path: path)
             files[path] = file
             return file
         }
@@ -115,41 +108,19 @@ private final class SharedLockFile: Sendable {
     /// Locks the byte at `slot`; false when this process or another holds it.
     func lock(_ slot: Int64) throws(SystemError) -> Bool {
         guard held.withLock({ $0.insert(slot).inserted }) else { return false }
-        var range = Self.range(slot, type: F_WRLCK)
-        while fcntl(descriptor.raw, Self.setLock, &range) != 0 {
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EACCES:
-                held.withLock { _ = $0.remove(slot) }
-                return false
-            default:
-                let error = SystemError.last("fcntl(F_OFD_SETLK)", path: path)
-                held.withLock { _ = $0.remove(slot) }
-                throw error
-            }
+        let locked: Bool
+        do { locked = try descriptor.lockByte(at: slot, path: path) } catch {
+            held.withLock { _ = $0.remove(slot) }
+            throw error
         }
-        return true
+        if !locked { held.withLock { _ = $0.remove(slot) } }
+        return locked
     }
 
     /// Releases the byte at `slot`, in the kernel first: while it is still in the set, no
     /// lock of this process can take it and then lose it to this release.
     func unlock(_ slot: Int64) {
-        var range = Self.range(slot, type: F_UNLCK)
-        _ = fcntl(descriptor.raw, Self.setLock, &range)
+        descriptor.unlockByte(at: slot)
         held.withLock { _ = $0.remove(slot) }
-    }
-
-    /// `F_OFD_SETLK` from `<bits/fcntl-linux.h>` (Linux 3.15 and later), which Glibc's
-    /// Swift module leaves out: it is declared only under `_GNU_SOURCE`.
-    private static let setLock: Int32 = 37
-
-    private static func range(_ slot: Int64, type: Int32) -> flock {
-        var range = flock()
-        range.l_type = Int16(type)
-        range.l_whence = Int16(SEEK_SET)
-        range.l_start = off_t(slot)
-        range.l_len = 1
-        range.l_pid = 0  // required of OFD locks
-        return range
     }
 }

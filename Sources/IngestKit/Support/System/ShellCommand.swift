@@ -127,7 +127,7 @@ struct ShellCommand: Sendable {
         for fd in [output[1], errors[1], feed?[0]].compactMap(\.self) { close(fd) }
         guard spawned == 0 else {
             for fd in [output[0], errors[0], feed?[1]].compactMap(\.self) { close(fd) }
-            throw .notStarted(SystemError(call: "posix_spawn", errno: spawned, path: "/bin/sh"))
+            throw .notStarted(SystemError(call: "posix_spawn", errno: Errno(rawValue: spawned), path: "/bin/sh"))
         }
         if outputJoinsErrors { close(output[0]) }
         return try collect(
@@ -159,7 +159,7 @@ struct ShellCommand: Sendable {
             kill(-pid, SIGKILL)  // the group: the shell and whatever it started
             if status == nil {
                 var ignored: Int32 = 0
-                while waitpid(pid, &ignored, 0) == -1, errno == EINTR {}
+                _ = retryingOnInterrupt { waitpid(pid, &ignored, 0) }
             }
             for fd in open.keys { close(fd) }
             stopFeeding()
@@ -177,8 +177,8 @@ struct ShellCommand: Sendable {
             }
             for entry in polled where entry.revents != 0 && entry.fd != feed {
                 reading: while true {
-                    let count = buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
-                    if count > 0 {
+                    let result = retryingOnInterrupt { buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) } }
+                    if case .success(let count) = result, count > 0 {
                         open[entry.fd, default: []].append(contentsOf: buffer[..<count])
                         if entry.fd == stdout, (open[entry.fd]?.count ?? 0) > outputLimit {
                             stop()
@@ -187,9 +187,7 @@ struct ShellCommand: Sendable {
                         if entry.fd == stderr, let excess = open[entry.fd].map({ $0.count - Self.stderrKept }), excess > 0 {
                             open[entry.fd]?.removeFirst(excess)
                         }
-                    } else if count == -1, errno == EINTR {
-                        continue reading
-                    } else if count == -1, errno == EAGAIN || errno == EWOULDBLOCK {
+                    } else if case .failure(.wouldBlock) = result {
                         break reading
                     } else {  // end of file, or an error that ends the stream all the same
                         collected[entry.fd] = open.removeValue(forKey: entry.fd)
@@ -236,15 +234,13 @@ struct ShellCommand: Sendable {
         pthread_sigmask(SIG_BLOCK, &pipeSignal, &previous)
         defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
         while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            if written > 0 {
+            let result = retryingOnInterrupt { bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
+            if case .success(let written) = result, written > 0 {
                 bytes.removeFirst(written)
-            } else if written == -1, errno == EINTR {
-                continue
-            } else if written == -1, errno == EAGAIN || errno == EWOULDBLOCK {
+            } else if case .failure(.wouldBlock) = result {
                 return false
             } else {
-                if errno == EPIPE {
+                if case .failure(.brokenPipe) = result {
                     var none = timespec()
                     _ = sigtimedwait(&pipeSignal, nil, &none)
                 }
