@@ -18,18 +18,20 @@ import Testing
 
     @Test func theReaderWaitsForTheRunToSettleTheStreamsThenUsesThem() async throws {
         let late = LateStreams(), streams = Streams()
-        let answer = Mutex<Int64??>(nil)
+        let answered = Atomic<Bool>(false)
         let file = file
-        Thread {
-            let size = late.partSize(toStream: file)
-            answer.withLock { $0 = .some(size) }
-        }.start()
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(answer.withLock { $0 } == nil, "waits until settled")
+        let reader = Task {
+            await onDedicatedThread("test-card-read") {
+                defer { answered.store(true, ordering: .releasing) }
+                return late.partSize(toStream: file)
+            }
+        }
+        #expect(await eventually { threadIsAsleep(named: "test-card-read") || answered.load(ordering: .acquiring) })
+        let early = answered.load(ordering: .acquiring)
+        #expect(!early, "waits until settled")
 
         late.settle(streams)
-        for _ in 0..<500 where answer.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(answer.withLock { $0 } == .some(8 << 20))
+        #expect(await reader.value == 8 << 20)
         late.stream(GrowingCopy(file: file, partSize: 8 << 20))
         #expect(streams.handed.load(ordering: .relaxed) == 1)
     }
