@@ -69,8 +69,10 @@ import Testing
             await clock.sleeping()
             for item in 4...5 { tasks.addTask { (item, try? await group.submit(item, log.commit)) } }
             #expect(await eventually { group.itemsWaiting == 5 })
+            clock.advance(by: .seconds(1))
+            #expect(clock.sleepers == 1, "the leader gathers for the whole gathering time")
             #expect(log.batches.withLock { $0 } == [[0]], "nothing is committed while the leader gathers")
-            clock.advance(by: .seconds(2))
+            clock.advance(by: .seconds(1))
             var answers: [Int: String] = [:]
             for await (item, answer) in tasks { answers[item] = answer }
             return answers
