@@ -9,14 +9,9 @@ import Testing
 @Suite(.serialized)
 final class BucketCheckTests {
     let server: SeaweedFS
-    let bucket = "cards"
+    var bucket: String { server.bucket }
 
-    init() throws {
-        server = try SeaweedFS()
-        try server.createBucket(bucket)
-    }
-
-    deinit { server.stop() }
+    init() throws { server = try SeaweedFS() }
 
     func config(roots: [String], in dir: TemporaryDirectory) throws -> String {
         let text = """

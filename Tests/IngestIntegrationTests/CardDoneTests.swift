@@ -9,14 +9,9 @@ import Testing
 @Suite(.serialized)
 final class CardDoneTests {
     let server: SeaweedFS
-    let bucket = "cards"
+    var bucket: String { server.bucket }
 
-    init() throws {
-        server = try SeaweedFS()
-        try server.createBucket(bucket)
-    }
-
-    deinit { server.stop() }
+    init() throws { server = try SeaweedFS() }
 
     /// The destination and `[hooks]` with the given command and timeout.
     func config(hook: String?, timeout: String? = nil, in dir: TemporaryDirectory) throws -> String {

@@ -11,7 +11,7 @@ import Testing
 @Suite(.serialized)
 final class CheckCommandTests {
     let server: SeaweedFS
-    let bucket = "cards"
+    var bucket: String { server.bucket }
     /// The state directory: mkdtemp makes it 0700, as `make install` does.
     let state = TemporaryDirectory()
     let configDirectory = TemporaryDirectory()
@@ -22,10 +22,7 @@ final class CheckCommandTests {
         config = try configDirectory.write(
             "ingest.toml", Array("[staging]\nreserve = \"8MiB\"\n[s3]\nconnect_timeout = \"2s\"\nstall_timeout = \"5s\"\n".utf8))
         server = try SeaweedFS()
-        try server.createBucket(bucket)
     }
-
-    deinit { server.stop() }
 
     /// Runs `ingest check --json` with the server's credentials and short timeouts; the
     /// station's files are not looked at unless `arguments` asks.

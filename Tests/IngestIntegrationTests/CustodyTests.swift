@@ -12,15 +12,10 @@ import Testing
 @Suite(.serialized)
 final class CustodyTests {
     let server: SeaweedFS
-    let bucket = "cards"
+    var bucket: String { server.bucket }
     let dir = TemporaryDirectory()
 
-    init() throws {
-        server = try SeaweedFS()
-        try server.createBucket(bucket)
-    }
-
-    deinit { server.stop() }
+    init() throws { server = try SeaweedFS() }
 
     /// The destination (`endpoint`: the server's, or a proxy's) in the configuration, so that
     /// `resume` and `status` need no arguments; parts of 5 MiB; a hook when given.

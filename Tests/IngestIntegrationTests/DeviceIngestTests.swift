@@ -7,14 +7,12 @@ import Testing
 /// A SeaweedFS bucket for card tests, and a configuration with small parts.
 final class CardDestination {
     let server: SeaweedFS
-    let bucket: String
+    var bucket: String { server.bucket }
     let directory = TemporaryDirectory()
     let config: String
 
     init(bucket: String = "cards") throws {
-        server = try SeaweedFS()
-        self.bucket = bucket
-        try server.createBucket(bucket)
+        server = try SeaweedFS(bucket: bucket)
         config = try directory.write("ingest.toml", Array("""
             [upload]
             part_size = "5MiB"
@@ -25,8 +23,6 @@ final class CardDestination {
             id = "station-9"
             """.utf8))
     }
-
-    deinit { server.stop() }
 
     var arguments: [String] { ["--endpoint", server.endpoint, "--bucket", bucket] }
 

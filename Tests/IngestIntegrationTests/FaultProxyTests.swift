@@ -37,7 +37,6 @@ struct FaultProxyTests {
     func aMultipartUploadThroughResetsAStallAndServerErrorsLandsByteForByte() async throws {
         let server = try SeaweedFS()
         defer { server.stop() }
-        #expect(try server.aws(["s3api", "create-bucket", "--bucket", "cards"]).status == 0)
 
         // Rules are tried in order and a request goes to the first that picks it: the two
         // rules on Complete give it a 500, then a 503, then let it through.
@@ -124,7 +123,6 @@ struct FaultProxyTests {
     func theProbeOfConditionalWritesTellsAServerThatHonoursIfNoneMatchFromOneThatIgnoresIt() async throws {
         let server = try SeaweedFS()
         defer { server.stop() }
-        #expect(try server.aws(["s3api", "create-bucket", "--bucket", "cards"]).status == 0)
         let proxy = try FaultProxy(upstreamPort: server.s3Port)
         defer { proxy.stop() }
         let client = try S3ClientTests.client(server, bucket: "cards", endpoint: proxy.endpoint)
@@ -146,7 +144,6 @@ struct FaultProxyTests {
     func aSlowDownThatNeverEndsIsAServerErrorAfterEveryAttemptThePolicyAllows() async throws {
         let server = try SeaweedFS()
         defer { server.stop() }
-        #expect(try server.aws(["s3api", "create-bucket", "--bucket", "cards"]).status == 0)
         let proxy = try FaultProxy(upstreamPort: server.s3Port, rules: [FaultRule(.slowdown)])
         defer { proxy.stop() }
         let client = try S3ClientTests.client(
@@ -199,7 +196,6 @@ struct FaultProxyTests {
     func aResetOnEveryAttemptOfAPartIsATransportErrorThatNamesTheCauseAndKeepsNoHalfPart() async throws {
         let server = try SeaweedFS()
         defer { server.stop() }
-        #expect(try server.aws(["s3api", "create-bucket", "--bucket", "cards"]).status == 0)
         let proxy = try FaultProxy(upstreamPort: server.s3Port, rules: [FaultRule(.reset, "PUT", "partNumber=")])
         defer { proxy.stop() }
         let client = try S3ClientTests.client(

@@ -8,14 +8,9 @@ import Testing
 @Suite(.serialized)
 final class NoReplaceTests {
     let server: SeaweedFS
-    let bucket = "cards"
+    var bucket: String { server.bucket }
 
-    init() throws {
-        server = try SeaweedFS()
-        try server.createBucket(bucket)
-    }
-
-    deinit { server.stop() }
+    init() throws { server = try SeaweedFS() }
 
     /// Small parts, so a few MiB make a multipart upload; `template` decides the keys.
     func config(template: String, in dir: TemporaryDirectory) throws -> String {

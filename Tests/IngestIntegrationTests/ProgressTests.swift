@@ -19,7 +19,6 @@ final class ProgressTests {
 
     init() throws {
         server = try SeaweedFS()
-        try server.createBucket("cards")
         proxy = try FaultProxy(upstreamPort: server.s3Port, rules: [FaultRule(.delay, "PUT", "partNumber=", seconds: 0.5)])
         config = try work.write("ingest.toml", Array("""
             [upload]
@@ -28,17 +27,14 @@ final class ProgressTests {
             parts_in_flight = 1
             [s3]
             endpoint = "\(proxy.endpoint)"
-            bucket = "cards"
+            bucket = "\(server.bucket)"
             """.utf8))
         _ = try work.write("card/DCIM/100MEDIA/CLIP_0001.MP4", randomBytes(30 << 20))
         for i in 1...3 { _ = try work.write("card/DCIM/100MEDIA/IMG_000\(i).JPG", randomBytes(100_000)) }
         card = work.path + "/card"
     }
 
-    deinit {
-        proxy.stop()
-        server.stop()
-    }
+    deinit { proxy.stop() }
 
     var environment: [String: String] {
         var environment = IngestRun.environment.merging(server.awsEnvironment) { $1 }

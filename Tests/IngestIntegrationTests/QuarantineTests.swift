@@ -7,14 +7,9 @@ import Testing
 @Suite(.serialized)
 final class QuarantineTests {
     let server: SeaweedFS
-    let bucket = "cards"
+    var bucket: String { server.bucket }
 
-    init() throws {
-        server = try SeaweedFS()
-        try server.createBucket(bucket)
-    }
-
-    deinit { server.stop() }
+    init() throws { server = try SeaweedFS() }
 
     func run(_ arguments: [String], state: TemporaryDirectory, config: String) throws -> IngestRun {
         try run(arguments, stateDir: state.path, config: config)

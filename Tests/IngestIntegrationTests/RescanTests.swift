@@ -12,18 +12,14 @@ import Testing
 final class RescanTests {
     let server: SeaweedFS
     let proxy: FaultProxy
-    let bucket = "cards"
+    var bucket: String { server.bucket }
 
     init() throws {
         server = try SeaweedFS()
-        try server.createBucket(bucket)
         proxy = try FaultProxy(upstreamPort: server.s3Port)
     }
 
-    deinit {
-        proxy.stop()
-        server.stop()
-    }
+    deinit { proxy.stop() }
 
     /// Small parts (a few MiB make a multipart upload), sent once staged (the rescan's resume
     /// step follows journalled uploads), the destination through the proxy, and the

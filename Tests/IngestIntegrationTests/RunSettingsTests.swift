@@ -11,14 +11,9 @@ import Testing
 @Suite(.serialized)
 final class RunSettingsTests {
     let server: SeaweedFS
-    let bucket = "run-settings"
+    var bucket: String { server.bucket }
 
-    init() throws {
-        server = try SeaweedFS()
-        try server.createBucket(bucket)
-    }
-
-    deinit { server.stop() }
+    init() throws { server = try SeaweedFS(bucket: "run-settings") }
 
     /// A config file of its own with `extra` after short timeouts.
     func config(in dir: TemporaryDirectory, _ extra: String = "") throws -> String {

@@ -9,14 +9,9 @@ import Testing
 @Suite(.serialized)
 final class SceneFileIngestTests {
     let server: SeaweedFS
-    let bucket = "scene-cards"
+    var bucket: String { server.bucket }
 
-    init() throws {
-        server = try SeaweedFS()
-        try server.createBucket(bucket)
-    }
-
-    deinit { server.stop() }
+    init() throws { server = try SeaweedFS(bucket: "scene-cards") }
 
     /// A config without `[device] id`: the case where a card's `device` tag used to win.
     func config(in dir: TemporaryDirectory) throws -> String {

@@ -8,12 +8,12 @@ import Testing
 struct SeaweedFSHarnessTests {
     @Test(.timeLimit(.minutes(3)))
     func seaweedFSStoresAndReturnsAnObjectByteForByte() throws {
-        let server = try SeaweedFS()
+        let server = try SeaweedFS(bucket: "harness")
         defer { server.stop() }
         let files = TemporaryDirectory()
         let source = try files.write("photo.jpg", randomBytes(3 << 20))
 
-        #expect(try server.aws(["s3api", "create-bucket", "--bucket", "harness"]).status == 0)
+        #expect(try server.json(["s3api", "list-objects-v2", "--bucket", "harness"])["Contents"] == nil, "the bucket is there, empty")
         let put = try server.aws(["s3api", "put-object", "--bucket", "harness", "--key", "DCIM/photo 1.jpg", "--body", source])
         #expect(put.status == 0, "\(put.stderr)")
         let head = try server.aws(["s3api", "head-object", "--bucket", "harness", "--key", "DCIM/photo 1.jpg"])
@@ -34,5 +34,13 @@ struct SeaweedFSHarnessTests {
             environment: env)
         #expect(result.status != 0)
         #expect(result.stderr.contains("SignatureDoesNotMatch") || result.stderr.contains("AccessDenied"), "\(result.stderr)")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func stoppingTheServerEndsItsProcess() throws {
+        let server = try SeaweedFS()
+        #expect(!processIsGone(server.pid))
+        server.stop()
+        #expect(processIsGone(server.pid))
     }
 }

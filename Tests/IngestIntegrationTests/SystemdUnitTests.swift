@@ -82,7 +82,6 @@ import Testing
     static func tracedRuns() throws -> [(name: String, arguments: Substring)] {
         let server = try SeaweedFS()
         defer { server.stop() }
-        try server.createBucket("cards")
 
         let work = TemporaryDirectory()
         try work.write("card/DCIM/100MEDIA/DJI_0001.JPG", randomBytes(200_000))

@@ -9,14 +9,9 @@ import Testing
 @Suite(.serialized)
 final class UploadTests {
     let server: SeaweedFS
-    let bucket = "cards"
+    var bucket: String { server.bucket }
 
-    init() throws {
-        server = try SeaweedFS()
-        try server.createBucket(bucket)
-    }
-
-    deinit { server.stop() }
+    init() throws { server = try SeaweedFS() }
 
     /// A configuration with small parts, so that a few MiB make a multipart upload. Without
     /// `streamParts`, a file's parts are sent only once it is staged, from the journal: what

@@ -10,7 +10,7 @@ import Testing
 @Suite(.serialized)
 final class VerifyCardTests {
     let server: SeaweedFS
-    let bucket = "cards"
+    var bucket: String { server.bucket }
     let dir = TemporaryDirectory()
     let state = TemporaryDirectory()
     let card = TemporaryDirectory()
@@ -18,7 +18,6 @@ final class VerifyCardTests {
 
     init() throws {
         server = try SeaweedFS()
-        try server.createBucket(bucket)
         // Parts of 5 MiB: the clip is a multipart upload whose parts go out as it is read,
         // so its fingerprint is in its xxh128 tag, not its metadata.
         let text = """
@@ -38,8 +37,6 @@ final class VerifyCardTests {
         _ = try card.write("MISC/empty.marker", [])
         _ = try card.write("MISC/notes.txt", Array("takeoff 12:03\n".utf8))
     }
-
-    deinit { server.stop() }
 
     /// The files on the card, by path.
     let cardFiles = [

@@ -613,8 +613,9 @@ private func utc(_ text: String) throws -> Date {
     @Test func processThatHangsIsKilledAfterTheTimeout() async throws {
         let fixture = Fixture()
         let pids = fixture.runsPath + ".pids"
+        let holders = try HolderPipe(in: fixture.directory)
         try fixture.config(
-            "[default]\ncredential_process = \(try fixture.script("echo $$ > \(pids); sleep 300 & echo $! >> \(pids); sleep 300"))\n")
+            "[default]\ncredential_process = \(try fixture.script("\(holders.holdCommand); echo $$ > \(pids); sleep 300 & echo $! >> \(pids); sleep 300"))\n")
         let started = ContinuousClock.now
         let error = try await failure(fixture, timeout: 0.5)
         #expect(error == .processTimedOut(profile: "default", seconds: 0.5))
@@ -622,17 +623,7 @@ private func utc(_ text: String) throws -> Date {
         // The helper and what it started in the background are gone, not merely abandoned.
         let helpers = try String(contentsOfFile: pids, encoding: .utf8).split(separator: "\n").compactMap { Int32($0) }
         #expect(helpers.count == 2)
-        for pid in helpers {
-            var gone = false
-            for _ in 0..<100 where !gone {
-                // Gone, or a zombie waiting for a parent that is not ours to reap it.
-                let state = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?
-                    .split(separator: ")").last?.split(separator: " ").first
-                gone = (kill(pid, 0) == -1 && errno == ESRCH) || state == "Z"
-                if !gone { usleep(50_000) }
-            }
-            #expect(gone, "process \(pid) still runs")
-        }
+        #expect(holders.holdersGone(), "the helper's processes \(helpers) still run")
     }
 
     @Test func missingCommandReportsTheShellsComplaint() async throws {

@@ -98,9 +98,10 @@ import Testing
         let count = StagedCopyReleases.batchSize + 3
         let copies = try stagedCopies(count, in: area)
         let log = SyncLog(area: area, copies: copies)
-        let releases = StagedCopyReleases(journal: log, area: area)
+        let clock = ManualClock()
+        let releases = StagedCopyReleases(journal: log, area: area, clock: clock)
         // A full batch goes once the least time between syncs has passed since the releases began.
-        try await Task.sleep(for: StagedCopyReleases.syncInterval)
+        clock.advance(by: StagedCopyReleases.syncInterval)
 
         for fingerprint in copies.prefix(StagedCopyReleases.batchSize - 1) { await releases.release(fingerprint, size: 1) }
         #expect(log.syncs.isEmpty)

@@ -31,32 +31,33 @@ import IngestTestSupport
         let first = try #require(try FileLock.ifFree(path: path))
         final class Taken: Sendable { let flag = Atomic<Bool>(false) }
         let taken = Taken()
-        let waiter = Thread {
-            let lock = try? FileLock.waiting(path: path)
-            taken.flag.store(lock != nil, ordering: .releasing)
+        let waiter = Task {
+            await onDedicatedThread("test-flock-wait") {
+                let lock = try? FileLock.waiting(path: path)
+                taken.flag.store(true, ordering: .releasing)
+                return lock != nil
+            }
         }
-        waiter.start()
-        try await Task.sleep(for: .milliseconds(200))
+        #expect(await eventually { threadIsAsleep(named: "test-flock-wait") || taken.flag.load(ordering: .acquiring) })
         let early = taken.flag.load(ordering: .acquiring)
         #expect(!early, "still waiting while the first holds it")
         first.unlock()
-        let deadline = ContinuousClock.now + .seconds(5)
-        while !taken.flag.load(ordering: .acquiring), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        let late = taken.flag.load(ordering: .acquiring)
-        #expect(late)
+        #expect(await waiter.value, "the lock, once the first let it go")
     }
 
     @Test func aLockAnotherProcessHoldsIsSeenAndFreedWhenItDies() throws {
         let dir = TemporaryDirectory()
         let path = dir.path + "/a.lock"
-        // The shell locks with flock(1) on its descriptor 9, then becomes the sleep that holds it.
-        let holder = try ChildProcess("/bin/sh", ["-c", "exec 9>>\(shellQuoted(path)) && flock 9 && exec sleep 30"])
+        let held = dir.path + "/held"
+        // The shell locks with flock(1) on its descriptor 9, says so, then becomes the sleep
+        // that holds it.
+        let holder = try ChildProcess(
+            "/bin/sh", ["-c", "exec 9>>\(shellQuoted(path)) && flock 9 && : > \(shellQuoted(held)) && exec sleep 30"])
         defer {
             kill(holder.pid, SIGKILL)
             _ = try? holder.wait()
         }
-        let deadline = ContinuousClock.now + .seconds(5)
-        while try FileLock.ifFree(path: path) != nil, ContinuousClock.now < deadline { usleep(10_000) }
+        #expect(whenDirectoryChanges(dir.path) { FileManager.default.fileExists(atPath: held) })
         #expect(try FileLock.ifFree(path: path) == nil, "held by the other process")
         kill(holder.pid, SIGKILL)
         _ = try holder.wait(timeout: 5)
@@ -84,15 +85,16 @@ import IngestTestSupport
             import fcntl, os, struct, sys, time
             fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o640)
             fcntl.fcntl(fd, 37, struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 42, 1, 0))  # F_OFD_SETLK
+            open(sys.argv[2], "w").close()
             time.sleep(30)
             """
-        let holder = try ChildProcess("/usr/bin/python3", ["-c", script, path])
+        let held = dir.path + "/held"
+        let holder = try ChildProcess("/usr/bin/python3", ["-c", script, path, held])
         defer {
             kill(holder.pid, SIGKILL)
             _ = try? holder.wait()
         }
-        let deadline = ContinuousClock.now + .seconds(5)
-        while try ByteLock.ifFree(path: path, slot: 42) != nil, ContinuousClock.now < deadline { usleep(10_000) }
+        #expect(whenDirectoryChanges(dir.path) { FileManager.default.fileExists(atPath: held) })
         #expect(try ByteLock.ifFree(path: path, slot: 42) == nil, "held by the other process")
         #expect(try ByteLock.ifFree(path: path, slot: 43) != nil)
         kill(holder.pid, SIGKILL)

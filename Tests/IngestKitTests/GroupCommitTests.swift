@@ -18,32 +18,15 @@ import Testing
         }
     }
 
-    /// Lets the first commit through only when opened; every later one at once.
-    actor Gate {
-        private var open = false
-        private var waiting: [CheckedContinuation<Void, Never>] = []
-
-        func pass() async {
-            if open { return }
-            await withCheckedContinuation { waiting.append($0) }
-        }
-
-        func openUp() {
-            open = true
-            for waiter in waiting { waiter.resume() }
-            waiting = []
-        }
-    }
-
     @Test func callersThatComeWhileACommitRunsShareTheNextOneAndEachGetsItsOwnAnswer() async throws {
         let group = GroupCommit<Int, String>()
         let log = Log()
         let answers = await withTaskGroup(of: (Int, String?).self) { tasks in
             tasks.addTask { (0, try? await group.submit(0, log.commit)) }
             // The first commit is under way, held at the gate: the rest wait for the next one.
-            while log.batches.withLock({ $0.isEmpty }) { await Task.yield() }
+            #expect(await eventually { !log.batches.withLock { $0.isEmpty } })
             for item in 1...20 { tasks.addTask { (item, try? await group.submit(item, log.commit)) } }
-            try? await Task.sleep(for: .milliseconds(100))
+            #expect(await eventually { group.itemsWaiting == 20 })
             await log.gate.openUp()
             var answers: [Int: String] = [:]
             for await (item, answer) in tasks { answers[item] = answer }
@@ -69,22 +52,27 @@ import Testing
     /// With a gathering time, a caller that comes alone is committed at once; once items
     /// come together, the leader waits for the callers that come meanwhile and commits them
     /// with its own, in one batch.
-    @Test func aLoneCallerIsCommittedAtOnceAndCallersThatComeTogetherAreGatheredIntoOneBatch() async throws {
-        let group = GroupCommit<Int, String>(gathering: .seconds(2))
+    @Test(.timeLimit(.minutes(1)))
+    func aLoneCallerIsCommittedAtOnceAndCallersThatComeTogetherAreGatheredIntoOneBatch() async throws {
+        let clock = ManualClock()
+        let group = GroupCommit<Int, String>(gathering: .seconds(2), clock: clock)
         let log = Log()
-        let clock = ContinuousClock()
         let answers = await withTaskGroup(of: (Int, String?).self) { tasks in
-            let start = clock.now
             tasks.addTask { (0, try? await group.submit(0, log.commit)) }
-            while log.batches.withLock({ $0.isEmpty }) { await Task.yield() }
-            #expect(clock.now - start < .seconds(1), "a lone caller is committed without gathering")
+            #expect(await eventually { !log.batches.withLock({ $0.isEmpty }) || clock.sleepers > 0 })
+            #expect(clock.sleepers == 0, "a lone caller is committed without gathering")
             // The first commit is held at the gate: these three wait together, and their
             // leader gathers the two that come while it waits.
             for item in 1...3 { tasks.addTask { (item, try? await group.submit(item, log.commit)) } }
-            try? await Task.sleep(for: .milliseconds(100))
+            #expect(await eventually { group.itemsWaiting == 3 })
             await log.gate.openUp()
-            try? await Task.sleep(for: .milliseconds(200))
+            await clock.sleeping()
             for item in 4...5 { tasks.addTask { (item, try? await group.submit(item, log.commit)) } }
+            #expect(await eventually { group.itemsWaiting == 5 })
+            clock.advance(by: .seconds(1))
+            #expect(clock.sleepers == 1, "the leader gathers for the whole gathering time")
+            #expect(log.batches.withLock { $0 } == [[0]], "nothing is committed while the leader gathers")
+            clock.advance(by: .seconds(1))
             var answers: [Int: String] = [:]
             for await (item, answer) in tasks { answers[item] = answer }
             return answers
@@ -98,11 +86,11 @@ import Testing
         let log = Log()
         let results = await withTaskGroup(of: (Int, Result<String, JournalError>).self) { tasks in
             tasks.addTask { (0, await Self.result { () throws(JournalError) in try await group.submit(0, log.commit) }) }
-            while log.batches.withLock({ $0.isEmpty }) { await Task.yield() }
+            #expect(await eventually { !log.batches.withLock { $0.isEmpty } })
             for item in [1, -1, 2] {
                 tasks.addTask { (item, await Self.result { () throws(JournalError) in try await group.submit(item, log.commit) }) }
             }
-            try? await Task.sleep(for: .milliseconds(100))
+            #expect(await eventually { group.itemsWaiting == 3 })
             await log.gate.openUp()
             var results: [Int: Result<String, JournalError>] = [:]
             for await (item, result) in tasks { results[item] = result }

@@ -6,13 +6,15 @@ import Testing
 /// `--json` event lines are held briefly and written together (``ReportOutput/writeSoon(_:)``);
 /// nothing may be lost or reordered by it.
 @Suite(.serialized) struct ReportOutputTests {
-    /// What `capture` has received once it holds `expected`, or after 5 s.
+    /// What `capture` has received once it holds `expected`, or after 5 s: read each time
+    /// the pipe has something to read.
     static func text(of capture: OutputCapture, awaiting expected: String) -> String {
-        var text = ""
-        for _ in 0..<500 {
+        let deadline = ContinuousClock.now + .seconds(5)
+        var text = capture.text()
+        while text.utf8.count < expected.utf8.count, ContinuousClock.now < deadline {
+            var readable = pollfd(fd: capture.read, events: Int16(POLLIN), revents: 0)
+            _ = poll(&readable, 1, 5000)
             text += capture.text()
-            if text.count >= expected.count { break }
-            usleep(10_000)
         }
         return text
     }

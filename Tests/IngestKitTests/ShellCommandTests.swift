@@ -82,16 +82,17 @@ import Testing
     @Test func theTimeLimitKillsTheWholeProcessGroup() throws {
         let dir = TemporaryDirectory()
         let pids = dir.path + "/pids"
+        let holders = try HolderPipe(in: dir)
         let started = ContinuousClock.now
         #expect(throws: ShellCommand.Failure.timedOut) {
-            try run("sleep 30 & echo $$ $! > \(pids); sleep 30", timeout: .milliseconds(500))
+            try run("\(holders.holdCommand); sleep 30 & echo $$ $! > \(pids); sleep 30", timeout: .milliseconds(500))
         }
         #expect(ContinuousClock.now - started < .seconds(5))
         let written = try String(contentsOfFile: pids, encoding: .utf8)
         let both = written.split(whereSeparator: \.isWhitespace).compactMap { pid_t($0) }
         #expect(both.count == 2)
         // The shell is reaped by the runner; its background child, now another's, goes when killed.
-        #expect(processesGone(both), "the shell and the sleep it started are both killed")
+        #expect(holders.holdersGone(), "the shell and the sleeps it started are all killed")
     }
 
     @Test func aShellThatExitsWhileItsChildHoldsTheOutputReturnsSoonAfter() throws {

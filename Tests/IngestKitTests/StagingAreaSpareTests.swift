@@ -223,17 +223,13 @@ import Testing
     }
 
     /// Waits, at most 10 s, for `directory` to hold nothing: what another process deletes.
-    func emptied(_ directory: String) async throws -> Bool {
-        for _ in 0..<1000 {
-            if try names(directory).isEmpty { return true }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        return false
+    func emptied(_ directory: String) throws -> Bool {
+        try whenDirectoryChanges(directory) { try names(directory).isEmpty }
     }
 
     /// A large copy is not kept: it leaves its name at once and is deleted by a process of
     /// its own, so a run never waits while the file system frees its blocks.
-    @Test func aLargeCopyLetGoLeavesItsNameAtOnceAndIsDeletedApartNotKept() async throws {
+    @Test func aLargeCopyLetGoLeavesItsNameAtOnceAndIsDeletedApartNotKept() throws {
         let state = TemporaryDirectory()
         let area = try StagingArea(root: state.path + "/staging", heldSpareLimit: 0, freedApartFrom: 4096)
         let (large, _) = try stage(randomBytes(10_000), in: area)
@@ -241,7 +237,7 @@ import Testing
 
         #expect(area.retire(large, size: 10_000))
         #expect(!area.contains(large))
-        #expect(try await emptied(area.freeingDirectory))
+        #expect(try emptied(area.freeingDirectory))
         #expect(try names(area.spares.directory).isEmpty)
 
         #expect(area.retire(small, size: 4000))
@@ -251,7 +247,7 @@ import Testing
 
     /// A kill between a large copy's move into `.freeing/` and its deletion leaves it there:
     /// the next run, or `ingest rescan`, deletes it.
-    @Test func aCopyAKilledRunLeftInFreeingIsDeletedByTheNext() async throws {
+    @Test func aCopyAKilledRunLeftInFreeingIsDeletedByTheNext() throws {
         let state = TemporaryDirectory()
         let area = try StagingArea(root: state.path + "/staging")
         _ = try state.write("staging/.freeing/123", randomBytes(5000))
@@ -259,7 +255,7 @@ import Testing
 
         let later = try StagingArea(root: state.path + "/staging")
         #expect(later.freeLeftovers() == 2)
-        #expect(try await emptied(area.freeingDirectory))
+        #expect(try emptied(area.freeingDirectory))
         #expect(later.freeLeftovers() == 0)
     }
 }

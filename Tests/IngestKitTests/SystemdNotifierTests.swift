@@ -32,33 +32,45 @@ import Testing
         #expect(notifier?.send("READY=1") == false)
     }
 
-    @Test func progressReportsTellSystemdAndProgramsAtEachIntervalAndStopCleanly() async throws {
+    /// The clock is stepped by hand: three intervals before a part is uploaded, three after.
+    @Test(.timeLimit(.minutes(1)))
+    func progressReportsTellSystemdAndProgramsAtEachIntervalAndStopCleanly() async throws {
         let socket = try NotifySocket()
         let capture = OutputCapture()
-        let progress = JobProgress(uploads: true)
+        let clock = ManualClock()
+        let progress = JobProgress(uploads: true, now: clock.now)
+        let interval = Duration.milliseconds(100)
         let reports = ProgressReports(
             progress: progress, line: nil, events: capture.output,
-            systemd: SystemdNotifier(environment: ["NOTIFY_SOCKET": socket.name]), interval: .milliseconds(100))
+            systemd: SystemdNotifier(environment: ["NOTIFY_SOCKET": socket.name]), interval: interval, clock: clock)
         let clip = JobProgressTests.upload("clip", size: 40 << 20, partSize: 10 << 20)
         progress.record(.upload(.queued(clip)))
         reports.start()
-        try await Task.sleep(for: .milliseconds(350))
+        for _ in 1...3 { await clock.step(by: interval) }
+        await clock.sleeping()
         progress.record(.upload(.partUploaded(clip, number: 1, partCount: 4, bytes: 10 << 20)))
-        try await Task.sleep(for: .milliseconds(350))
+        for _ in 1...3 { await clock.step(by: interval) }
+        await clock.sleeping()
         reports.stop()
         let afterStop = capture.text()
-        try await Task.sleep(for: .milliseconds(250))
+        // The loop leaves its wait once stopped; time that passes after it tells nothing.
+        #expect(await eventually { clock.sleepers == 0 })
+        clock.advance(by: interval * 3)
 
         let events = afterStop.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-        #expect(events.count >= 4, "\(afterStop)")
+        #expect(events.count == 6, "one event at each interval: \(afterStop)")
         #expect(events.allSatisfy { $0?["event"] as? String == "progress" })
         let uploaded = events.compactMap { $0?["bytes_uploaded"] as? Int }
-        #expect(uploaded.first == 0)
-        #expect(uploaded.last == 10 << 20)
+        #expect(uploaded == [0, 0, 0, 10 << 20, 10 << 20, 10 << 20])
         #expect(capture.text().isEmpty, "nothing is told once stopped")
 
-        let statuses = socket.receiveAll(quiet: 0.2, until: Date() + 5)
-        #expect(statuses.contains("STATUS=uploaded 0 B/40.0 MiB"), "\(statuses)")
+        var statuses: [String] = []
+        while let status = socket.receive(timeout: 5) {
+            statuses.append(status)
+            if status.hasPrefix("STATUS=ended") { break }
+        }
+        #expect(statuses.count == 7, "one status at each interval, then the end: \(statuses)")
+        #expect(statuses.first == "STATUS=uploaded 0 B/40.0 MiB", "\(statuses)")
         #expect(statuses.last?.hasPrefix("STATUS=ended: uploaded 10.0 MiB/40.0 MiB") == true, "\(statuses)")
     }
 }

@@ -14,19 +14,18 @@ import Testing
 
     /// The stager's writer waits a little for more copies before it publishes a batch: an
     /// empty queue answers false once the deadline passes, and true as soon as an item comes.
-    @Test func aQueueWaitedOnAnswersWhenAnItemComesOrTheDeadlinePasses() {
+    @Test func aQueueWaitedOnAnswersWhenAnItemComesOrTheDeadlinePasses() async {
         let queue = BlockingQueue<Int>(capacity: 4)
         let start = ContinuousClock.now
         #expect(!queue.waitForItem(until: start + .milliseconds(30)))
         #expect(ContinuousClock.now - start >= .milliseconds(30))
         #expect(!queue.waitForItem(until: start), "a deadline passed already: no wait")
 
-        startThread("ingest-test") {
-            Thread.sleep(forTimeInterval: 0.02)
-            queue.put(7)
-        }
-        #expect(queue.waitForItem(until: .now + .seconds(10)))
-        #expect(ContinuousClock.now - start < .seconds(10))
+        let waiter = Task { await onDedicatedThread("test-queue-wait") { queue.waitForItem(until: .now + .seconds(60)) } }
+        #expect(await eventually { threadIsAsleep(named: "test-queue-wait") }, "the waiter waits")
+        queue.put(7)
+        #expect(await waiter.value)
+        #expect(ContinuousClock.now - start < .seconds(60), "woken by the item, not the deadline")
         #expect(queue.waitForItem(until: start), "an item waiting: true at once")
         #expect(queue.take() == 7)
     }

@@ -33,34 +33,44 @@ import Testing
         #expect(TransferLimiter(maxRequests: 3, maxBytes: 1 << 20).eighths(1) == 8, "without a small size, every body is large")
     }
 
+    /// Each body holds its room until a gate opens, once every body holds room or waits for
+    /// it: the first wave is as large as the limiter lets it be.
     @Test func eightTinyBodiesShareARequestSlotAndALargeOneTakesAWholeOne() async {
         let limiter = TransferLimiter(maxRequests: 3, maxBytes: 1 << 20, smallBody: 100)
         let tiny = PeakCounter()
+        let tinyGate = Gate()
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<60 {
                 group.addTask {
                     await limiter.withPermit(20) { () async -> Void in
                         await tiny.enter(20)
-                        try? await Task.sleep(for: .milliseconds(2))
+                        await tinyGate.pass()
                         await tiny.leave(20)
                     }
                 }
             }
+            #expect(await eventually { await tiny.requests + limiter.waiting == 60 })
+            #expect(await tiny.requests == 24, "eight tiny bodies to each of the three slots")
+            await tinyGate.openUp()
         }
         #expect(await tiny.maxRequests == 24)
 
         let mixed = PeakCounter()
+        let mixedGate = Gate()
         await withTaskGroup(of: Void.self) { group in
             for index in 0..<60 {
                 group.addTask {
                     let weight: Int64 = [20, 60, 100, 101][index % 4]
                     await limiter.withPermit(weight) { () async -> Void in
                         await mixed.enter(weight)
-                        try? await Task.sleep(for: .milliseconds(2))
+                        await mixedGate.pass()
                         await mixed.leave(weight)
                     }
                 }
             }
+            #expect(await eventually { await mixed.requests + limiter.waiting == 60 })
+            #expect(await mixed.requests >= 3)
+            await mixedGate.openUp()
         }
         #expect(await mixed.maxEighths(of: limiter) <= 24)
         #expect(await mixed.maxRequests >= 3)

@@ -40,8 +40,16 @@ final class GroupCommit<Item: Sendable, Answer: Sendable>: Sendable {
     /// How long a batch's leader waits for others to join it before it commits, while items
     /// come together.
     private let gathering: Duration
+    /// What the leader waits on while it gathers: the continuous clock, or a test's.
+    private let clock: any Clock<Duration>
 
-    init(gathering: Duration = .zero) { self.gathering = gathering }
+    init(gathering: Duration = .zero, clock: any Clock<Duration> = ContinuousClock()) {
+        self.gathering = gathering
+        self.clock = clock
+    }
+
+    /// Items waiting for the next commit, at this instant.
+    var itemsWaiting: Int { state.withLock { $0.items.count } }
 
     /// Commits `item` with whatever other items are waiting, and returns its answer once
     /// the transaction holding it has committed. `commit` writes a batch in one transaction
@@ -68,7 +76,7 @@ final class GroupCommit<Item: Sendable, Answer: Sendable>: Sendable {
     /// then hands the turn to the first caller of the batch that gathered meanwhile, if any.
     private func lead(_ commit: Commit) async -> Result<Answer, JournalError> {
         if gathering > .zero, state.withLock({ $0.lastBatch > 1 || $0.items.count > 1 }) {
-            try? await Task.sleep(for: gathering)
+            try? await clock.sleep(for: gathering)
         }
         let (items, callers) = state.withLock { waiting in
             defer {

@@ -82,6 +82,9 @@ public final class ProgressReports: Sendable {
     let events: ReportOutput?
     let systemd: SystemdNotifier?
     let interval: Duration
+    /// The time the loop reads and waits on: the continuous clock's, or a test's.
+    private let now: @Sendable () -> ContinuousClock.Instant
+    private let sleep: @Sendable (Duration) async throws -> Void
     /// The loop, and whether ``stop()`` was called (nothing is told after it).
     private let state = Mutex<(task: Task<Void, Never>?, stopped: Bool)>((nil, false))
 
@@ -90,16 +93,18 @@ public final class ProgressReports: Sendable {
     /// How often events and `STATUS=` go out by default.
     public static let defaultInterval = Duration.seconds(2)
 
-    public init(
+    public init<C: Clock>(
         progress: JobProgress, line: ProgressLine?, events: ReportOutput?, systemd: SystemdNotifier?,
-        interval: Duration = defaultInterval
-    ) {
+        interval: Duration = defaultInterval, clock: C = ContinuousClock()
+    ) where C.Instant == ContinuousClock.Instant {
         precondition(interval > .zero)
         self.progress = progress
         self.line = line
         self.events = events
         self.systemd = systemd
         self.interval = interval
+        now = { clock.now }
+        sleep = { try await clock.sleep(for: $0) }
     }
 
     /// Starts telling; once.
@@ -107,10 +112,10 @@ public final class ProgressReports: Sendable {
         guard line != nil || events != nil || systemd != nil else { return }
         let loop = Task { [self] in
             let tick = line == nil ? interval : min(Self.redraw, interval)
-            var due = ContinuousClock.now + interval
+            var due = self.now() + interval
             while !Task.isCancelled {
-                try? await Task.sleep(for: tick)
-                let now = ContinuousClock.now
+                try? await sleep(tick)
+                let now = self.now()
                 let snapshot = progress.snapshot(now: now)
                 // A job all done waits only for its summary: nothing to draw under it.
                 if let line, snapshot.hasWork, !snapshot.isDone { line.draw(snapshot.text) }

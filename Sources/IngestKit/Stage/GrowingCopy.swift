@@ -68,6 +68,9 @@ public final class GrowingCopy: Sendable {
         self.partSize = partSize
     }
 
+    /// A task waits for a part or the end, at this instant.
+    var isAwaited: Bool { state.withLock { $0.waiter != nil } }
+
     // MARK: the stager's side
 
     /// The writer: the stream's name of the partial file.

@@ -33,17 +33,22 @@ final class StagedCopyReleases: Sendable {
         /// Deleted, not yet journalled.
         var unrecorded: [Fingerprint] = []
         /// When the last batch was taken for its sync.
-        var lastSync = ContinuousClock.now
+        var lastSync: ContinuousClock.Instant
     }
 
     private let journal: any UploadLog
     private let area: StagingArea
-    private let waiting = Mutex(Waiting())
+    private let waiting: Mutex<Waiting>
     private let deleted = Atomic<Int>(0)
+    /// The time: the continuous clock's, or a test's.
+    private let now: @Sendable () -> ContinuousClock.Instant
 
-    init(journal: any UploadLog, area: StagingArea) {
+    init<C: Clock>(journal: any UploadLog, area: StagingArea, clock: C = ContinuousClock())
+    where C.Instant == ContinuousClock.Instant {
         self.journal = journal
         self.area = area
+        now = { clock.now }
+        waiting = Mutex(Waiting(lastSync: clock.now))
     }
 
     /// Copies deleted so far.
@@ -60,7 +65,7 @@ final class StagedCopyReleases: Sendable {
         let batch = waiting.withLock { waiting -> [(fingerprint: Fingerprint, size: Int64)] in
             waiting.toDelete.append((fingerprint, size))
             waiting.toDeleteBytes += size
-            let now = ContinuousClock.now
+            let now = self.now()
             let due = waiting.toDelete.count >= Self.batchSize && now - waiting.lastSync >= Self.syncInterval
             guard due || waiting.toDelete.count >= Self.maxWaiting || waiting.toDeleteBytes >= Self.batchBytes else { return [] }
             waiting.lastSync = now

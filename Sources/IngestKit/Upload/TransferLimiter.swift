@@ -35,6 +35,9 @@ public actor TransferLimiter {
         self.smallBody = smallBody
     }
 
+    /// Bodies waiting for room, at this instant.
+    var waiting: Int { waiters.count }
+
     /// Waits for room for one body of `weight` bytes.
     public func acquire(_ weight: Int64) async {
         if waiters.isEmpty, fits(weight) {

