@@ -26,15 +26,7 @@ extension UploadStateMachine {
     /// named `file`; `streamID`: the stream's number, as the journal knows it.
     public init(streaming streamID: String, file: String, plan: PartPlan, configuration: Configuration = Configuration()) {
         precondition(!plan.isSinglePut, "a stream is a multipart upload")
-        self.logicalUploadID = streamID
-        self.file = file
-        self.knownFingerprint = nil
-        self.plan = plan
-        self.configuration = configuration
-        self.restartCount = 0
-        self.onAlternativeKey = false
-        self.state = .idle(phase: .created, uploadID: nil, failure: nil)
-        self.acknowledged = Array(repeating: nil, count: plan.partCount + 1)
+        self.init(id: streamID, file: file, fingerprint: nil, plan: plan, configuration: configuration, onAlternativeKey: false)
     }
 
     /// Begins the stream: the key is looked at first; anything there is the ordinary way's

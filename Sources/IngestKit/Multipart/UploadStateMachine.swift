@@ -269,7 +269,17 @@ public struct UploadStateMachine: Sendable {
         logicalUploadID: String, file: String, fingerprint: Fingerprint, plan: PartPlan,
         configuration: Configuration = Configuration(), onAlternativeKey: Bool = false
     ) {
-        self.logicalUploadID = logicalUploadID
+        self.init(
+            id: logicalUploadID, file: file, fingerprint: fingerprint, plan: plan, configuration: configuration,
+            onAlternativeKey: onAlternativeKey)
+    }
+
+    /// A new upload, of content known (`fingerprint`) or still being read (nil: a stream).
+    init(
+        id: String, file: String, fingerprint: Fingerprint?, plan: PartPlan, configuration: Configuration,
+        onAlternativeKey: Bool
+    ) {
+        self.logicalUploadID = id
         self.file = file
         self.knownFingerprint = fingerprint
         self.plan = plan
