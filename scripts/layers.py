@@ -23,8 +23,7 @@ How it checks, on each file's code with its string literals emptied first (a `//
 - Glibc. `import Glibc` is allowed only in the files of ``GLIBC_ALLOWED``: the system call
   layer (Support/System) and the files whose point is a C API (libudev, libcurl). Every
   other file calls the system through Support/System, where errno becomes a typed error and
-  an interrupted call is retried in one place. (``GLIBC_PENDING`` lists files still to be
-  converted; one that no longer imports Glibc, or is gone, must leave the list.)
+  an interrupted call is retried in one place.
 
 A use of a folder above, or a Glibc import outside the list, is reported with the file, the
 name and the fix, and the script exits 1. A folder not in the order is an error too, so a new
@@ -71,20 +70,6 @@ GLIBC_ALLOWED = {
     "Support/System/SystemdNotifier.swift",  # an AF_UNIX datagram socket
     "Volume/Udev.swift",                     # libudev's monitor, its pipe and poll
     "HTTP/CurlTransport+Loop.swift",         # libcurl's multi handle, eventfd and poll
-    "HTTP/CurlTransport+Transfer.swift",     # libcurl's easy handle and its C callbacks
-}
-
-# Files that still make raw calls of their own, until they are converted to Support/System
-# (issue 39). Remove each from here once it is: the check then holds it like any other.
-GLIBC_PENDING = {
-    "Pipeline/CardVerification+Reading.swift",
-    "Stage/StageFailure.swift",
-    "Stage/Stager.swift",
-    "Stage/Stager+Reader.swift",
-    "Stage/Stager+Writer.swift",
-    "Upload/ObjectUploader.swift",
-    "Upload/ObjectUploader+Parts.swift",
-    "Upload/UploadRun.swift",
 }
 
 DEFAULT_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Sources", "IngestKit")
@@ -308,7 +293,7 @@ def main(arguments: list[str]) -> int:
             text = code[path]
             relative = os.path.relpath(path, base)
             in_root = os.path.relpath(path, root)
-            if GLIBC_IMPORT.search(text) and in_root not in GLIBC_ALLOWED | GLIBC_PENDING:
+            if GLIBC_IMPORT.search(text) and in_root not in GLIBC_ALLOWED:
                 problems.append(f"{relative}: imports Glibc; call it through Support/System "
                                 "(FileDescriptor, System, DirectoryReader: add the wrapper there if it is missing)")
             for word in sorted(set(WORD.findall(text))):
@@ -325,9 +310,6 @@ def main(arguments: list[str]) -> int:
                     continue
                 uses[(folder, used)].add(name)
                 problems.append(f"{relative}: {folder} uses {name} of {used}, which is above it")
-    importing = {os.path.relpath(path, root) for path, text in code.items() if GLIBC_IMPORT.search(text)}
-    for stale in sorted(GLIBC_PENDING - importing):
-        problems.append(f"{stale}: no longer imports Glibc (or is gone); remove it from GLIBC_PENDING in scripts/layers.py")
     if graph:
         for (folder, used), words in sorted(uses.items(), key=lambda item: (rank[item[0][0]], rank[item[0][1]])):
             print(f"{folder} -> {used}: {' '.join(sorted(words))}")

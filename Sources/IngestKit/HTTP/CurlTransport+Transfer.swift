@@ -4,7 +4,6 @@
 import CCurl
 import CSystemShims
 import Foundation
-import Glibc
 
 /// The options of one easy handle, set through the typed shims (libcurl's setter is
 /// variadic, which Swift cannot call). Each setter throws when libcurl refuses the option

@@ -1,5 +1,3 @@
-import Glibc
-
 /// The reading, on a thread of its own: the walk of the card, the journal asked about each
 /// batch of files, each file read and fingerprinted; and the walk that only counts.
 extension CardVerification {
@@ -122,7 +120,7 @@ final class CardFileReader {
 
     func read(_ file: ScannedFile) -> CardFileRead {
         var read = CardFileRead(path: file.path, size: file.size, mtime: file.mtime)
-        let opened: (file: FileDescriptor, status: Glibc.stat)
+        let opened: (file: FileDescriptor, status: FileStatus)
         do throws(CardOpenError) { opened = try opener.open(file.path, flags: .readOnly) } catch {
             switch error {
             case .symlink(let link):

@@ -1,7 +1,5 @@
 // Why one file could not be staged, in words for people and a code for `--json`.
 
-import Glibc
-
 /// Why one file could not be staged. The file stays pending and is tried again next run.
 public struct StageFailure: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {

@@ -1,8 +1,6 @@
 // The stager's reader: opens each file of the card, reads and hashes it, and hands its chunks to
 // the writer; runs on the calling thread.
 
-import Glibc
-
 extension Stager.Pipeline {
     func read(_ files: some Sequence<ScannedFile>) {
         let hasher = FingerprintHasher()
@@ -65,7 +63,7 @@ extension Stager.Pipeline {
     /// and on a card found cold one call in 16 files (``CacheSense``).
     private func readOne(_ scanned: ScannedFile, hasher: FingerprintHasher) -> ReadResult {
         let display = scanned.path.display
-        let (source, before): (FileDescriptor, Glibc.stat)
+        let (source, before): (FileDescriptor, FileStatus)
         do {
             (source, before) = try readerOpener.open(scanned.path, flags: [.readOnly, .nonBlocking])
         } catch {
@@ -84,7 +82,7 @@ extension Stager.Pipeline {
             let head = min(file.size, Int64(stager.settings.chunkSize))
             let isWarm = cacheSense.isWarm { source.isInPageCache(firstBytes: head) }
             var isDirect = !isWarm && stager.settings.directReads && source.preferDirectIO()
-            if !isDirect { _ = posix_fadvise(source.raw, 0, 0, POSIX_FADV_SEQUENTIAL) }
+            if !isDirect { source.adviseSequential() }
             hasher.reset()
             var checksummer = stager.settings.partChecksums.flatMap {
                 PartChecksummer(fileSize: file.size, preferredPartSize: $0.partSize, singlePutThreshold: $0.singlePutThreshold)

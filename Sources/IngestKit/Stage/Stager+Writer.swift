@@ -1,9 +1,6 @@
 // The stager's writer: writes each file's chunks to a partial file, then publishes the copies
 // in batches, durable and named by their content; runs on its own thread.
 
-import CSystemShims
-import Glibc
-
 extension Stager.Pipeline {
     private struct Partial {
         var file: FileDescriptor
@@ -62,7 +59,7 @@ extension Stager.Pipeline {
                 for outcome in try publish(batch) { report(outcome) }
             } catch {
                 stop(error)
-                for written in batch { unlink(written.partial.path) }
+                for written in batch { System.removeIfPresent(written.partial.path) }
             }
             batch.removeAll(keepingCapacity: true)
             batchBytes = 0
@@ -117,7 +114,7 @@ extension Stager.Pipeline {
 
     private func discard(_ partial: inout Partial?) {
         if let current = partial {
-            unlink(current.path)
+            System.removeIfPresent(current.path)
             current.growing?.ended(.failed)
         }
         partial = nil
@@ -138,17 +135,22 @@ extension Stager.Pipeline {
         // Reserve the blocks now: running out of space shows at once, not mid-file. File
         // systems without fallocate (EOPNOTSUPP) are written the ordinary way; a small copy
         // is written in one go, whose failure shows as soon.
-        if file.size > smallCopyLimit, ingest_fallocate(partial.file.raw, 0, file.size) != 0, SystemError.last("fallocate").isOutOfSpace {
-            unlink(partial.path)
-            throw .stagingFull(stagingPath: area.root, needed: file.size, available: 0, reserve: stager.settings.reserve)
+        if file.size > smallCopyLimit {
+            do { try partial.file.reserve(length: file.size, path: partial.path) } catch {
+                if error.isOutOfSpace {
+                    System.removeIfPresent(partial.path)
+                    throw .stagingFull(stagingPath: area.root, needed: file.size, available: 0, reserve: stager.settings.reserve)
+                }
+            }
         }
         if let growing {
             // A name of the stream's own: the partial's goes at publication, or with a failure.
             let streamPath = String(partial.path.dropLast(".partial".count)) + "-stream.partial"
-            if link(partial.path, streamPath) == 0 {
+            do throws(SystemError) {
+                try System.link(partial.path, to: streamPath)
                 growing.attach(path: streamPath)
                 partial.growing = growing
-            } else {
+            } catch {
                 growing.ended(.failed)
             }
         }
@@ -205,12 +207,12 @@ extension Stager.Pipeline {
         guard partial.written - partial.writebackStarted >= Self.writebackStride else { return }
         let file = partial.file
         if partial.writebackStarted > partial.dropped,
-            ingest_wait_writeback(file.raw, partial.dropped, partial.writebackStarted - partial.dropped) == 0
+            file.waitForWriteback(offset: partial.dropped, length: partial.writebackStarted - partial.dropped)
         {
             file.dropFromCache(offset: partial.dropped, length: partial.writebackStarted - partial.dropped)
             partial.dropped = partial.writebackStarted
         }
-        _ = ingest_start_writeback(file.raw, partial.writebackStarted, partial.written - partial.writebackStarted)
+        file.startWriteback(offset: partial.writebackStarted, length: partial.written - partial.writebackStarted)
         partial.writebackStarted = partial.written
     }
 
@@ -240,7 +242,7 @@ extension Stager.Pipeline {
         } catch {
             throw stagingError(error)
         }
-        for written in batch { unlink(written.partial.path) }
+        for written in batch { System.removeIfPresent(written.partial.path) }
         return zip(batch, isNew).map { written, isNew in
             var verified = false
             if stager.settings.verify != .off {
@@ -264,7 +266,7 @@ extension Stager.Pipeline {
         case .failure(let error): return StageFailure(kind: .ioError(error))
         case .success(let found) where found != fingerprint:
             // A staged copy that does not match its name must not stay under that name.
-            unlink(stagedPath)
+            System.removeIfPresent(stagedPath)
             return StageFailure(kind: .verificationMismatch(expected: fingerprint, found: found, of: "the staged copy"))
         default: break
         }

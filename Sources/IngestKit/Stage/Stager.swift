@@ -2,7 +2,6 @@
 // read. Its run's reader and writer are in Stager+Pipeline.swift, Stager+Reader.swift and
 // Stager+Writer.swift; what it reports in StageOutcome.swift and StageFailure.swift.
 
-import Glibc
 import Synchronization
 
 /// Copies files from a card into the staging area, computing each file's XXH3-128 in the

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 /// How an upload's parts go out: the digests they carry, their bodies and payload hashes,
 /// one `UploadPart` within the process-wide limit, and the parts a listing proves ours.

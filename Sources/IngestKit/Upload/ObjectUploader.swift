@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 import Synchronization
 
 /// How one upload ended, for the pipeline's summary and exit status.

@@ -1,5 +1,3 @@
-import Glibc
-
 /// One upload, multipart or single PUT, driven to its end: ``UploadStateMachine`` decides,
 /// ``ObjectUploader`` performs, and this loop carries each action from the one to the other
 /// and each result back as the next event. It decides nothing: the key found taken and the
