@@ -19,7 +19,8 @@
 #   mixed      3,000 × 300 kB + 200 × 4 MiB, in DCF folders of at most 1,000 files
 #   env: LAYOUTS (default "big-last big-first one-4g mixed"), CARD_MBPS (90: a UHS-I card),
 #        SCALE (1, about 20 minutes on 2 cores; 0.1 for a quick run), CONTENDERS (default "read ingest-no-upload ingest aws
-#        rclone s5cmd"; read always runs: it is the reference), REPEAT (1), SETTLE (seconds
+#        rclone s5cmd"; read always runs: it is the reference; add ingest-base with BASELINE=path
+#        to another build for an A/B in one run), REPEAT (1), SETTLE (seconds
 #        between runs, 3), TIMEOUT (seconds a run, 1800), WORK (default out/bench-card, not
 #        tmpfs), CARD_DIR (where the card's image lives: default /dev/shm when it has room, see
 #        below), INGEST (binary), VENV (default .venv: weed, aws, s5cmd)
@@ -34,7 +35,7 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-ingest=${INGEST:-$repo/.build/release/ingest}
+ingest=${INGEST:-$repo/.build/release/ingest} ingest_base=${BASELINE:-}
 venv=${VENV:-$repo/.venv}
 mbps=${CARD_MBPS:-90} scale=${SCALE:-1} repeat=${REPEAT:-1} settle=${SETTLE:-3} timeout=${TIMEOUT:-1800}
 read -r -a layouts <<<"${LAYOUTS:-big-last big-first one-4g mixed}"
