@@ -230,9 +230,54 @@ final class CustodyTests {
         #expect(!create.output.contains("DJI_0001.JPG"), "and only that file: \(create.output)")
     }
 
+    // MARK: - Two stations, one card, one history
+
+    @Test(.timeLimit(.minutes(5)))
+    func aSecondStationTakesInTheFirstStationsGenerationAndListsOnlyWhatItAdds() throws {
+        let card = TemporaryDirectory()
+        _ = try card.write("DCIM/DJI_0001.JPG", randomBytes(120_000))
+        _ = try card.write("DCIM/DJI_0002.JPG", randomBytes(90_000))
+        let config = try config()
+        let stationA = TemporaryDirectory(), stationB = TemporaryDirectory()
+
+        let first = try ingest([card.path], state: stationA, config: config)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.summary?.int("mhl_generations") == 1)
+        let key = try #require(first.events("uploaded").compactMap { $0.string("key") }.first { $0.hasSuffix("/DCIM/DJI_0001.JPG") })
+        let folder = try folder(ofKey: key, relative: "DCIM/DJI_0001.JPG")
+
+        // The card goes to the second station with a file more.
+        _ = try card.write("DCIM/DJI_0003.JPG", randomBytes(70_000))
+        let second = try ingest([card.path], state: stationB, config: config)
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(second.summary?.int("mhl_generations") == 1, "one generation of its own: the file it added")
+        #expect(second.summary?["safe_to_erase"] as? Bool == true, "\(second.summary?["not_safe_because"] ?? "")")
+        let history = try checkDownload(folder, card: card, generations: 2)
+        if history.chain.count == 2 {
+            #expect(Set(history.listed[history.chain[0].name] ?? []) == ["DCIM/DJI_0001.JPG", "DCIM/DJI_0002.JPG"])
+            #expect(history.listed[history.chain[1].name] == ["DCIM/DJI_0003.JPG"], "the second station lists only what it added")
+        }
+        #expect(try cards(state: stationB, config: config).first?.int("mhl_generations") == 2, "both generations are the card's")
+
+        // Back at the first station, the card has nothing new for the history: it takes the
+        // second generation in and writes none.
+        let landed = try listing(prefix: folder + "ascmhl/")
+        let again = try ingest([card.path], state: stationA, config: config)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.summary?.int("mhl_generations") == 0)
+        #expect(again.summary?["safe_to_erase"] as? Bool == true, "\(again.summary?["not_safe_because"] ?? "")")
+        #expect(try listing(prefix: folder + "ascmhl/") == landed, "the history in the bucket is left as it was")
+        #expect(try cards(state: stationA, config: config).first?.int("mhl_generations") == 2)
+        let custody = try FileManager.default.contentsOfDirectory(atPath: stationA.path + "/custody")
+        let local = try xxh128sums(under: stationA.path + "/custody/" + (custody.first ?? "-") + "/ascmhl")
+        let downloaded = try download(folder)  // held: the directory goes with it
+        let inBucket = try xxh128sums(under: downloaded.path + "/ascmhl")
+        #expect(local.count == 3 && local == inBucket, "the station's local history is the bucket's: \(local.count) files")
+    }
+
     // MARK: - kill -9 between the last object and the history
 
-    @Test(.timeLimit(.minutes(5)), arguments: ["mhl-journalled", "mhl-manifest-uploaded"])
+    @Test(.timeLimit(.minutes(5)), arguments: ["mhl-journalled", "mhl-chain-uploaded"])
     func aKillWhileTheHistoryIsWrittenLeavesOneGenerationAfterResumeAndASecondResumeWritesNothing(point: String) throws {
         let card = TemporaryDirectory()
         let photo = randomBytes(100_000)
@@ -248,11 +293,11 @@ final class CustodyTests {
         let key = try #require(try listing().keys.first { $0.hasSuffix("/DCIM/DJI_0001.JPG") }, "the card's objects landed")
         let folder = try folder(ofKey: key, relative: "DCIM/DJI_0001.JPG")
         let before = try historyNames(folder)
+        let chainBefore = try listing(prefix: folder + "ascmhl/ascmhl_chain.xml")
         if point == "mhl-journalled" {
             #expect(before.isEmpty, "nothing of the history is in the bucket yet: \(before)")
         } else {
-            #expect(before.count == 1 && before.allSatisfy { $0.hasPrefix("0001_") && $0.hasSuffix(".mhl") },
-                    "the manifest, not the chain: \(before)")
+            #expect(before == ["ascmhl_chain.xml"], "the chain, which claims the generation's number, not yet its manifest: \(before)")
         }
         let killedCard = try #require(try cards(state: state, config: config).first)
         #expect(killedCard["safe_to_erase"] as? Bool == false, "no history in the bucket yet: not safe")
@@ -263,8 +308,8 @@ final class CustodyTests {
         let names = try historyNames(folder)
         #expect(names.count == 2 && names.contains("ascmhl_chain.xml") && names.contains { $0.hasPrefix("0001_") && $0.hasSuffix(".mhl") },
                 "exactly one generation and the chain: \(names)")
-        if point == "mhl-manifest-uploaded" {
-            #expect(names.contains(before.first ?? "-"), "the manifest uploaded before the kill is the generation's")
+        if point == "mhl-chain-uploaded" {
+            #expect(try listing(prefix: folder + "ascmhl/ascmhl_chain.xml") == chainBefore, "the chain written before the kill stays as it was")
         }
         let history = try checkDownload(folder, card: card, generations: 1)
         #expect(Set(history.listed.values.flatMap { $0 }) == ["DCIM/DJI_0001.JPG", "DCIM/DJI_0001 copy.JPG", "DCIM/R&D <1> é.JPG", "MISC/empty.log"])

@@ -335,4 +335,70 @@ private func texts(of name: String, in elements: [ParsedElement]) -> [String] {
     func parseChainRefusesWhatIsNotAChain(text: String) {
         #expect(ASCMHL.parseChain(Array(text.utf8)) == nil)
     }
+
+    // MARK: Reading another station's manifest
+
+    @Test func parseManifestReadsBackWhatManifestWrote() throws {
+        let entries = [
+            entry("DCIM/R&D <take 1> Café.JPG", digest: "0123456789abcdef0123456789abcdef"),
+            entry(" lead and trail ", digest: "fedcba9876543210fedcba9876543210"),
+            entry("MISC/empty.log"),
+        ]
+        let manifest = try ASCMHL.manifest(entries: entries, creator: creator, created: noon, process: .transfer)
+        #expect(ASCMHL.parseManifest(manifest) == Dictionary(uniqueKeysWithValues: entries.map { ($0.path, $0.xxh128) }))
+        let none = try ASCMHL.manifest(entries: [], creator: creator, created: noon, process: .transfer)
+        #expect(ASCMHL.parseManifest(none) == [:], "a manifest of no files lists none")
+    }
+
+    /// As `ascmhl` 1.2 writes a generation: with directory hashes, and a file hashed with
+    /// another algorithm only, which lists its path with nothing to match.
+    @Test func parseManifestReadsAManifestTheASCToolWrote() {
+        let text = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <hashlist version="2.0" xmlns="urn:ASC:MHL:v2.0">
+              <creatorinfo><creationdate>2026-11-28T11:37:13+00:00</creationdate><hostname>h</hostname></creatorinfo>
+              <hashes>
+                <hash><path size="5" lastmodificationdate="2026-11-28T11:37:13+00:00">A/x.mov</path>
+                  <xxh128 action="original" hashdate="2026-11-28T11:37:13+00:00">00FD03CD9996EE8CF8BE6A756BF82A42</xxh128></hash>
+                <hash><path size="3">B/y.wav</path><md5 action="original">900150983cd24fb0d6963f7d28e17f72</md5></hash>
+              </hashes>
+              <directoryhashes><directoryhash><path>A</path><content><xxh128>00000000000000000000000000000000</xxh128></content></directoryhash></directoryhashes>
+            </hashlist>
+            """
+        #expect(ASCMHL.parseManifest(Array(text.utf8)) == ["A/x.mov": "00fd03cd9996ee8cf8be6a756bf82a42", "B/y.wav": ""])
+    }
+
+    @Test(arguments: [
+        "",
+        "not xml",
+        "<hashlist version=\"2.0\" xmlns=\"urn:ASC:MHL:v2.0\"><hashes><hash><path>a</path>",
+        "<hashlist version=\"2.0\"><hashes><hash><path>a</path></hash></hashes></hashlist>",
+        "<ascmhldirectory xmlns=\"urn:ASC:MHL:DIRECTORY:v2.0\"/>",
+        "<hashlist xmlns=\"urn:ASC:MHL:v2.0\"><hashes><hash><xxh128>00fd03cd9996ee8cf8be6a756bf82a42</xxh128></hash></hashes></hashlist>",
+        "<hashlist xmlns=\"urn:ASC:MHL:v2.0\"><hashes><hash><path>a</path><xxh128>not hex</xxh128></hash></hashes></hashlist>",
+        "<hashlist xmlns=\"urn:ASC:MHL:v2.0\"><hashes><hash><path>a</path></hash><hash><path>a</path></hash></hashes></hashlist>",
+    ])
+    func parseManifestRefusesWhatIsNotAManifest(text: String) {
+        #expect(ASCMHL.parseManifest(Array(text.utf8)) == nil)
+    }
+
+    /// A manifest from the bucket is hostile: an external entity is never read.
+    @Test func parseManifestReadsNoExternalEntity() {
+        let text = """
+            <?xml version="1.0"?>
+            <!DOCTYPE hashlist [<!ENTITY secret SYSTEM "file:///etc/passwd">]>
+            <hashlist xmlns="urn:ASC:MHL:v2.0"><hashes><hash><path>a&secret;</path></hash></hashes></hashlist>
+            """
+        let listed = ASCMHL.parseManifest(Array(text.utf8))
+        #expect(listed.map { $0.keys.allSatisfy { !$0.contains("root:") } } ?? true, "\(String(describing: listed))")
+    }
+
+    @Test(arguments: [
+        ("0001_card-a84fdcca_2026-11-28_194613Z.mhl", true), ("0002_ A&B <1> _2026-11-28_194613Z.mhl", true),
+        ("", false), (".mhl", false), ("../0001_x.mhl", false), ("a/0001_x.mhl", false), (".hidden.mhl", false),
+        ("0001_x.xml", false), ("0001\u{0}_x.mhl", false), (String(repeating: "x", count: 252) + ".mhl", false),
+    ])
+    func manifestFileNamesFromAChainArePlainNames(name: String, plain: Bool) {
+        #expect(ASCMHL.isManifestFileName(name) == plain)
+    }
 }

@@ -22,7 +22,7 @@ import Synchronization
 final class ScriptedStore: ObjectStore {
     enum Operation: Hashable, Sendable, CaseIterable {
         case head, put, create, uploadPart, listParts, complete, abort, abortUploads, getTagging, putTagging, copy, uploadPartCopy
-        case headBucket, probe, putDocument, listObjects, listUploads
+        case headBucket, probe, putDocument, getDocument, listObjects, listUploads
     }
 
     /// When a scripted failure strikes.
@@ -156,6 +156,12 @@ final class ScriptedStore: ObjectStore {
             let object = Object(bytes: bytes, metadata: Self.metadata(headers), etag: Self.etag(of: bytes))
             state.objects[key] = object
             return ObjectWritten(etag: object.etag)
+        }
+    }
+
+    func getDocument(key: String) async throws(S3ClientError) -> StoredDocument? {
+        try perform(.getDocument) { state throws(S3ClientError) in
+            state.objects[key].map { StoredDocument(bytes: $0.bytes, etag: $0.etag) }
         }
     }
 

@@ -1,10 +1,6 @@
 import Crypto
 import Foundation
 
-#if canImport(FoundationXML)
-    import FoundationXML
-#endif
-
 // ASC MHL (ASC Media Hash List, specification v1.0 of 2022-03-15, XML version "2.0"): the
 // film industry's per-folder hash history, which a client verifies with the ASC's reference
 // tool `ascmhl` (PyPI `ascmhl`, checked against 1.2). The layout it expects:
@@ -229,6 +225,14 @@ public enum ASCMHL {
         }
     }
 
+    /// Whether `name` can be a manifest's file name in a history's `ascmhl` directory: one
+    /// plain file name ending in `.mhl`, as a chain read from elsewhere must name it before
+    /// the name becomes a local file.
+    public static func isManifestFileName(_ name: String) -> Bool {
+        name.hasSuffix(".mhl") && name.utf8.count > 4 && name.utf8.count <= 255 && !name.hasPrefix(".")
+            && !name.utf8.contains { $0 == UInt8(ascii: "/") || $0 == 0 }
+    }
+
     static func isDigest(_ text: String) -> Bool {
         text.utf8.count == 32
             && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
@@ -302,82 +306,6 @@ public enum ASCMHL {
         }
         xml.append(text: "</ascmhldirectory>\n")
         return xml
-    }
-
-    /// The generations an `ascmhl_chain.xml` lists, in document order; nil when `bytes` are
-    /// not such a file: not well-formed XML, another root element or namespace, or a
-    /// `<hashlist>` without an integer `sequencenr`, a `<path>` or a `<c4>`. Any namespace
-    /// prefix is accepted, as the specification requires. Texts are taken as they are,
-    /// untrimmed, since a file name may begin or end with a space.
-    public static func parseChain(_ bytes: [UInt8]) -> [MHLGeneration]? {
-        let reader = ChainReader()
-        let parser = XMLParser(data: Data(bytes))
-        parser.shouldProcessNamespaces = true
-        parser.shouldResolveExternalEntities = false
-        parser.delegate = reader
-        // Foundation's parser on Linux reports success for a document cut off inside its
-        // root element, hence the check that the root was closed.
-        guard parser.parse(), reader.isChain, reader.isClosed, !reader.isMalformed else { return nil }
-        return reader.generations
-    }
-
-    /// Reads a chain file's elements: `<ascmhldirectory>`, its `<hashlist>` children, and
-    /// their `<path>` and `<c4>`; anything else is skipped.
-    private final class ChainReader: NSObject, XMLParserDelegate {
-        var isChain = false
-        var isClosed = false
-        var isMalformed = false
-        var generations: [MHLGeneration] = []
-        /// Element names from the root down to the current one.
-        var open: [String] = []
-        var number: Int?
-        var path: String?
-        var c4: String?
-        var text = ""
-
-        func parser(
-            _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
-            attributes: [String: String] = [:]
-        ) {
-            open.append(name)
-            text = ""
-            switch open.count {
-            case 1:
-                isChain = name == "ascmhldirectory" && namespaceURI == ASCMHL.chainNamespace
-                if !isChain { parser.abortParsing() }
-            case 2 where name == "hashlist":
-                number = attributes["sequencenr"].flatMap { Int($0) }
-                path = nil
-                c4 = nil
-            default:
-                break
-            }
-        }
-
-        func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
-
-        func parser(_ parser: XMLParser, foundCDATA block: Data) { text += String(decoding: block, as: UTF8.self) }
-
-        func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
-            defer {
-                open.removeLast()
-                text = ""
-            }
-            if open.count == 1 { isClosed = true }
-            guard open.count >= 2, open[1] == "hashlist" else { return }
-            switch (open.count, name) {
-            case (3, "path"): path = text
-            case (3, "c4"): c4 = text
-            case (2, _):
-                guard let number, let path, let c4 else {
-                    isMalformed = true
-                    parser.abortParsing()
-                    return
-                }
-                generations.append(MHLGeneration(number: number, fileName: path, c4: c4))
-            default: break
-            }
-        }
     }
 
     // MARK: C4

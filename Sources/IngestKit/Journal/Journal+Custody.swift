@@ -73,6 +73,14 @@ public struct UnlistedFile: Sendable, Equatable {
     public var target: S3Destination
 }
 
+/// A file a generation lists, as another station's history is matched against it.
+public struct ListedFile: Sendable, Equatable {
+    public var id: Int64
+    /// Its object.
+    public var key: String
+    public var fingerprint: String
+}
+
 /// What the journal says of one card, for its verdict (``CardStanding``).
 public struct CardTally: Sendable, Equatable {
     public var volume: VolumeRecord
@@ -266,6 +274,58 @@ extension Journal {
                 ])
             for id in files {
                 try db.cachedStatement(sql: "UPDATE file SET manifestGeneration = ? WHERE id = ?").execute(arguments: [generation.number, id])
+            }
+        }
+    }
+
+    /// The files `generation` lists, with their objects.
+    public func filesListed(by generation: CustodyGeneration) async throws(JournalError) -> [ListedFile] {
+        try await reading { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT f.id, u.key, f.fingerprint FROM file f JOIN upload u ON u.id = f.uploadID
+                    WHERE f.volumeKey = ? AND f.manifestGeneration = ? AND u.endpoint = ? AND u.bucket = ?
+                      AND f.fingerprint IS NOT NULL
+                    """,
+                arguments: [generation.volumeKey, generation.number, generation.target.endpoint, generation.target.bucket]
+            ).map { ListedFile(id: $0[0], key: $0[1], fingerprint: $0[2]) }
+        }
+    }
+
+    /// Takes in the generations other stations wrote into the card's history in the bucket
+    /// (`theirs`, uploaded) in place of `replaced`, this station's generation that one of
+    /// them took the number of, in one durable transaction: `replaced` is forgotten and
+    /// the files it listed are unlisted, then those `listing` maps (file id → generation
+    /// number) are listed by theirs. The unlisted rest go to this station's next generation.
+    public func adoptGenerations(_ theirs: [CustodyGeneration], replacing replaced: CustodyGeneration, listing: [Int64: Int])
+        async throws(JournalError)
+    {
+        try await writing { db in
+            try db.execute(
+                sql: """
+                    UPDATE file SET manifestGeneration = NULL WHERE volumeKey = ? AND manifestGeneration = ?
+                      AND uploadID IN (SELECT id FROM upload WHERE endpoint = ? AND bucket = ?)
+                    """,
+                arguments: [replaced.volumeKey, replaced.number, replaced.target.endpoint, replaced.target.bucket])
+            try db.execute(
+                sql: "DELETE FROM custodyGeneration WHERE volumeKey = ? AND endpoint = ? AND bucket = ? AND number = ?",
+                arguments: [replaced.volumeKey, replaced.target.endpoint, replaced.target.bucket, replaced.number])
+            for generation in theirs {
+                try db.execute(
+                    sql: """
+                        INSERT INTO custodyGeneration (volumeKey, number, endpoint, bucket, region, addressing, folder, fileName,
+                          c4, files, createdAt, uploadedAt, chainETag) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        generation.volumeKey, generation.number, generation.target.endpoint, generation.target.bucket,
+                        generation.target.region, generation.target.addressing, generation.folder, generation.fileName,
+                        generation.c4, generation.files, JournalDate(generation.createdAt),
+                        generation.uploadedAt.map(JournalDate.init), generation.chainETag,
+                    ])
+            }
+            for (id, number) in listing {
+                try db.cachedStatement(sql: "UPDATE file SET manifestGeneration = ? WHERE id = ?").execute(arguments: [number, id])
             }
         }
     }

@@ -44,11 +44,12 @@ public struct CustodyOutcome: Sendable, Equatable {
 /// Written only once every file the journal knows of the card is verified, and in this
 /// order, each step durable before the next: the manifest and the chain are written to the
 /// state directory (where they stay, the card's local history), the generation is
-/// journalled with the files it lists, the manifest is uploaded, then the chain. A kill
-/// anywhere leaves a journalled generation that the next process uploads as it was, never a
-/// second one. The manifest is written only where no object is (`If-None-Match`); the chain,
-/// which each generation rewrites, only over the chain the last generation left (`If-Match`
-/// on its ETag), so nothing else is ever replaced.
+/// journalled with the files it lists, the chain naming it is uploaded, then the manifest
+/// (`CardCustody+Bucket.swift`). A kill anywhere leaves a journalled generation that the next
+/// process uploads as it was, never a second one. The chain, which each generation rewrites,
+/// is written only over the chain just read (`If-Match` on its ETag, `If-None-Match` for
+/// the first), and the manifest only where no object is, so nothing is ever replaced; the
+/// chain is the lock on a generation's number when two stations write one card's history.
 extension UploadService {
     /// Uploads the generations left journalled by a process that stopped, then the card's
     /// next generation if it has verified files no generation lists.
@@ -68,13 +69,14 @@ extension UploadService {
                 volume = try await journal.cardTallies(volumeKey: key).first?.volume
                 files = folder != nil && verified ? try await journal.unlistedFiles(ofVolume: key) : []
             } catch { throw .journal(error) }
-            for generation in unuploaded { try await upload(generation, into: &outcome) }
-            guard let folder, let volume else { return outcome }
+            guard let volume else { return outcome }
+            let creator = creator.creator(for: volume)
+            for generation in unuploaded { try await upload(generation, of: volume, creator: creator, into: &outcome) }
+            guard let folder else { return outcome }
             let byTarget = Dictionary(grouping: files, by: \.target)
             for (target, files) in byTarget.sorted(by: { $0.key.bucket < $1.key.bucket }) {
-                let generation = try await writeGeneration(
-                    of: volume, files: files, target: target, folder: folder, creator: creator.creator(for: volume))
-                if let generation { try await upload(generation, into: &outcome) }
+                let generation = try await writeGeneration(of: volume, files: files, target: target, folder: folder, creator: creator)
+                if let generation { try await upload(generation, of: volume, creator: creator, into: &outcome) }
             }
         } catch {
             outcome.error = error
@@ -114,7 +116,7 @@ extension UploadService {
 
     /// Renders and journals the next generation of `files`, and writes it with the chain to
     /// the local history; nil when none of them is in the card's folder.
-    private func writeGeneration(
+    func writeGeneration(
         of volume: VolumeRecord, files: [UnlistedFile], target: S3Destination, folder: String, creator: MHLCreator
     ) async throws(UploadError) -> CustodyGeneration? {
         var listed: [Int64] = []
@@ -157,75 +159,5 @@ extension UploadService {
         do { try await journal.recordGeneration(generation, listing: listed) } catch { throw .journal(error) }
         hooks.at("mhl-journalled")
         return generation
-    }
-
-    /// Uploads a journalled generation from the local history: the manifest, then the chain.
-    private func upload(_ generation: CustodyGeneration, into outcome: inout CustodyOutcome) async throws(UploadError) {
-        let directory = custodyDirectory(volumeKey: generation.volumeKey, target: generation.target)
-        guard let manifest = FileManager.default.contents(atPath: directory + "/" + generation.fileName).map(Array.init),
-            let chain = FileManager.default.contents(atPath: directory + "/" + ASCMHL.chainFileName).map(Array.init),
-            ASCMHL.c4(manifest) == generation.c4,
-            ASCMHL.parseChain(chain)?.last.map({ $0.number == generation.number && $0.c4 == generation.c4 }) == true
-        else {
-            throw UploadError(
-                exitStatus: .software, scope: .object,
-                message: "generation \(generation.number) of \(generation.volumeKey)'s ASC MHL history is missing or changed in "
-                    + "\(directory): it cannot be uploaded as it was journalled")
-        }
-        let ready: ReadyDestination
-        switch await destinations.client(for: generation.target) {
-        case .success(let destination): ready = destination
-        case .failure(let error): throw error
-        }
-        let xml = SigV4Header("Content-Type", "text/xml")
-        try await put(
-            manifest, at: generation.manifestKey, headers: [xml], condition: .ifNoneMatchAny, in: generation.target, ready: ready)
-        hooks.at("mhl-manifest-uploaded")
-        var previous: String?
-        if generation.number > 1 {
-            do {
-                previous = try await journal.generations(ofVolume: generation.volumeKey)
-                    .first { $0.target == generation.target && $0.number == generation.number - 1 }?.chainETag
-            } catch { throw .journal(error) }
-        }
-        let condition = previous.map { SigV4Header("If-Match", $0) } ?? .ifNoneMatchAny
-        let etag = try await put(
-            chain, at: generation.chainKey, headers: [xml], condition: condition, in: generation.target, ready: ready)
-        do { try await journal.noteGenerationUploaded(generation, chainETag: etag) } catch { throw .journal(error) }
-        outcome.uploaded.append(generation)
-    }
-
-    /// Writes `bytes` at `key` of `target` under `condition`; a refused condition is a
-    /// success only if the key already holds these very bytes (an answer lost, the write
-    /// done). Returns the object's ETag.
-    @discardableResult
-    private func put(
-        _ bytes: [UInt8], at key: String, headers: [SigV4Header], condition: SigV4Header, in target: S3Destination,
-        ready: ReadyDestination
-    ) async throws(UploadError) -> String {
-        let md5 = "\"" + lowercaseHex(PartDigest.compute(.md5, bytes: bytes).bytes) + "\""
-        let client = ready.client
-        do throws(S3ClientError) {
-            // Without conditional writes, a look first: a chain someone else rewrote, or a
-            // manifest of that name, is never written over.
-            if !ready.conditionalWrites, let head = try await client.headObject(key: key) {
-                if head.etag == md5 { return md5 }
-                let replacing = condition != .ifNoneMatchAny && head.etag == condition.value
-                if !replacing {
-                    throw S3ClientError.server(S3Error(status: 412, code: .preconditionFailed, message: "looked at first"), attempts: 1)
-                }
-            }
-            let written = try await client.putDocument(key: key, bytes: bytes, headers: headers + [condition])
-            return written.etag
-        } catch {
-            if error.isPreconditionFailed, let head = try? await client.headObject(key: key), head.etag == md5 { return md5 }
-            if error.isPreconditionFailed {
-                throw UploadError(
-                    exitStatus: .integrity, scope: .object,
-                    message: "\(key) in \(target.displayName) holds other bytes than this card's ASC MHL history expects "
-                        + "(written by someone else?): nothing was replaced; the generation stays journalled for ingest resume")
-            }
-            throw UploadError(error, what: "PutObject \(key)", target: target)
-        }
     }
 }

@@ -1,5 +1,5 @@
 // The S3 operations on objects and multipart uploads: PutObject, the multipart upload's steps,
-// HeadBucket and HeadObject.
+// HeadBucket, HeadObject, and the GetObject of a small document.
 
 import Foundation
 
@@ -15,6 +15,16 @@ extension S3Client {
     /// file's content: not counted as the job's bytes on the wire (``WireMeter``).
     public func putDocument(key: String, bytes: [UInt8], headers: [SigV4Header]) async throws(S3ClientError) -> ObjectWritten {
         try await put(key: key, body: .bytes(bytes), payloadHash: PayloadHash(sha256Of: bytes), headers: headers, isPayload: false)
+    }
+
+    /// GetObject of a document of ingest's own (a card's ASC MHL chain or a manifest another
+    /// station wrote); nil when there is no object at `key`. Bounded by the transport's
+    /// largest answer (``CurlTransport/Settings/maxResponseBytes``): a document is never a
+    /// file's content.
+    public func getDocument(key: String) async throws(S3ClientError) -> StoredDocument? {
+        let response = try await perform("GET", key: key, notFoundIsAnswer: true)
+        if response.status == 404 { return nil }
+        return StoredDocument(bytes: response.body, etag: try etag(of: response))
     }
 
     private func put(

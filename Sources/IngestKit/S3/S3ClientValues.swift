@@ -170,3 +170,16 @@ public struct ListedObject: Sendable, Hashable {
         self.lastModified = lastModified
     }
 }
+
+/// A small object read whole: a document of ingest's own, such as a card's ASC MHL chain.
+public struct StoredDocument: Sendable, Equatable {
+    public var bytes: [UInt8]
+    /// Exactly as the server sent it, quotes included: what a write that replaces this
+    /// document names in `If-Match`.
+    public var etag: String
+
+    public init(bytes: [UInt8], etag: String) {
+        self.bytes = bytes
+        self.etag = etag
+    }
+}

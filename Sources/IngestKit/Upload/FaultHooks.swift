@@ -20,8 +20,8 @@ import Synchronization
 ///   acknowledged: nothing is journalled of those before the file is staged);
 /// - `INGEST_TEST_STOP_AT=mhl-journalled`: SIGKILL once a card's ASC MHL generation is
 ///   written locally and journalled, before it is uploaded;
-/// - `INGEST_TEST_STOP_AT=mhl-manifest-uploaded`: SIGKILL once its manifest is in the
-///   bucket, before the chain;
+/// - `INGEST_TEST_STOP_AT=mhl-chain-uploaded`: SIGKILL once the chain naming it is in the
+///   bucket, before its manifest;
 /// - `INGEST_TEST_DAMAGE_STAGED=1`: flip the last byte of each staged copy before upload.
 final class FaultHooks: Sendable {
     #if INGEST_FAULT_HOOKS

@@ -49,6 +49,9 @@ public protocol ObjectStore: Sendable {
     /// (`If-None-Match: *`, or `If-Match` on the ETag it replaces); not counted as the job's
     /// bytes on the wire.
     func putDocument(key: String, bytes: [UInt8], headers: [SigV4Header]) async throws(S3ClientError) -> ObjectWritten
+    /// Reads a small document of ingest's own at `key` whole, with its ETag; nil when there
+    /// is none. A card's history is read this way when another station wrote to it.
+    func getDocument(key: String) async throws(S3ClientError) -> StoredDocument?
     /// Begins an upload in parts at `key`, labelled with `headers`; returns its id.
     func createMultipartUpload(key: String, headers: [SigV4Header]) async throws(S3ClientError) -> String
     /// Sends part `partNumber` of the upload; returns the part's ETag exactly as sent.
