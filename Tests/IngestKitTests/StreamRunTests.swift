@@ -16,28 +16,23 @@ import Testing
 
     /// A file of 12 MiB (three parts) being staged, a journal that knows its card, a store.
     struct Bench {
-        let directory = TemporaryDirectory()
-        let store = ScriptedStore()
-        let journal: Journal
+        let card: CardFixture
         let bytes: [UInt8]
         let fingerprint: Fingerprint
         /// The stream's name of the copy (and, once staged, the staged copy).
         let path: String
         let file: ScannedFile
         let stop = StopFlag()
-        let volume = VolumeIdentity(
-            key: "uuid:1A2B-3C4D", rootPath: "/media/card", mountPoint: "/media/card", pathInFileSystem: "/",
-            fsType: "vfat", device: nil)
-        static let target = S3Destination(endpoint: "http://127.0.0.1:9", bucket: "cards", region: "us-east-1", addressing: .path)
-        static let headers = [
-            SigV4Header("x-amz-meta-device", "station-7"), SigV4Header(ObjectLabels.taggingHeader, "device=station-7"),
-        ]
+        var store: ScriptedStore { card.store }
+        var journal: Journal { card.journal }
+        var volume: VolumeIdentity { card.volume }
+        static let target = CardFixture.target
+        static let headers = CardFixture.labels
 
         init(size: Int = 12 << 20) async throws {
-            journal = try Journal(path: directory.path + "/journal.sqlite")
-            try await journal.noteVolume(volume)
+            card = try await CardFixture()
             bytes = randomBytes(size)
-            path = try directory.write("staged", bytes)
+            path = try card.directory.write("staged", bytes)
             fingerprint = try Fingerprint.ofFile(at: path).0
             file = ScannedFile(path: CardPath("DCIM/DJI_0003.MP4"), size: Int64(size), mtime: 1)
         }
@@ -77,11 +72,7 @@ import Testing
         }
 
         /// The file staged as it was streamed.
-        func staged() async throws {
-            try await journal.record(
-                [.staged(StagedFile(file: file, fingerprint: fingerprint, deduplicated: false, verified: false))],
-                volumeKey: volume.key)
-        }
+        func staged() async throws { try await card.recordStaged(file, fingerprint: fingerprint) }
 
         /// The file's claim in this process, adopting `parts` as the card run does.
         func claim(adopting parts: StreamedParts?) async throws -> UploadRecord {
@@ -109,14 +100,9 @@ import Testing
 
         /// The runner's upload of `record` from the journal, as a process takes it up.
         func upload(_ record: UploadRecord) async throws -> UploadResult {
-            let (current, parts) = try #require(try await journal.upload(id: record.id))
-            var settings = UploadSettings()
-            settings.partSize = StreamRunTests.partSize
-            let uploader = ObjectUploader(
-                record: current, client: store, journal: journal, stagedPath: path,
-                limiter: TransferLimiter(maxRequests: 4, maxBytes: 1 << 30), settings: settings, sink: DiscardingSink(),
-                hooks: FaultHooks(), stop: StopFlag(), releases: nil, conditionalWrites: true)
-            return await UploadRun.upload(uploader, parts: parts, resumed: current.phase != .created, checksums: nil)
+            let current = try #require(try await journal.upload(id: record.id)).0
+            return try await card.upload(
+                record.id, from: path, partSize: StreamRunTests.partSize, resumed: current.phase != .created, checksums: nil)
         }
 
         /// The object is in the bucket, byte for byte, with its fingerprint in its tag.
@@ -166,9 +152,10 @@ import Testing
 
     @Test func aPartTheServerTookWhoseAnswerWasLostIsProvedOursAfterAPowerCutAndNotSentAgain() async throws {
         let bench = try await Bench()
-        // The server stores part 2; its answer is lost, so the stream never journals it.
+        // The server stores part 2; its answer is lost, so the stream never journals it. One
+        // part at a time, so that the second call is part 2's.
         bench.store.script(.uploadPart, call: 2, .after(ScriptedStore.connectionReset()))
-        let run = try #require(await bench.stream(try bench.copy()))
+        let run = try #require(await bench.stream(try bench.copy(), partsInFlight: 1))
         #expect(run.holdsStream)
         #expect(try await bench.journal.adoptableStreams().first?.parts.contains { $0.number == 2 } == false)
 

@@ -96,34 +96,27 @@ import Testing
     /// A file of `size` bytes staged, whose parts a stream sent to `store` with every label
     /// but the fingerprint, and claimed with them.
     struct Streamed {
-        let directory = TemporaryDirectory()
-        let store = ScriptedStore()
-        let journal: Journal
+        let card: CardFixture
         let bytes: [UInt8]
         let fingerprint: Fingerprint
         let stagedPath: String
         let claimed: ClaimResult
-        let volume = VolumeIdentity(
-            key: "uuid:1A2B-3C4D", rootPath: "/media/card", mountPoint: "/media/card", pathInFileSystem: "/",
-            fsType: "vfat", device: nil)
-        static let target = S3Destination(endpoint: "http://127.0.0.1:9", bucket: "cards", region: "us-east-1", addressing: .path)
-        static let headers = [
-            SigV4Header("x-amz-meta-device", "station-7"), SigV4Header(ObjectLabels.taggingHeader, "device=station-7"),
-        ]
+        var store: ScriptedStore { card.store }
+        var journal: Journal { card.journal }
+        static let target = CardFixture.target
+        static let headers = CardFixture.labels
 
         init(size: Int) async throws {
-            journal = try Journal(path: directory.path + "/journal.sqlite")
-            try await journal.noteVolume(volume)
+            let card = try await CardFixture()
+            self.card = card
             bytes = randomBytes(size)
-            let scratch = try directory.write("scratch", bytes)
+            let scratch = try card.directory.write("scratch", bytes)
             fingerprint = try Fingerprint.ofFile(at: scratch).0
             stagedPath = scratch
             let file = ScannedFile(path: CardPath("DCIM/DJI_0002.MP4"), size: Int64(size), mtime: 1)
-            try await journal.record(
-                [.staged(StagedFile(file: file, fingerprint: fingerprint, deduplicated: false, verified: false))],
-                volumeKey: volume.key)
+            try await card.recordStaged(file, fingerprint: fingerprint)
             let plan = try PartPlan.recorded(fileSize: Int64(size), partSize: StreamedUploadTests.partSize)
-            let uploadID = try await store.createMultipartUpload(key: StreamedUploadTests.key, headers: Self.headers)
+            let uploadID = try await card.store.createMultipartUpload(key: StreamedUploadTests.key, headers: Self.headers)
             var parts: [UploadStateMachine.AcknowledgedPart] = []
             var checksums: [UInt32] = []
             for number in plan.partNumbers {
@@ -131,7 +124,7 @@ import Testing
                 let body = Array(bytes[Int(range.offset)..<Int(range.offset + range.length)])
                 let crc = body.withUnsafeBytes { CRC32C.update(0, $0) }
                 checksums.append(crc)
-                let etag = try await store.uploadPart(
+                let etag = try await card.store.uploadPart(
                     key: StreamedUploadTests.key, uploadID: uploadID, partNumber: number, body: .bytes(body),
                     payloadHash: .unsigned, headers: [])
                 parts.append(.init(number: number, etag: etag, size: range.length, digest: PartDigest(crc32c: crc).journalText))
@@ -141,19 +134,14 @@ import Testing
                 headers: Self.headers + [SigV4Header("x-amz-meta-xxh128", fingerprint.hex)], partSize: StreamedUploadTests.partSize,
                 cardChecksums: PartChecksums(partSize: StreamedUploadTests.partSize, crc32c: checksums))
             claim.streamed = StreamedParts(uploadID: uploadID, headers: Self.headers, parts: parts)
-            claimed = try #require(try await journal.claim([claim], volumeKey: volume.key).first)
+            claimed = try #require(try await card.journal.claim([claim], volumeKey: card.volume.key).first)
         }
 
         func run() async throws -> UploadResult {
             guard case .planned(let planned) = claimed else { throw CocoaError(.featureUnsupported) }
-            let (record, parts) = try #require(try await journal.upload(id: planned.id))
-            var settings = UploadSettings()
-            settings.partSize = StreamedUploadTests.partSize
-            let uploader = ObjectUploader(
-                record: record, client: store, journal: journal, stagedPath: stagedPath,
-                limiter: TransferLimiter(maxRequests: 4, maxBytes: 1 << 30), settings: settings, sink: DiscardingSink(),
-                hooks: FaultHooks(), stop: StopFlag(), releases: nil, conditionalWrites: true)
-            return await UploadRun.upload(uploader, parts: parts, resumed: false, checksums: record.partChecksums)
+            let record = try #require(try await journal.upload(id: planned.id)).0
+            return try await card.upload(
+                planned.id, from: stagedPath, partSize: StreamedUploadTests.partSize, resumed: false, checksums: record.partChecksums)
         }
     }
 

@@ -10,78 +10,12 @@ import Testing
 /// The journal is a real one in a temporary state directory, since it is the runner's queue
 /// (an in-memory log cannot feed it). No server, no network, no sleep.
 @Suite struct UploadRunnerTests {
-    static let target = S3Destination(endpoint: "http://127.0.0.1:9", bucket: "cards", region: "us-east-1", addressing: .path)
+    static let target = CardFixture.target
     static let partSize: Int64 = 5 << 20
 
     /// A station's state directory, its journal knowing one card, and the store behind
     /// every destination.
-    struct Station {
-        let directory = TemporaryDirectory()
-        let store: ScriptedStore
-        let state: StateDirectory
-        let journal: Journal
-        let volume = VolumeIdentity(
-            key: "uuid:1A2B-3C4D", rootPath: "/media/card", mountPoint: "/media/card", pathInFileSystem: "/",
-            fsType: "vfat", device: nil)
-
-        init(store: ScriptedStore = ScriptedStore()) async throws {
-            self.store = store
-            state = try StateDirectory(path: directory.path + "/state")
-            journal = try Journal(path: state.journalPath)
-            try await journal.noteVolume(volume)
-        }
-
-        /// An upload service as a process makes one, whose stores are all ``store``.
-        func service(filesInFlight: Int = 64) throws -> UploadService {
-            var settings = UploadSettings()
-            settings.filesInFlight = filesInFlight
-            let store = self.store
-            return try UploadService(
-                journal: journal, state: state, settings: settings,
-                stores: StoreFactory(store: { _ in store }, cutTransfers: {}), events: DiscardingSink(),
-                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), keyPrefix: "station/")
-        }
-
-        /// The card's file `name` holding `bytes`, staged and journalled as staged: its claim,
-        /// multipart with `partSize`, a single PutObject without.
-        func stage(_ name: String, _ bytes: [UInt8], partSize: Int64? = nil) async throws -> UploadClaim {
-            let scratch = try directory.write("scratch", bytes)
-            let fingerprint = try Fingerprint.ofFile(at: scratch).0
-            let stagedPath = try StagingArea(root: state.stagingPath).path(for: fingerprint)
-            try FileManager.default.createDirectory(
-                atPath: (stagedPath as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            try FileManager.default.moveItem(atPath: scratch, toPath: stagedPath)
-            let file = ScannedFile(path: CardPath(name), size: Int64(bytes.count), mtime: 1)
-            try await journal.record(
-                [.staged(StagedFile(file: file, fingerprint: fingerprint, deduplicated: false, verified: false))],
-                volumeKey: volume.key)
-            return UploadClaim(
-                path: file.path, fingerprint: fingerprint, size: file.size, target: UploadRunnerTests.target,
-                key: "station/card/" + name,
-                headers: [SigV4Header("x-amz-meta-" + ObjectLabelKeys.fingerprint, fingerprint.hex)], partSize: partSize,
-                checksum: .crc32c)
-        }
-
-        /// What a card run does with its staged files: the claims committed to the journal,
-        /// then the runner told, which reads them back from there. Returns the uploads planned.
-        @discardableResult
-        func claim(_ claims: [UploadClaim], for runner: UploadRunner) async throws -> [UploadRecord] {
-            let planned = try await journal.claim(claims, volumeKey: volume.key).compactMap { result -> UploadRecord? in
-                if case .planned(let record) = result { return record }
-                return nil
-            }
-            runner.planned(planned)
-            return planned
-        }
-
-        func phase(of upload: UploadRecord) async throws -> UploadStateMachine.Phase? {
-            try await journal.upload(id: upload.id)?.0.phase
-        }
-
-        func state(of path: CardPath) async throws -> FileState? {
-            try await journal.files(ofVolume: volume.key)[path]?.state
-        }
-    }
+    typealias Station = CardFixture
 
     @Test func aCardsClaimsAreTheQueueAndEveryObjectIsPutVerifiedAndItsRowDone() async throws {
         let station = try await Station()
@@ -173,5 +107,58 @@ import Testing
         let record = try #require(try await station.journal.upload(id: upload.id)).0
         #expect(record.key == alternative && record.phase == .completed)
         #expect(try await station.state(of: claim.path) == .uploaded)
+    }
+}
+
+/// What the runner's tests do with a station: its upload service, and a card's files staged
+/// and claimed as a card run stages and claims them.
+extension CardFixture {
+    /// An upload service as a process makes one, whose stores are all ``store``.
+    func service(filesInFlight: Int = 64) throws -> UploadService {
+        var settings = UploadSettings()
+        settings.filesInFlight = filesInFlight
+        let store = self.store
+        return try UploadService(
+            journal: journal, state: state, settings: settings,
+            stores: StoreFactory(store: { _ in store }, cutTransfers: {}), events: DiscardingSink(),
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), keyPrefix: "station/")
+    }
+
+    /// The card's file `name` holding `bytes`, staged and journalled as staged: its claim,
+    /// multipart with `partSize`, a single PutObject without.
+    func stage(_ name: String, _ bytes: [UInt8], partSize: Int64? = nil) async throws -> UploadClaim {
+        let scratch = try directory.write("scratch", bytes)
+        let fingerprint = try Fingerprint.ofFile(at: scratch).0
+        let stagedPath = try StagingArea(root: state.stagingPath).path(for: fingerprint)
+        try FileManager.default.createDirectory(
+            atPath: (stagedPath as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try FileManager.default.moveItem(atPath: scratch, toPath: stagedPath)
+        let file = ScannedFile(path: CardPath(name), size: Int64(bytes.count), mtime: 1)
+        try await recordStaged(file, fingerprint: fingerprint)
+        return UploadClaim(
+            path: file.path, fingerprint: fingerprint, size: file.size, target: UploadRunnerTests.target,
+            key: "station/card/" + name,
+            headers: [SigV4Header("x-amz-meta-" + ObjectLabelKeys.fingerprint, fingerprint.hex)], partSize: partSize,
+            checksum: .crc32c)
+    }
+
+    /// What a card run does with its staged files: the claims committed to the journal,
+    /// then the runner told, which reads them back from there. Returns the uploads planned.
+    @discardableResult
+    func claim(_ claims: [UploadClaim], for runner: UploadRunner) async throws -> [UploadRecord] {
+        let planned = try await journal.claim(claims, volumeKey: volume.key).compactMap { result -> UploadRecord? in
+            if case .planned(let record) = result { return record }
+            return nil
+        }
+        runner.planned(planned)
+        return planned
+    }
+
+    func phase(of upload: UploadRecord) async throws -> UploadStateMachine.Phase? {
+        try await journal.upload(id: upload.id)?.0.phase
+    }
+
+    func state(of path: CardPath) async throws -> FileState? {
+        try await journal.files(ofVolume: volume.key)[path]?.state
     }
 }

@@ -46,19 +46,16 @@ extension UploadService {
             case .claimed(let etag):
                 chainETag = etag
             case .free(let condition):
-                guard case .written(let etag) = try await write(chain, at: generation.chainKey, condition: condition, in: generation.target, ready: ready)
-                else {
-                    try? await Task.sleep(for: .milliseconds(100 * attempt))
-                    continue
-                }
+                let written = try await write(chain, at: generation.chainKey, condition: condition, in: generation.target, ready: ready)
+                // Refused: another station's chain came first, and is there to be read now.
+                guard case .written(let etag) = written else { continue }
                 chainETag = etag
             case .taken(let theirs, let etag):
-                guard let next = try await adopt(theirs, chainETag: etag, replacing: generation, of: volume, creator: creator, ready: ready)
-                else { return }
-                if case .next(let written) = next {
-                    generation = written
-                } else {
-                    try? await Task.sleep(for: .milliseconds(200 * attempt))
+                switch try await adopt(theirs, chainETag: etag, replacing: generation, of: volume, creator: creator, ready: ready) {
+                case .next(let next): generation = next
+                // Its station is between its chain and its manifest: a moment, then read again.
+                case .waiting: try? await Task.sleep(for: .milliseconds(200 * attempt))
+                case nil: return
                 }
                 continue
             }
