@@ -9,11 +9,15 @@ import Testing
 /// `xxh128sum`, its `.info` for the metadata it decoded.
 @Suite(.serialized)
 struct TusClientTests {
-    static func client(_ server: TusServer, headers: [(name: String, value: String)]? = nil) throws -> TusClient {
+    /// A client of `server`, with its bearer token if it wants one; through `proxy` when given.
+    static func client(
+        _ server: TusServer, headers: [(name: String, value: String)]? = nil, through proxy: FaultProxy? = nil
+    ) throws -> TusClient {
         var settings = TransportSettings()
         settings.connectTimeout = .seconds(2)
+        settings.lowSpeedTime = .seconds(5)
         return try TusClient(
-            creationURL: server.creationURL,
+            creationURL: proxy.map { $0.endpoint + "/files/" } ?? server.creationURL,
             headers: headers ?? server.bearer.map { [(name: "Authorization", value: "Bearer \($0)")] } ?? [],
             transport: CurlTransport(settings: settings), logger: Logger(label: "test"))
     }
@@ -154,5 +158,68 @@ struct TusClientTests {
         await #expect(throws: TusError.foreignServer(origin: "http://elsewhere.example.net:80")) {
             try await client.status(of: "http://elsewhere.example.net/files/abc")
         }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func serverErrorsAreRetriedAndTheFileLandsWhole() async throws {
+        let server = try TusServer()
+        defer { server.stop() }
+        let proxy = try FaultProxy(
+            upstreamPort: server.port,
+            rules: [FaultRule(.slowdown, "PATCH", count: 1), FaultRule(.error500, "HEAD,POST", count: 2)])
+        defer { proxy.stop() }
+        let client = try Self.client(server, through: proxy)
+        let files = TemporaryDirectory()
+        let length = Int64(3 << 20)
+        let source = try files.write("clip.mov", randomBytes(Int(length)))
+
+        let upload = try await client.create(length: length, metadata: try Self.metadata())
+        #expect(try await client.status(of: upload.url) == .found(offset: 0, length: length, expires: nil))
+        let half = length / 2
+        #expect(try await client.append(to: upload.url, offset: 0, body: .file(path: source, offset: 0, length: half)) == half)
+        #expect(
+            try await client.append(to: upload.url, offset: half, body: .file(path: source, offset: half, length: length - half))
+                == length)
+
+        let stats = try proxy.stats()
+        #expect(stats.injected(.slowdown) == 1 && stats.injected(.error500) == 2, "\(proxy.log)")
+        #expect(try xxh128sum(server.storedFile(uploadURL: upload.url)) == xxh128sum(source))
+        let uploads = try FileManager.default.contentsOfDirectory(atPath: server.dataDirectory).filter { $0.hasSuffix(".info") }
+        #expect(uploads.count == 1, "the POST that failed created nothing: \(uploads)")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aChunkCutMidwayGoesOnFromTheOffsetTheServerKept() async throws {
+        let server = try TusServer()
+        defer { server.stop() }
+        let proxy = try FaultProxy(upstreamPort: server.port, rules: [FaultRule(.reset, "PATCH", count: 1, fraction: 0.5)])
+        defer { proxy.stop() }
+        let client = try Self.client(server, through: proxy)
+        let files = TemporaryDirectory()
+        let length = Int64(4 << 20)
+        let source = try files.write("clip.mov", randomBytes(Int(length)))
+        let upload = try await client.create(length: length, metadata: try Self.metadata())
+
+        // What the next step's uploader does: a PATCH that meets another offset than the one
+        // sent (the server kept what arrived of the cut attempt before the retry) asks HEAD
+        // and goes on from there. Whether the server kept any of it depends on timing.
+        var offset: Int64 = 0
+        var mismatches = 0
+        while offset < length {
+            do {
+                offset = try await client.append(
+                    to: upload.url, offset: offset, body: .file(path: source, offset: offset, length: length - offset))
+            } catch .offsetMismatch {
+                mismatches += 1
+                guard case .found(let kept, _, _) = try await client.status(of: upload.url), kept > offset, mismatches <= 1 else {
+                    Issue.record("after a 409 the server's offset must be past \(offset), once")
+                    return
+                }
+                offset = kept
+            }
+        }
+        #expect(offset == length)
+        #expect(try proxy.stats().injected(.reset) == 1, "\(proxy.log)")
+        #expect(try xxh128sum(server.storedFile(uploadURL: upload.url)) == xxh128sum(source))
     }
 }
