@@ -17,43 +17,45 @@ extension TusClient {
         var state = RetryState()
         while true {
             let kind: FailureKind
-            let failure: TusError
+            // The error to throw if this failure ends the request, given the attempts made.
+            let failure: (_ attempts: Int) -> TusError
             do {
                 let response = try await transport.send(request)
                 if (200..<300).contains(response.status) || answers.contains(response.status) { return response }
                 kind = Self.failureKind(status: response.status)
-                failure = .server(
-                    status: response.status, detail: Self.excerpt(of: response.body, hiding: extraHeaders), attempts: 0)
+                let detail = Self.excerpt(of: response.body, hiding: extraHeaders)
+                failure = { .server(status: response.status, detail: detail, attempts: $0) }
             } catch {
                 if case .bodyUnreadable = error.kind { throw .transport(error, attempts: state.failedAttempts + 1) }
                 kind = RetryPolicy.classify(.transport(error.kind))
-                failure = .transport(error, attempts: 0)
+                failure = { .transport(error, attempts: $0) }
             }
 
             let decision = policy.decide(afterFailureOf: kind, state: &state, random: Double.random(in: 0..<1))
             logger.debug(
                 "tus request failed",
-                metadata: ["method": "\(method)", "url": "\(url)", "failure": "\(failure)", "decision": "\(decision)"])
+                metadata: [
+                    "method": "\(method)", "url": "\(url)", "failure": "\(failure(state.failedAttempts))",
+                    "decision": "\(decision)",
+                ])
             switch decision {
             case .retry(let delay):
                 await transport.pause(for: delay)  // cut short by a stop: the next attempt is cut too
             case .rereadPartAndRetry:
                 break  // the chunk is read from disk again on the next attempt
             case .correctClockAndRetry, .refreshCredentialsAndRetry, .restartUpload, .fail:
-                // tus signs nothing and has no credentials to refresh: the kinds that ask for
-                // those are never given; whatever else is a failure for good.
-                switch failure {
-                case let .server(status, detail, _): throw .server(status: status, detail: detail, attempts: state.failedAttempts)
-                case let .transport(error, _): throw .transport(error, attempts: state.failedAttempts)
-                default: throw failure
-                }
+                // tus signs nothing and has no credentials to refresh: the kinds that ask for a
+                // clock correction, a refresh or a new upload are never given here. The rest
+                // is a failure for good.
+                throw failure(state.failedAttempts)
             }
         }
     }
 
     /// What an error status of a tus server means for retrying it:
-    /// - `423 Locked`: another request holds the upload (tusd answers it while a broken
-    ///   PATCH has not yet been noticed); it is released within seconds: transient.
+    /// - `423 Locked`: another request holds the upload's lock (tusd answers it while an
+    ///   earlier PATCH of the upload is still open, a broken one it has not noticed yet);
+    ///   the lock is released within seconds: transient.
     /// - `460 Checksum Mismatch`: the bytes the server received are not those the checksum
     ///   covers; sent again once, read from disk again (as S3's `BadDigest`).
     /// - 408, 500, 502, 503, 504 transient, 429 throttled, as for S3.

@@ -81,7 +81,8 @@ public final class TusClient: Sendable, CustomStringConvertible {
         guard let location = response[header: "location"], !location.isEmpty else {
             throw .unexpectedAnswer(status: response.status, detail: "no Location header")
         }
-        return TusCreatedUpload(url: try endpoint.resolve(location: location), expires: Self.expiry(of: response))
+        return TusCreatedUpload(
+            url: try endpoint.resolve(location: location, status: response.status), expires: Self.expiry(of: response))
     }
 
     /// HEAD on an upload: how many bytes the server holds (`Upload-Offset`, required), the

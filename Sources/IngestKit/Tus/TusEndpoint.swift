@@ -34,10 +34,11 @@ public struct TusEndpoint: Sendable, Equatable {
 
     /// The absolute upload URL a `Location` header stands for: resolved against the creation
     /// URL when relative (`/files/abc`, `abc`), taken as is when absolute; refused when it is
-    /// on another server (see the type's documentation).
-    public func resolve(location: String) throws(TusError) -> String {
+    /// on another server (see the type's documentation). `status` is the answer's, for the
+    /// error when the header is not a URL.
+    public func resolve(location: String, status: Int = 201) throws(TusError) -> String {
         guard let base = URL(string: creationURL), let url = URL(string: location, relativeTo: base)?.absoluteURL else {
-            throw .unexpectedAnswer(status: 201, detail: "the Location header is not a URL")
+            throw .unexpectedAnswer(status: status, detail: "the Location header is not a URL")
         }
         try checkSameServer(url)
         return url.absoluteString
