@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 
 @testable import IngestKit
@@ -113,6 +114,24 @@ import Testing
         } catch {
             #expect(!"\(error)".contains("s3cretpassw0rd"), "\(error)")
         }
+    }
+
+    // MARK: The client's headers
+
+    @Test(arguments: [("X-Token", "a\r\nX-Other: b"), ("X-Token", "a\nb"), ("Bad Name", "v"), ("", "v"), ("X:Y", "v")])
+    func headersThatWouldSmuggleOthersAreRefused(name: String, value: String) {
+        #expect(throws: TusError.invalidHeader(name: name)) {
+            try TusClient(
+                creationURL: "https://tus.example.com/files/", headers: [(name: name, value: value)],
+                transport: CurlTransport(), logger: Logger(label: "test"))
+        }
+    }
+
+    @Test func theDescriptionNamesTheHeadersWithoutTheirValues() throws {
+        let client = try TusClient(
+            creationURL: "https://tus.example.com/files/", headers: [(name: "Authorization", value: "Bearer s3cr3t-t0ken")],
+            transport: CurlTransport(), logger: Logger(label: "test"))
+        #expect(client.description == "tus client of https://tus.example.com/files/ (headers: Authorization)")
     }
 
     // MARK: Retries and error text
