@@ -138,10 +138,7 @@ final class FaultProxy: @unchecked Sendable {
 
     /// SIGTERM, then SIGKILL if it has not stopped within a few seconds.
     func stop() {
-        guard process.isRunning else { return }
-        kill(process.pid, SIGTERM)
-        if (try? process.wait(timeout: 5)) == nil { kill(process.pid, SIGKILL) }
-        _ = try? process.wait(timeout: 5)
+        process.terminate()
     }
 
     deinit { stop() }

@@ -107,8 +107,7 @@ final class Udevd: Sendable {
         Self.shared.withLock { shared in
             shared.holders -= 1
             guard shared.holders == 0, let child = shared.child else { return }
-            kill(child.pid, SIGTERM)
-            if (try? child.wait(timeout: 10)) == nil { kill(child.pid, SIGKILL) }
+            child.terminate(grace: 10)
             shared.child = nil
         }
     }

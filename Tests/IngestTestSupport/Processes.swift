@@ -114,6 +114,14 @@ public final class ChildProcess: @unchecked Sendable {
         return collect()
     }
 
+    /// Asks the process to stop (SIGTERM) and gives it `grace` seconds, after which
+    /// ``wait(timeout:)`` kills it; nothing if it has already exited.
+    public func terminate(grace: TimeInterval = 5) {
+        guard isRunning else { return }
+        kill(pid, SIGTERM)
+        _ = try? wait(timeout: grace)
+    }
+
     private func collect() -> ProcessResult {
         ProcessResult(
             status: terminationStatus,

@@ -109,10 +109,7 @@ public final class SeaweedFS {
 
     /// SIGTERM, then SIGKILL after a grace period: weed can take long to stop.
     public func stop() {
-        guard let server, server.isRunning else { return }
-        kill(server.pid, SIGTERM)
-        if (try? server.wait(timeout: 5)) == nil { kill(server.pid, SIGKILL) }
-        _ = try? server.wait(timeout: 5)
+        server?.terminate()
     }
 
     deinit { stop() }

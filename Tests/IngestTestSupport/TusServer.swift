@@ -70,10 +70,7 @@ public final class TusServer {
 
     /// SIGTERM (uvicorn shuts down gracefully), then SIGKILL after a grace period.
     public func stop() {
-        guard let server, server.isRunning else { return }
-        kill(server.pid, SIGTERM)
-        if (try? server.wait(timeout: 5)) == nil { kill(server.pid, SIGKILL) }
-        _ = try? server.wait(timeout: 5)
+        server?.terminate()
     }
 
     deinit { stop() }
