@@ -39,8 +39,8 @@ public struct S3Settings: Sendable, Equatable {
         guard let endpoint, !endpoint.isEmpty else {
             throw .config(
                 file: nil, key: "s3.endpoint",
-                problem: "no S3 endpoint: give --endpoint URL (or INGEST_ENDPOINT, or [s3] endpoint; "
-                    + "or [tus] url for a tus server)\(orElse)")
+                problem: "no S3 endpoint: give --endpoint URL (or INGEST_ENDPOINT, or [s3] endpoint), "
+                    + "or [tus] url for a tus server\(orElse)")
         }
         if let creationURL = S3Destination.tusCreationURL(of: endpoint) {
             return try tusTarget(endpoint: endpoint, creationURL: creationURL)
