@@ -56,8 +56,9 @@ struct Ingest: AsyncParsableCommand {
               INGEST_STATE_DIR        journal and staging directory
               INGEST_STAGING_RESERVE  free space to keep on the staging disk (e.g. 2GiB)
               INGEST_STAGING_VERIFY   off, staged or both
-              INGEST_ENDPOINT         S3 endpoint URL
-              INGEST_BUCKET           bucket
+              INGEST_ENDPOINT         S3 endpoint URL, or tus+https://HOST/PATH/ for a tus server
+              INGEST_BUCKET           bucket (not used with a tus endpoint)
+              INGEST_TUS_HEADERS_FILE file of Name: value headers for a tus server (mode 600)
               AWS_REGION              region for signing (default us-east-1)
               AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE,
               AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE   credentials, as the AWS CLI reads them

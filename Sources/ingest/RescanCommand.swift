@@ -33,7 +33,8 @@ struct RescanCommand: AsyncParsableCommand {
             with nothing pending nothing is sent but the day's orphan sweep. A card another ingest is working on is \
             skipped with a notice. A root that does not exist is reported and the rest \
             goes on. Uploads go to [s3] endpoint and bucket (or --endpoint and --bucket), \
-            which must be set.
+            or to a tus server ([tus] url, or --endpoint tus+https://HOST/PATH/), which \
+            must be set.
 
             Configuration (/etc/ingest/ingest.toml):
               [rescan]
@@ -138,11 +139,13 @@ struct RescanCommand: AsyncParsableCommand {
 
     /// Where the cards' uploads go; rescan has no stage-only mode, so the hint is its own.
     private func uploadTarget(_ config: Config) throws(IngestError) -> S3Destination {
-        guard let endpoint = config.s3.endpoint, !endpoint.isEmpty, let bucket = config.s3.bucket, !bucket.isEmpty else {
+        // A tus endpoint takes no bucket: target() says what is wrong with one.
+        let bucketSettled = config.s3.isTus || !(config.s3.bucket ?? "").isEmpty
+        guard let endpoint = config.s3.endpoint, !endpoint.isEmpty, bucketSettled else {
             throw .config(
                 file: config.source, key: config.s3.endpoint?.isEmpty ?? true ? "s3.endpoint" : "s3.bucket",
                 problem: "ingest rescan uploads what it finds: set [s3] endpoint and bucket in the configuration "
-                    + "(or INGEST_ENDPOINT and INGEST_BUCKET, or --endpoint and --bucket)")
+                    + "(or INGEST_ENDPOINT and INGEST_BUCKET, or --endpoint and --bucket), or [tus] url for a tus server")
         }
         return try config.s3.target()
     }

@@ -3,15 +3,17 @@ import Foundation
 import IngestKit
 import Logging
 
-/// Where objects go, for the commands that talk to S3; each flag overrides the
-/// configuration file and the environment.
+/// Where objects go, for the commands that talk to S3 or a tus server; each flag overrides
+/// the configuration file and the environment.
 struct DestinationOptions: ParsableArguments {
     @Option(
         name: .long,
-        help: ArgumentHelp("S3 endpoint URL, like https://s3.example.net (INGEST_ENDPOINT, [s3] endpoint).", valueName: "url"))
+        help: ArgumentHelp(
+            "S3 endpoint URL, like https://s3.example.net, or tus+https://HOST/PATH/ for a tus server (INGEST_ENDPOINT, [s3] endpoint, [tus] url).",
+            valueName: "url"))
     var endpoint: String?
 
-    @Option(name: .long, help: ArgumentHelp("Bucket (INGEST_BUCKET, [s3] bucket).", valueName: "name"))
+    @Option(name: .long, help: ArgumentHelp("Bucket (INGEST_BUCKET, [s3] bucket); not used with a tus endpoint.", valueName: "name"))
     var bucket: String?
 
     @Option(name: .long, help: ArgumentHelp("Region for signing (AWS_REGION, [s3] region; default us-east-1).", valueName: "name"))

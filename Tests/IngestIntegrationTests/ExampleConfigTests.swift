@@ -39,10 +39,18 @@ import Testing
         return keys
     }
 
-    /// The example with every setting and section switched on.
-    static func uncommented() throws -> String {
-        try example().split(separator: "\n", omittingEmptySubsequences: false).map { line in
-            line.firstMatch(of: #/^# (\[[a-z0-9_]+\]$|[a-z_]+ = )/#) != nil ? String(line.dropFirst(2)) : String(line)
+    /// The example with every setting and section switched on, but for one destination: a
+    /// station sends to S3 (`[s3] endpoint` and `bucket`, `[upload] part_size`) or to a tus
+    /// server (`[tus] url`), and both at once are an error.
+    static func uncommented(tus: Bool = false) throws -> String {
+        let otherDestination: Set<String> = tus ? ["s3.endpoint", "s3.bucket", "upload.part_size"] : ["tus.url"]
+        var section = ""
+        return try example().split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            if let match = line.wholeMatch(of: #/# \[([a-z0-9_]+)\]/#) { section = String(match.1) }
+            if let match = line.firstMatch(of: #/^# ([a-z_]+) = /#), otherDestination.contains("\(section).\(match.1)") {
+                return String(line)
+            }
+            return line.firstMatch(of: #/^# (\[[a-z0-9_]+\]$|[a-z_]+ = )/#) != nil ? String(line.dropFirst(2)) : String(line)
         }.joined(separator: "\n")
     }
 
@@ -69,7 +77,18 @@ import Testing
         #expect(parsed.rescan.orphanUploadAge == RescanSettings().orphanUploadAge, "orphan_upload_age shows its default")
         parsed.rescan = RescanSettings()
         parsed.hooks.onCardDone = nil
+        #expect(parsed.tus.headersFile != nil)
+        parsed.tus.headersFile = nil
         #expect(parsed == Config())
+    }
+
+    /// Switched on for a tus server instead of S3, the example is a tus destination.
+    @Test func theExampleSwitchedOnForATusServerIsATusDestination() throws {
+        let parsed = try Config.parse(try Self.uncommented(tus: true), file: "ingest.toml.example")
+        #expect(parsed.s3.bucket == nil)
+        let target = try parsed.s3.target()
+        #expect(target.tusCreationURL == parsed.tus.url)
+        #expect(parsed.upload.partSize == parsed.tus.chunkSize)
     }
 
     @Test(arguments: [false, true])

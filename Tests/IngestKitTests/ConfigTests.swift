@@ -343,7 +343,7 @@ private let fullConfig = """
         }
         #expect(Set(Config.environmentOverrides.map(\.variable))
             == ["INGEST_STATE_DIR", "INGEST_STAGING_RESERVE", "INGEST_STAGING_VERIFY", "INGEST_ENDPOINT", "INGEST_BUCKET",
-                "AWS_REGION"])
+                "AWS_REGION", "INGEST_TUS_HEADERS_FILE"])
     }
 
     @Test func uploadSettingsAreReadAndCheckedAgainstS3Limits() throws {

@@ -54,7 +54,7 @@ extension Config {
         var config = Config()
         config.source = file
         let root = TableReader(table: table, prefix: "", file: file)
-        try root.allowOnly(["state_dir", "scan", "staging", "s3", "upload", "device", "scene", "watch", "rescan", "hooks"])
+        try root.allowOnly(["state_dir", "scan", "staging", "s3", "tus", "upload", "device", "scene", "watch", "rescan", "hooks"])
         config.stateDirectory = try root.absolutePath("state_dir", example: "/var/lib/ingest")
         if let scan = try root.table("scan") {
             try scan.allowOnly(["include", "exclude"])
@@ -65,7 +65,7 @@ extension Config {
             try staging.allowOnly(["reserve", "verify", "retention"])
             if let reserve = try staging.string("reserve") { config.staging.reserve = try parseSize(reserve, key: "staging.reserve", file: file) }
             if let verify = try staging.string("verify") { config.staging.verify = try parseVerify(verify, key: "staging.verify", file: file) }
-            if let retention = try staging.duration("retention") { config.upload.stagingRetention = retention }
+            if let retention = try staging.duration("retention") { config.uploadSection.stagingRetention = retention }
         }
         if let s3 = try root.table("s3") {
             try s3.allowOnly(["endpoint", "bucket", "region", "addressing", "prefix", "key_template", "object_tags",
@@ -84,40 +84,56 @@ extension Config {
             }
             if let prefix = try s3.string("prefix") { config.s3.prefix = prefix }
             if let template = try s3.string("key_template") { config.s3.keyTemplate = template }
-            do { _ = try KeyTemplate(prefix: config.s3.prefix, template: config.s3.keyTemplate) } catch {
-                throw .config(file: file, key: error.configKey, problem: error.description)
-            }
             if let keys = try s3.strings("object_tags") { config.s3.objectTagKeys = keys }
             if let timeout = try s3.duration("connect_timeout") { config.s3.connectTimeout = timeout }
             if let timeout = try s3.duration("stall_timeout") { config.s3.stallTimeout = timeout }
             if let allow = try s3.bool("allow_http") { config.s3.allowHTTP = allow }
         }
+        let tus = try root.table("tus")
+        if let tus { try parseTus(tus, s3: try root.table("s3"), into: &config) }
+        do { _ = try KeyTemplate(prefix: config.s3.prefix, template: config.s3.keyTemplate) } catch {
+            // Named in the section that set it: [tus] prefix and key_template are [s3]'s fields.
+            let key = error.configKey.map { key in
+                let name = key.split(separator: ".").last.map(String.init) ?? key
+                if let tus, tus.table[name] != nil { return tus.key(name) }
+                return key
+            }
+            throw .config(file: file, key: key, problem: error.description)
+        }
         if let upload = try root.table("upload") {
             try upload.allowOnly(["part_size", "single_put_threshold", "max_restarts", "files_in_flight",
                                   "parts_in_flight", "bytes_in_flight", "checksum", "quarantine_after",
                                   "sign_payloads", "max_rate", "stream_parts"])
-            if let size = try upload.string("part_size") { config.upload.partSize = try parseSize(size, key: "upload.part_size", file: file) }
-            if let size = try upload.string("single_put_threshold") {
-                config.upload.singlePutThreshold = try parseSize(size, key: "upload.single_put_threshold", file: file)
+            if let size = try upload.string("part_size") {
+                if config.s3.isTus {
+                    throw upload.fail(
+                        "part_size",
+                        "is S3's, but the destination is a tus server (\(config.tus.url != nil ? "tus.url" : "s3.endpoint")): "
+                            + "the size of each of its PATCH requests is [tus] chunk_size; set that instead")
+                }
+                config.uploadSection.partSize = try parseSize(size, key: "upload.part_size", file: file)
             }
-            if let count = try upload.integer("max_restarts", in: 0...100) { config.upload.maxRestarts = count }
-            if let count = try upload.integer("files_in_flight", in: 1...64) { config.upload.filesInFlight = count }
-            if let count = try upload.integer("parts_in_flight", in: 1...64) { config.upload.partsInFlight = count }
-            if let count = try upload.integer("quarantine_after", in: 1...1000) { config.upload.quarantineAfter = count }
-            if let sign = try upload.bool("sign_payloads") { config.upload.signPayloads = sign }
-            if let stream = try upload.bool("stream_parts") { config.upload.streamParts = stream }
+            if let size = try upload.string("single_put_threshold") {
+                config.uploadSection.singlePutThreshold = try parseSize(size, key: "upload.single_put_threshold", file: file)
+            }
+            if let count = try upload.integer("max_restarts", in: 0...100) { config.uploadSection.maxRestarts = count }
+            if let count = try upload.integer("files_in_flight", in: 1...64) { config.uploadSection.filesInFlight = count }
+            if let count = try upload.integer("parts_in_flight", in: 1...64) { config.uploadSection.partsInFlight = count }
+            if let count = try upload.integer("quarantine_after", in: 1...1000) { config.uploadSection.quarantineAfter = count }
+            if let sign = try upload.bool("sign_payloads") { config.uploadSection.signPayloads = sign }
+            if let stream = try upload.bool("stream_parts") { config.uploadSection.streamParts = stream }
             if let checksum = try upload.string("checksum") {
                 guard let algorithm = PartDigestAlgorithm(rawValue: checksum.uppercased()) else {
                     let choices = PartDigestAlgorithm.allCases.map { $0.rawValue.lowercased() }.joined(separator: ", ")
                     throw upload.fail("checksum", "'\(checksum)' is not one of \(choices)")
                 }
-                config.upload.checksum = algorithm
+                config.uploadSection.checksum = algorithm
             }
             if let size = try upload.string("bytes_in_flight") {
-                config.upload.bytesInFlight = try parseSize(size, key: "upload.bytes_in_flight", file: file)
+                config.uploadSection.bytesInFlight = try parseSize(size, key: "upload.bytes_in_flight", file: file)
             }
             if let rate = try upload.string("max_rate") {
-                config.upload.maxRate = try parseRate(rate, key: "upload.max_rate", file: file)
+                config.uploadSection.maxRate = try parseRate(rate, key: "upload.max_rate", file: file)
             }
         }
         if let device = try root.table("device") {
@@ -174,8 +190,58 @@ extension Config {
                 config.hooks.timeout = timeout
             }
         }
-        try config.upload.check(file: file)
+        try config.uploadSection.check(file: file)
         return config
+    }
+
+    /// The keys `[tus]` shares with `[s3]`: they set ``S3Settings``'s fields, from one
+    /// section or the other.
+    static let tusKeysOfS3 = ["prefix", "key_template", "allow_http", "connect_timeout", "stall_timeout"]
+
+    /// Reads `[tus]`: the creation URL becomes the endpoint (`tus+URL`), the keys it shares
+    /// with `[s3]` set the same fields (set in both sections, they are an error naming both),
+    /// the headers file and the chunk size are its own.
+    private static func parseTus(_ tus: TableReader, s3: TableReader?, into config: inout Config) throws(IngestError) {
+        try tus.allowOnly(Set(["url", "headers_file", "chunk_size"] + tusKeysOfS3))
+        for name in tusKeysOfS3 where tus.table[name] != nil {
+            if let s3, s3.table[name] != nil {
+                throw tus.fail(
+                    name, "is set in [s3] too (\(s3.key(name))): set it in one section only, the one of the destination")
+            }
+        }
+        if let url = try tus.string("url") {
+            if let s3, s3.table["endpoint"] != nil {
+                throw tus.fail(
+                    "url",
+                    "and s3.endpoint are both set, but ingest sends to one destination: keep [tus] url for a tus "
+                        + "server, or [s3] endpoint for S3")
+            }
+            if let s3, s3.table["bucket"] != nil {
+                throw tus.fail("url", "is a tus server, which has no buckets, but s3.bucket is set too: remove it")
+            }
+            guard !url.isEmpty else { throw tus.fail("url", "is empty; give the creation URL, like \"https://uploads.example.net/files/\"") }
+            if S3Destination.tusCreationURL(of: url) != nil {
+                throw tus.fail(
+                    "url", "starts with tus+, which only --endpoint and [s3] endpoint need; write the creation URL itself, "
+                        + "like \"\(url.dropFirst(S3Destination.tusScheme.count))\"")
+            }
+            do { _ = try TusEndpoint(url) } catch { throw tus.fail("url", "'\(url)': \(error)") }
+            config.tus.url = url
+            config.s3.endpoint = S3Destination.tusScheme + url
+        }
+        config.tus.headersFile = try tus.absolutePath("headers_file", example: "/etc/ingest/tus-headers")
+        if let size = try tus.string("chunk_size") {
+            let bytes = try parseSize(size, key: tus.key("chunk_size"), file: tus.file)
+            guard TusSettings.chunkSizeRange.contains(bytes) else {
+                throw tus.fail("chunk_size", "'\(size)' is outside 64KiB…5GiB, the sizes a PATCH of ingest may have")
+            }
+            config.tus.chunkSize = bytes
+        }
+        if let prefix = try tus.string("prefix") { config.s3.prefix = prefix }
+        if let template = try tus.string("key_template") { config.s3.keyTemplate = template }
+        if let allow = try tus.bool("allow_http") { config.s3.allowHTTP = allow }
+        if let timeout = try tus.duration("connect_timeout") { config.s3.connectTimeout = timeout }
+        if let timeout = try tus.duration("stall_timeout") { config.s3.stallTimeout = timeout }
     }
 
     /// Parses a size such as "2GiB"; `key` names the setting in the error.

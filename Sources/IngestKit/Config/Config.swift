@@ -25,6 +25,11 @@ import Foundation
 /// prefix = "cards/"
 /// key_template = "{device}/{card_date}/{label}-{card_id}/{path}"
 ///
+/// [tus]                           # instead of [s3], for a tus server
+/// url = "https://uploads.example.net/files/"
+/// headers_file = "/etc/ingest/tus-headers"   # Name: value lines, mode 600
+/// chunk_size = "16MiB"            # each PATCH; the part size of a tus destination
+///
 /// [upload]
 /// part_size = "16MiB"
 /// max_rate = "2MiB/s"             # all uploads together; staging is not slowed
@@ -58,13 +63,16 @@ public struct Config: Sendable, Equatable {
         ("INGEST_ENDPOINT", "s3.endpoint"),
         ("INGEST_BUCKET", "s3.bucket"),
         ("AWS_REGION", "s3.region"),
+        ("INGEST_TUS_HEADERS_FILE", "tus.headers_file"),
     ]
 
     public var stateDirectory: String?
     public var scan = ScanRules()
     public var staging = StageSettings()
     public var s3 = S3Settings()
-    public var upload = UploadSettings()
+    public var tus = TusSettings()
+    /// `[upload]` as the file set it; ``upload`` is what uploads read.
+    var uploadSection = UploadSettings()
     public var device = DeviceSettings()
     public var scene = SceneSettings()
     public var watch = WatchSettings()
@@ -132,6 +140,35 @@ public struct Config: Sendable, Equatable {
             s3.bucket = bucket
         }
         if let region = value("AWS_REGION") ?? value("AWS_DEFAULT_REGION") { s3.region = region }
+        if let headers = value("INGEST_TUS_HEADERS_FILE") {
+            guard headers.hasPrefix("/") else {
+                throw .config(
+                    file: nil, key: "INGEST_TUS_HEADERS_FILE", problem: Self.relativePathProblem(headers, example: "/etc/ingest/tus-headers"))
+            }
+            tus.headersFile = headers
+        }
+    }
+
+    /// The limits of uploads, from `[upload]`. For a tus destination (an endpoint starting
+    /// with `tus+`, from `[tus] url`, `[s3] endpoint`, `INGEST_ENDPOINT` or `--endpoint`,
+    /// whichever set it last) its ``UploadSettings/partSize`` is `[tus] chunk_size`
+    /// (``TusSettings/chunkSize``), the size of each `PATCH`, and setting it sets the chunk
+    /// size; `[upload] part_size` is S3's. So whatever reads `config.upload` gets the part
+    /// size of the destination it uploads to, whichever way the destination was chosen.
+    public var upload: UploadSettings {
+        get {
+            var settings = uploadSection
+            if s3.isTus { settings.partSize = tus.chunkSize }
+            return settings
+        }
+        set {
+            var settings = newValue
+            if s3.isTus {
+                tus.chunkSize = newValue.partSize
+                settings.partSize = uploadSection.partSize
+            }
+            uploadSection = settings
+        }
     }
 
     /// Why `path`, a relative path given where an absolute one is needed, is refused, and the fix.

@@ -22,7 +22,16 @@ public struct S3Settings: Sendable, Equatable {
 
     public init() {}
 
+    /// Whether ``endpoint`` is a tus server's creation URL (`tus+https://HOST/PATH/`,
+    /// ``S3Destination/tusScheme``) rather than an S3 service.
+    public var isTus: Bool { endpoint.map { S3Destination.tusCreationURL(of: $0) != nil } ?? false }
+
     /// The upload target, or an error naming what is missing and how to set it.
+    ///
+    /// An endpoint starting with ``S3Destination/tusScheme`` (`tus+https://HOST/PATH/`, in
+    /// any case) is a tus server's creation URL: it takes no bucket (one given too is an
+    /// error naming both), must be an `http(s)` URL ``TusEndpoint`` accepts, and plain
+    /// `http` to another host than this one needs ``allowHTTP`` as S3's does.
     /// - Parameter alternative: what else the command can do without a destination, added
     ///   to that error (`ingest PATH` has "use --no-upload to stage only"; `ls` has nothing).
     public func target(alternative: String? = nil) throws(IngestError) -> S3Destination {
@@ -30,7 +39,11 @@ public struct S3Settings: Sendable, Equatable {
         guard let endpoint, !endpoint.isEmpty else {
             throw .config(
                 file: nil, key: "s3.endpoint",
-                problem: "no S3 endpoint: give --endpoint URL (or INGEST_ENDPOINT, or [s3] endpoint)\(orElse)")
+                problem: "no S3 endpoint: give --endpoint URL (or INGEST_ENDPOINT, or [s3] endpoint), "
+                    + "or [tus] url for a tus server\(orElse)")
+        }
+        if let creationURL = S3Destination.tusCreationURL(of: endpoint) {
+            return try tusTarget(endpoint: endpoint, creationURL: creationURL)
         }
         guard let bucket, !bucket.isEmpty else {
             throw .config(
@@ -54,6 +67,40 @@ public struct S3Settings: Sendable, Equatable {
                     + "trust (bodies are then signed with their SHA-256, which costs CPU)")
         }
         return target
+    }
+
+    /// The target of a tus endpoint (`tus+` and `creationURL`): no bucket, no region, path
+    /// addressing; the endpoint is kept as given, prefix and all, which is what the journal
+    /// records.
+    private func tusTarget(endpoint: String, creationURL: String) throws(IngestError) -> S3Destination {
+        if let bucket, !bucket.isEmpty {
+            throw .config(
+                file: nil, key: "s3.bucket",
+                problem: "the endpoint \(endpoint) is a tus server, which has no buckets, but the bucket '\(bucket)' "
+                    + "is set too (--bucket, INGEST_BUCKET or [s3] bucket): remove the bucket, or give an S3 "
+                    + "endpoint instead of the tus one (--endpoint, INGEST_ENDPOINT, [s3] endpoint or [tus] url)")
+        }
+        do { _ = try TusEndpoint(creationURL) } catch {
+            throw .config(file: nil, key: "s3.endpoint", problem: "'\(endpoint)': \(error), after tus+ (tus+https://HOST/PATH/)")
+        }
+        if Self.isPlainHTTPOverNetwork(creationURL), !allowHTTP {
+            throw .config(
+                file: nil, key: "tus.allow_http",
+                problem: "the endpoint \(endpoint) is plain http to another host: anyone on the way can read the "
+                    + "cards' contents and the headers sent with them (a bearer token) and change them. Use "
+                    + "tus+https, or set [tus] allow_http = true on a network you trust")
+        }
+        return S3Destination(endpoint: endpoint, bucket: "", region: "", addressing: .path)
+    }
+
+    /// Whether an `http(s)` URL that ``TusEndpoint`` accepted is plain http to another host
+    /// than this one: decided by ``S3Endpoint`` from its scheme and authority (loopback is
+    /// 127.0.0.0/8, `[::1]` and `localhost`), as for an S3 endpoint.
+    static func isPlainHTTPOverNetwork(_ url: String) -> Bool {
+        guard let separator = url.range(of: "://") else { return true }
+        let authority = url[separator.upperBound...].prefix { !"/?#".contains($0) }
+        guard let parsed = try? S3Endpoint(String(url[..<separator.upperBound]) + String(authority)) else { return true }
+        return parsed.isPlainHTTPOverNetwork
     }
 
     public var transport: TransportSettings {
