@@ -95,7 +95,7 @@ struct RescanCommand: AsyncParsableCommand {
                 policy: MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems),
                 uploads: try common.makeUploadService(
                     config: config, state: state, journal: journal, events: sink, wire: reports.progress.wire, logger: logger),
-                makeStore: common.makeStores(config: config, logger: logger).store)
+                makeStore: try common.makeStores(config: config, logger: logger).store)
             reports.start()
             defer { reports.stop() }
             let report = try await rescanner.run(sink: sink) { show($0, line: reports.line) }

@@ -52,19 +52,21 @@ extension CommonOptions {
     ) throws(IngestError) -> UploadService {
         try UploadService(
             journal: journal, state: state, settings: config.upload,
-            stores: .s3(
+            stores: .network(
                 credentials: CredentialsProvider(environment: environment) { events.emit(.upload(.refreshingCredentials)) },
-                transport: CurlTransport(settings: config.uploadTransport, meter: wire), logger: logger),
+                tusHeaders: try config.tus.headers(), transport: CurlTransport(settings: config.uploadTransport, meter: wire),
+                logger: logger),
             events: events, logger: logger, keyPrefix: config.s3.prefix)
     }
 
     /// The stores of the destinations a command sends single requests to (`ls`, `abort`,
-    /// `verify-card`, the orphan sweep): credentials as the AWS tools read them, one
-    /// libcurl transport of `[s3]`'s settings, shared by the destinations it makes.
-    func makeStores(config: Config, logger: Logger) -> StoreFactory {
-        .s3(
-            credentials: CredentialsProvider(environment: environment), transport: CurlTransport(settings: config.s3.transport),
-            logger: logger)
+    /// `verify-card`, the orphan sweep): credentials as the AWS tools read them, the tus
+    /// headers of `[tus]`, one libcurl transport of `[s3]`'s settings, shared by the
+    /// destinations it makes.
+    func makeStores(config: Config, logger: Logger) throws(IngestError) -> StoreFactory {
+        .network(
+            credentials: CredentialsProvider(environment: environment), tusHeaders: try config.tus.headers(),
+            transport: CurlTransport(settings: config.s3.transport), logger: logger)
     }
 
     /// The lock of an upload a command acts on; refused while another process runs it.

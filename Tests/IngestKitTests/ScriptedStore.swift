@@ -214,7 +214,7 @@ final class ScriptedStore: ObjectStore {
         }
     }
 
-    func createMultipartUpload(key: String, headers: [SigV4Header]) async throws(S3ClientError) -> String {
+    func createMultipartUpload(key: String, size: Int64, headers: [SigV4Header]) async throws(S3ClientError) -> String {
         try perform(.create) { state throws(S3ClientError) in
             let id = "upload-\(state.nextUploadID)"
             state.nextUploadID += 1
@@ -224,7 +224,8 @@ final class ScriptedStore: ObjectStore {
     }
 
     func uploadPart(
-        key: String, uploadID: String, partNumber: Int, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header]
+        key: String, uploadID: String, partNumber: Int, offset: Int64, body: HTTPBody, payloadHash: PayloadHash,
+        headers: [SigV4Header]
     ) async throws(S3ClientError) -> String {
         let bytes = try Self.read(body)
         return try perform(.uploadPart) { state throws(S3ClientError) in
@@ -235,7 +236,7 @@ final class ScriptedStore: ObjectStore {
         }
     }
 
-    func listParts(key: String, uploadID: String) async throws(S3ClientError) -> [ListedPart] {
+    func listParts(key: String, uploadID: String, partSize: Int64) async throws(S3ClientError) -> [ListedPart] {
         try perform(.listParts) { state throws(S3ClientError) in
             guard let upload = state.uploads[uploadID], upload.key == key else { throw Self.noSuchUpload() }
             return upload.parts.sorted { $0.key < $1.key }.map {

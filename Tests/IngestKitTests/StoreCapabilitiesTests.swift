@@ -20,8 +20,8 @@ import Testing
         let directory = TemporaryDirectory()
         let journal = try Journal(path: directory.path + "/journal.sqlite")
         let store = ScriptedStore()
-        _ = try await store.createMultipartUpload(key: "fleet/DJI_0001.MP4", headers: [])
-        _ = try await store.createMultipartUpload(key: "elsewhere/DJI_0002.MP4", headers: [])
+        _ = try await store.createMultipartUpload(key: "fleet/DJI_0001.MP4", size: 1, headers: [])
+        _ = try await store.createMultipartUpload(key: "elsewhere/DJI_0002.MP4", size: 1, headers: [])
 
         let young = try #require(await sweeper(journal, store).sweep([Self.target], now: Date()).destinations.first)
         #expect(young.listed == 1 && young.young == 1 && young.aborted == 0 && young.problem == nil)
@@ -37,7 +37,7 @@ import Testing
         let directory = TemporaryDirectory()
         let journal = try Journal(path: directory.path + "/journal.sqlite")
         let store = ScriptedStore(capabilities: [.tagging])
-        _ = try await store.createMultipartUpload(key: "fleet/DJI_0001.MP4", headers: [])
+        _ = try await store.createMultipartUpload(key: "fleet/DJI_0001.MP4", size: 1, headers: [])
 
         let sweep = await sweeper(journal, store).sweep([Self.target], now: Date().addingTimeInterval(7200))
 

@@ -116,7 +116,8 @@ import Testing
             let file = ScannedFile(path: CardPath("DCIM/DJI_0002.MP4"), size: Int64(size), mtime: 1)
             try await card.recordStaged(file, fingerprint: fingerprint)
             let plan = try PartPlan.recorded(fileSize: Int64(size), partSize: StreamedUploadTests.partSize)
-            let uploadID = try await card.store.createMultipartUpload(key: StreamedUploadTests.key, headers: Self.headers)
+            let uploadID = try await card.store.createMultipartUpload(
+                key: StreamedUploadTests.key, size: Int64(size), headers: Self.headers)
             var parts: [UploadStateMachine.AcknowledgedPart] = []
             var checksums: [UInt32] = []
             for number in plan.partNumbers {
@@ -125,7 +126,7 @@ import Testing
                 let crc = body.withUnsafeBytes { CRC32C.update(0, $0) }
                 checksums.append(crc)
                 let etag = try await card.store.uploadPart(
-                    key: StreamedUploadTests.key, uploadID: uploadID, partNumber: number, body: .bytes(body),
+                    key: StreamedUploadTests.key, uploadID: uploadID, partNumber: number, offset: range.offset, body: .bytes(body),
                     payloadHash: .unsigned, headers: [])
                 parts.append(.init(number: number, etag: etag, size: range.length, digest: PartDigest(crc32c: crc).journalText))
             }

@@ -192,12 +192,12 @@ private func showsToken(_ text: String) -> Bool { text.contains(fakeToken) || te
         #expect(try Config.parse("[tus]\nurl = \"https://h/files/\"\n").tus.chunkSize == 16 << 20)
     }
 
-    @Test(arguments: [("64KiB", Int64(64 << 10)), ("8MiB", 8 << 20), ("5GiB", 5 << 30)])
+    @Test(arguments: [("5MiB", Int64(5 << 20)), ("8MiB", 8 << 20), ("5GiB", 5 << 30)])
     func chunkSizeWithinItsBoundsIsTaken(text: String, bytes: Int64) throws {
         #expect(try Config.parse("[tus]\nchunk_size = \"\(text)\"\n").tus.chunkSize == bytes)
     }
 
-    @Test(arguments: ["63KiB", "0", "6GiB", "lots"])
+    @Test(arguments: ["4MiB", "64KiB", "0", "6GiB", "lots"])
     func chunkSizeOutsideItsBoundsIsRefused(text: String) throws {
         let failure = try configError { _ = try Config.parse("[tus]\nchunk_size = \"\(text)\"\n") }
         #expect(failure.key == "tus.chunk_size")
@@ -208,12 +208,12 @@ private func showsToken(_ text: String) -> Bool { text.contains(fakeToken) || te
             """
             [tus]
             url = "https://uploads.example.net/files/"
-            chunk_size = "1MiB"
+            chunk_size = "6MiB"
             """)
-        #expect(config.upload.partSize == 1 << 20)
+        #expect(config.upload.partSize == 6 << 20)
         // Another limit set meanwhile (a flag) leaves both sizes as they were.
         config.upload.maxRate = ByteRate.parse("4MiB/s")
-        #expect(config.upload.partSize == 1 << 20)
+        #expect(config.upload.partSize == 6 << 20)
         // The command line points it at S3: S3's part size again.
         config.s3.endpoint = "https://s3.example.net"
         #expect(config.upload.partSize == PartPlan.defaultPartSize)

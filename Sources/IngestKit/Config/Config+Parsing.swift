@@ -233,7 +233,7 @@ extension Config {
         if let size = try tus.string("chunk_size") {
             let bytes = try parseSize(size, key: tus.key("chunk_size"), file: tus.file)
             guard TusSettings.chunkSizeRange.contains(bytes) else {
-                throw tus.fail("chunk_size", "'\(size)' is outside 64KiB…5GiB, the sizes a PATCH of ingest may have")
+                throw tus.fail("chunk_size", "'\(size)' is outside 5MiB…5GiB, the sizes a part of an upload may have")
             }
             config.tus.chunkSize = bytes
         }

@@ -158,14 +158,22 @@ public struct Config: Sendable, Equatable {
     public var upload: UploadSettings {
         get {
             var settings = uploadSection
-            if s3.isTus { settings.partSize = tus.chunkSize }
+            if s3.isTus {
+                settings.partSize = tus.chunkSize
+                // A file sent in one request (with its creation) is at most one chunk: a lost
+                // answer then costs no more than a lost PATCH.
+                settings.singlePutThreshold = min(settings.singlePutThreshold, tus.chunkSize)
+            }
             return settings
         }
         set {
             var settings = newValue
             if s3.isTus {
+                let handedOut = min(uploadSection.singlePutThreshold, tus.chunkSize)
                 tus.chunkSize = newValue.partSize
                 settings.partSize = uploadSection.partSize
+                // The threshold handed out for tus, set back unchanged, is `[upload]`'s still.
+                if newValue.singlePutThreshold == handedOut { settings.singlePutThreshold = uploadSection.singlePutThreshold }
             }
             uploadSection = settings
         }

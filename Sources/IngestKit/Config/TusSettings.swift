@@ -21,9 +21,10 @@ public struct TusSettings: Sendable, Equatable {
     public var chunkSize: Int64 = TusSettings.defaultChunkSize
 
     public static let defaultChunkSize: Int64 = 16 << 20
-    /// 64 KiB: smaller chunks spend more in requests and journal writes than in bytes; 5 GiB:
-    /// the most a part can be, and far more than a resume should ever send twice.
-    public static let chunkSizeRange: ClosedRange<Int64> = (64 << 10)...(5 << 30)
+    /// A chunk is a part of the upload (``PartPlan``), so it has a part's bounds: 5 MiB
+    /// (smaller chunks spend more in requests and journal writes than in bytes) to 5 GiB (far
+    /// more than a resume should ever send twice).
+    public static let chunkSizeRange: ClosedRange<Int64> = S3UploadLimits.minPartSize...S3UploadLimits.maxPartSize
     /// The most of a headers file read: a few headers take a few hundred bytes.
     public static let headersFileLimit = 64 << 10
 

@@ -34,6 +34,13 @@ extension UploadService {
         case .success(let destination): ready = destination
         case .failure(let error): throw error
         }
+        guard ready.client.capabilities.contains(.documents) else {
+            // A destination that keeps no documents of ours (a tus server) has no place for
+            // the history: the station's copy, written and synced before the generation was
+            // journalled, is the card's history, and the generation is settled as it is.
+            do { try await journal.noteGenerationUploaded(journalled, chainETag: "") } catch { throw .journal(error) }
+            return
+        }
         var generation = journalled
         for attempt in 1...Self.chainTries {
             let (manifest, chain) = try localHistory(of: generation)

@@ -38,8 +38,11 @@ struct CardRun<Sink: EventSink> {
         self.stop = stop
         self.started = started
         known = KnownFiles.journal(ingestor.journal, volumeKey: volume.key)
-        // Large files' parts go out as they are copied, with the CRC32Cs of that read.
-        let streaming = ingestor.stageSettings(uploading: true).partChecksums != nil && ingestor.config.upload.streamParts
+        // Large files' parts go out as they are copied, with the CRC32Cs of that read, where
+        // the destination can tag the object with the fingerprint known only at the end.
+        let streaming =
+            ingestor.stageSettings(uploading: true).partChecksums != nil && ingestor.config.upload.streamParts
+            && (ingestor.upload.map { $0.service.capabilities($0.target).contains(.tagging) } ?? false)
         machine = CardRunMachine(uploading: ingestor.upload != nil, streaming: streaming)
         summary = RunSummary(volume: volume.displayName)
     }

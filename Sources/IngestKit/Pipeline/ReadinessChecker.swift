@@ -53,8 +53,15 @@ public struct ReadinessChecker: Sendable {
             checks.append(.passed(.configuration, "\(config.source ?? "no file, the defaults") with \(target.displayName)"))
             checks += await local(config)
             let credentials = CredentialsProvider(environment: environment)
-            let stores = StoreFactory.s3(
-                credentials: credentials, transport: CurlTransport(settings: config.s3.transport), logger: logger)
+            let stores: StoreFactory
+            do {
+                stores = StoreFactory.network(
+                    credentials: credentials, tusHeaders: try config.tus.headers(),
+                    transport: CurlTransport(settings: config.s3.transport), logger: logger)
+            } catch {
+                checks.append(configurationFailure(error, source: config.source))
+                break
+            }
             checks += await DestinationReadiness(
                 target: target, credentials: credentials, stores: stores,
                 probeKey: KeyTemplate.probeKey(prefix: config.s3.prefix)

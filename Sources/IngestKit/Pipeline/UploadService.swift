@@ -20,6 +20,8 @@ public final class UploadService: Sendable {
     let settings: UploadSettings
     let logger: Logger
     let destinations: Destinations
+    /// What each destination's store can do (``StoreFactory/capabilities``).
+    let capabilities: @Sendable (S3Destination) -> StoreCapabilities
     /// Bodies and bytes on the wire, over every runner of the process.
     let limiter: TransferLimiter
     let hooks = FaultHooks()
@@ -32,7 +34,7 @@ public final class UploadService: Sendable {
     /// - Parameters:
     ///   - events: hears what concerns a destination rather than a run (a server that does
     ///     not honour conditional writes, credentials being refreshed).
-    ///   - stores: makes the store of each destination (``StoreFactory/s3(credentials:transport:logger:)``).
+    ///   - stores: makes the store of each destination (``StoreFactory/network(credentials:tusHeaders:transport:logger:)``).
     ///   - keyPrefix: the configuration's `s3.prefix`, where the probe of conditional writes
     ///     (``ObjectStore/probeConditionalWrites(key:)``) leaves its empty object.
     public init(
@@ -46,6 +48,7 @@ public final class UploadService: Sendable {
         uncleanStopsToTell = Atomic(runMark.uncleanStops)
         self.settings = settings
         self.logger = logger
+        capabilities = stores.capabilities
         destinations = Destinations(
             stores: stores, sink: events, logger: logger, probeKey: KeyTemplate.probeKey(prefix: keyPrefix))
         limiter = TransferLimiter(

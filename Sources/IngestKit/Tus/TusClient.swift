@@ -72,17 +72,34 @@ public final class TusClient: Sendable, CustomStringConvertible {
     ///
     /// A retried POST whose first attempt was received creates a second upload; the first
     /// is never used and expires on the server (or the caller terminates what it knows).
-    public func create(length: Int64, metadata: TusMetadata = TusMetadata()) async throws(TusError) -> TusCreatedUpload {
+    ///
+    /// With a `body` (the `creation-with-upload` extension, where the server announces it),
+    /// its bytes go in the same request, from offset 0; ``TusCreatedUpload/offset`` says how
+    /// many the server kept. A retried POST then sends the body again, to a new upload: the
+    /// caller keeps such bodies to one chunk.
+    public func create(length: Int64, metadata: TusMetadata = TusMetadata(), body: HTTPBody = .empty)
+        async throws(TusError) -> TusCreatedUpload
+    {
         precondition(length >= 0, "an upload's length is never negative")
+        precondition(body.length <= length, "a creation's body is part of the upload")
         var headers = [(name: "Upload-Length", value: String(length))]
         let encoded = metadata.headerValue
         if !encoded.isEmpty { headers.append((name: "Upload-Metadata", value: encoded)) }
-        let response = try await perform("POST", url: endpoint.creationURL, headers: headers)
+        let withBody = body.length > 0
+        if withBody { headers.append((name: "Content-Type", value: "application/offset+octet-stream")) }
+        let response = try await perform(
+            "POST", url: endpoint.creationURL, headers: headers, body: body, policy: withBody ? .part : .control,
+            isPayload: withBody)
         guard let location = response[header: "location"], !location.isEmpty else {
             throw .unexpectedAnswer(status: response.status, detail: "no Location header")
         }
+        let offset =
+            withBody
+            ? try TusAnswerNumbers.offset(response[header: "upload-offset"], lowest: 0, highest: body.length, status: response.status)
+            : 0
         return TusCreatedUpload(
-            url: try endpoint.resolve(location: location, status: response.status), expires: Self.expiry(of: response))
+            url: try endpoint.resolve(location: location, status: response.status), expires: Self.expiry(of: response),
+            offset: offset)
     }
 
     /// HEAD on an upload: how many bytes the server holds (`Upload-Offset`, required), the
@@ -100,7 +117,9 @@ public final class TusClient: Sendable, CustomStringConvertible {
         }
         let offset = try TusAnswerNumbers.offset(
             response[header: "upload-offset"], lowest: 0, highest: length, status: response.status)
-        return .found(offset: offset, length: length, expires: Self.expiry(of: response))
+        return .found(
+            offset: offset, length: length, expires: Self.expiry(of: response),
+            metadata: TusMetadata(headerValue: response[header: "upload-metadata"] ?? ""))
     }
 
     /// PATCH: appends `body` (a range of a file on disk, `HTTPBody.file`: a chunk is streamed,

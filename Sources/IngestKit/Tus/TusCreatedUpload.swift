@@ -8,9 +8,13 @@ public struct TusCreatedUpload: Sendable, Equatable {
     /// When the server will forget the upload if it is not finished (`Upload-Expires`), if
     /// it says.
     public var expires: Date?
+    /// The bytes the server kept of the creation's own body (`creation-with-upload`); 0
+    /// without one.
+    public var offset: Int64
 
-    public init(url: String, expires: Date?) {
+    public init(url: String, expires: Date?, offset: Int64 = 0) {
         self.url = url
         self.expires = expires
+        self.offset = offset
     }
 }

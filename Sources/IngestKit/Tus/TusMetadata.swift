@@ -19,6 +19,33 @@ public struct TusMetadata: Sendable, Equatable {
         for (key, value) in values.sorted(by: { $0.key < $1.key }) { try set(key, value) }
     }
 
+    /// The metadata a server's `Upload-Metadata` header holds (in a `HEAD` answer), read as
+    /// hostile input: at most ``maxPairs`` pairs are kept, a pair whose key the protocol does
+    /// not allow or whose value is not base64 is left out (servers write `, ` or `,` between
+    /// pairs; both are read). Never fails: the header only adds to what the offset says.
+    public init(headerValue: String) {
+        for pair in headerValue.split(separator: ",").prefix(Self.maxPairs) {
+            let words = pair.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+            guard let key = words.first.map(String.init) else { continue }
+            let value: [UInt8]
+            if words.count == 2 {
+                guard let decoded = Data(base64Encoded: String(words[1]).trimmingCharacters(in: .whitespaces)) else { continue }
+                value = Array(decoded)
+            } else {
+                value = []
+            }
+            try? set(key, value)
+        }
+    }
+
+    /// The most pairs read from a server's header: ingest sends fewer than 20.
+    public static let maxPairs = 64
+
+    /// The value of `key` as text, if it is UTF-8.
+    public func text(_ key: String) -> String? {
+        values[key].flatMap { String(validating: $0, as: UTF8.self) }
+    }
+
     /// Metadata with these text values (sent as their UTF-8 bytes).
     public init(text values: [String: String]) throws(TusError) {
         try self.init(values.mapValues { Array($0.utf8) })

@@ -52,14 +52,25 @@ public protocol ObjectStore: Sendable {
     /// Reads a small document of ingest's own at `key` whole, with its ETag; nil when there
     /// is none. A card's history is read this way when another station wrote to it.
     func getDocument(key: String) async throws(S3ClientError) -> StoredDocument?
-    /// Begins an upload in parts at `key`, labelled with `headers`; returns its id.
-    func createMultipartUpload(key: String, headers: [SigV4Header]) async throws(S3ClientError) -> String
-    /// Sends part `partNumber` of the upload; returns the part's ETag exactly as sent.
+    /// Begins an upload in parts of an object of `size` bytes at `key`, labelled with
+    /// `headers`; returns its id. (A tus server is told the size now; S3 learns it from the
+    /// parts.)
+    func createMultipartUpload(key: String, size: Int64, headers: [SigV4Header]) async throws(S3ClientError) -> String
+    /// Sends part `partNumber` of the upload, the object's bytes from `offset` on; returns
+    /// the part's ETag exactly as sent. (S3 places a part by its number, a tus server by its
+    /// offset.)
     func uploadPart(
-        key: String, uploadID: String, partNumber: Int, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header]
+        key: String, uploadID: String, partNumber: Int, offset: Int64, body: HTTPBody, payloadHash: PayloadHash,
+        headers: [SigV4Header]
     ) async throws(S3ClientError) -> String
-    /// The parts the destination holds for the upload, every one.
-    func listParts(key: String, uploadID: String) async throws(S3ClientError) -> [ListedPart]
+    /// An upload an earlier process began at `key` goes on in this one, labelled with
+    /// `headers` at its creation: a store that cannot read an upload's labels back from the
+    /// server keeps them (tus). S3 needs nothing: this default does nothing.
+    func resumingUpload(key: String, uploadID: String, headers: [SigV4Header])
+    /// The parts the destination holds for the upload, every one; the upload's parts are
+    /// `partSize` bytes long, the last one shorter. (A tus server tells only how many bytes
+    /// it holds: the parts those cover are its parts.)
+    func listParts(key: String, uploadID: String, partSize: Int64) async throws(S3ClientError) -> [ListedPart]
     /// Makes the upload's parts the object at `key`; returns the object's ETag.
     func completeMultipartUpload(key: String, uploadID: String, parts: [CompletedPart], headers: [SigV4Header])
         async throws(S3ClientError) -> String
@@ -99,6 +110,8 @@ public protocol ObjectStore: Sendable {
 }
 
 extension ObjectStore {
+    public func resumingUpload(key: String, uploadID: String, headers: [SigV4Header]) {}
+
     public func headObject(key: String) async throws(S3ClientError) -> ObjectHead? {
         try await headObject(key: key, checksumMode: false)
     }

@@ -20,7 +20,13 @@ extension ObjectUploader {
     /// alternative key. An empty file is one empty `PutObject` rather than a copy.
     ///
     /// A copy has nothing on the server to resume: an unfinished one starts again.
+    ///
+    /// A destination that cannot copy (``StoreCapabilities/serverSideCopy``; a tus server
+    /// addresses uploads by URL, not by key) holds the content once, as `source`'s verified
+    /// upload: this file counts as that upload (dedupe by content per destination), and
+    /// nothing is sent.
     func copyOnce(from source: UploadRecord) async -> Attempt {
+        guard client.capabilities.contains(.serverSideCopy) else { return .done(.uploaded(alreadyThere: true)) }
         if let decided = Self.decided(by: await lookAtKey()) { return decided }
         let condition = conditionalWrites ? [SigV4Header.ifNoneMatchAny] : []
         do {
@@ -66,7 +72,7 @@ extension ObjectUploader {
     /// ranges of the source, completed with `If-None-Match` where honoured. Aborted if any
     /// step fails, so no unfinished upload is left at the key.
     private func copyInParts(from source: UploadRecord, sourceETag: String) async throws(S3ClientError) {
-        let uploadID = try await client.createMultipartUpload(key: record.key, headers: record.requestHeaders)
+        let uploadID = try await client.createMultipartUpload(key: record.key, size: record.size, headers: record.requestHeaders)
         do {
             var parts: [CompletedPart] = []
             var offset: Int64 = 0

@@ -98,7 +98,7 @@ extension ObjectUploader {
             }
             do throws(S3ClientError) {
                 let etag = try await client.uploadPart(
-                    key: record.key, uploadID: uploadID, partNumber: number,
+                    key: record.key, uploadID: uploadID, partNumber: number, offset: range.offset,
                     body: .file(path: stagedPath, offset: range.offset, length: range.length), payloadHash: payloadHash,
                     headers: digest.headers)
                 return .acknowledged(uploadID: uploadID, number: number, etag: etag, digest: digest)

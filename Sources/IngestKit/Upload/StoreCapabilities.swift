@@ -14,4 +14,19 @@ public struct StoreCapabilities: OptionSet, Sendable {
     /// It keeps tags on an object (``ObjectStore/getObjectTagging(key:)``), where the
     /// fingerprint of an object whose parts went out while its file was read is recorded.
     public static let tagging = StoreCapabilities(rawValue: 1 << 1)
+    /// It makes an object from another it holds, the bytes never crossing the network
+    /// (``ObjectStore/copyObject(key:from:sourceETag:headers:)``): a file whose content is
+    /// there already gets its own object so. Without it, that file counts as the upload of its
+    /// content already made (dedupe by content per destination), and nothing is sent.
+    public static let serverSideCopy = StoreCapabilities(rawValue: 1 << 2)
+    /// It keeps documents of ingest's own beside the objects
+    /// (``ObjectStore/putDocument(key:bytes:headers:)``, ``ObjectStore/getDocument(key:)``),
+    /// where a card's ASC MHL history goes. Without it, the history is kept on the station only.
+    public static let documents = StoreCapabilities(rawValue: 1 << 3)
+    /// It takes an upload's parts in any order, several at once. Without it (a tus upload
+    /// is one byte stream, appended at its offset) the parts go one at a time, in order.
+    public static let partsInAnyOrder = StoreCapabilities(rawValue: 1 << 4)
+
+    /// What an S3 bucket can do: everything.
+    public static let all: StoreCapabilities = [.listing, .tagging, .serverSideCopy, .documents, .partsInAnyOrder]
 }

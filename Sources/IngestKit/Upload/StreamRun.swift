@@ -189,7 +189,7 @@ struct StreamRun: Sendable {
         case .createUpload:
             do {
                 let uploadID = try await store.createMultipartUpload(
-                    key: key, headers: object.headers + PartDigestAlgorithm.crc32c.createMultipartUploadHeaders)
+                    key: key, size: file.size, headers: object.headers + PartDigestAlgorithm.crc32c.createMultipartUploadHeaders)
                 return machine.uploadCreated(uploadID: uploadID)
             } catch {
                 context.logger.info("could not start streaming a file's parts", metadata: ["key": "\(key)", "error": "\(error)"])
@@ -244,7 +244,7 @@ struct StreamRun: Sendable {
             let acknowledged: UploadStateMachine.AcknowledgedPart
             do {
                 let etag = try await context.store.uploadPart(
-                    key: key, uploadID: uploadID, partNumber: number,
+                    key: key, uploadID: uploadID, partNumber: number, offset: part.offset,
                     body: .file(path: part.path, offset: part.offset, length: part.length), payloadHash: payloadHash,
                     headers: digest.headers)
                 acknowledged = .init(number: number, etag: etag, size: part.length, digest: digest.journalText)

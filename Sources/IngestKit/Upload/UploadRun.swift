@@ -73,13 +73,18 @@ struct UploadRun {
             return await uploader.conclude(.failed(UploadError(
                 exitStatus: .software, scope: .object, message: "\(record.key) has no content fingerprint to upload under")))
         }
+        if let uploadID = record.uploadID {
+            uploader.client.resumingUpload(key: record.key, uploadID: uploadID, headers: record.requestHeaders)
+        }
         let machine = UploadStateMachine(
             resuming: .init(
                 logicalUploadID: record.id, file: uploader.stagedPath, fingerprint: fingerprint, plan: plan,
                 phase: record.phase, uploadID: record.uploadID, parts: parts.map(\.acknowledged),
                 restartCount: record.restartCount, failure: nil),
             configuration: .init(
-                maxRestarts: uploader.settings.maxRestarts, partsInFlight: uploader.settings.partsInFlight,
+                maxRestarts: uploader.settings.maxRestarts,
+                // A destination that appends (tus) takes one part at a time, in order.
+                partsInFlight: uploader.client.capabilities.contains(.partsInAnyOrder) ? uploader.settings.partsInFlight : 1,
                 conditionalWrites: uploader.conditionalWrites),
             onAlternativeKey: uploader.onAlternativeKey)
         var run = UploadRun(
@@ -177,7 +182,7 @@ struct UploadRun {
         uploader.sink.emit(.upload(.initiating(record)))
         do throws(S3ClientError) {
             let id = try await client.createMultipartUpload(
-                key: record.key, headers: record.requestHeaders + record.checksum.createMultipartUploadHeaders)
+                key: record.key, size: record.size, headers: record.requestHeaders + record.checksum.createMultipartUploadHeaders)
             return .more(machine.uploadCreated(uploadID: id))
         } catch where cutByStop(error) {
             return .instead(machine.stopped())
@@ -241,7 +246,7 @@ struct UploadRun {
     private mutating func listParts(_ uploadID: String) async -> Step {
         uploader.sink.emit(.upload(.reconciling(record)))
         do throws(S3ClientError) {
-            let listed = try await client.listParts(key: record.key, uploadID: uploadID)
+            let listed = try await client.listParts(key: record.key, uploadID: uploadID, partSize: plan.partSize ?? record.size)
             let known = Set(machine.acknowledgedParts.map(\.number))
             let adopted = await uploader.adopt(listed.filter {
                 !known.contains($0.number) && plan.partNumbers.contains($0.number) && $0.size == plan.length(ofPart: $0.number)
