@@ -182,6 +182,29 @@ final class TusIngestTests {
             "sent \(stats.bytesToUpstream) for a card of \(cardBytes) bytes through \(faults) faults")
     }
 
+    /// `ingest check` of a tus station asks the server what it is (OPTIONS), needs no AWS
+    /// credentials, and says why it skips the checks that only S3 needs.
+    @Test(.timeLimit(.minutes(1)))
+    func checkOfATusStationAsksTheServerAndNeedsNoAWSCredentials() throws {
+        let dir = TemporaryDirectory()
+        let state = TemporaryDirectory()
+        let run = try IngestRun.ingest(
+            ["check", "--json", "--no-station", "--state-dir", state.path],
+            environment: ["INGEST_CONFIG": try config(in: dir), "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "HOME": dir.path])
+        #expect(run.status == 0, "\(run.result.stdoutText)\(run.stderr)")
+        var statuses: [String: String] = [:]
+        for event in run.events("check") {
+            if let name = event.string("check") { statuses[name] = event.string("status") }
+        }
+        #expect(statuses["credentials"] == "pass" && statuses["bucket"] == "pass", "\(statuses)")
+        #expect(statuses["conditional_write"] == "skip" && statuses["clock"] == "skip", "\(statuses)")
+
+        server.stop()
+        let down = try IngestRun.ingest(
+            ["check", "--json", "--no-station", "--state-dir", state.path], environment: ["INGEST_CONFIG": try config(in: dir)])
+        #expect(down.status == 69, "a server that does not answer: unavailable (\(down.status))")
+    }
+
     /// `ingest abort` of a pending tus upload terminates it on the server (DELETE).
     @Test(.timeLimit(.minutes(3)))
     func abortTerminatesAPendingUploadOnTheServer() throws {

@@ -61,6 +61,22 @@ import Testing
         #expect(try await bench.journal.claim([first], volumeKey: bench.volume.key).first == .upload(source))
     }
 
+    /// A destination that cannot copy (a tus server) holds the content once: the second
+    /// file counts as the content's upload, and nothing is sent or copied for it.
+    @Test func onAStoreThatCannotCopyAFileOfAKnownContentCountsAsItsUploadAndNothingIsSent() async throws {
+        let bench = try await Bench(size: 1000, partSize: nil, store: ScriptedStore(capabilities: [.listing, .tagging]))
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        guard case let .copy(copy, _) = try await Self.claimCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG") else {
+            Issue.record("not planned as a copy")
+            return
+        }
+        let before = bench.store.calls(.put)
+        #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: true))
+        #expect(bench.store.objects["k/COPY.JPG"] == nil, "no object of its own")
+        #expect(bench.store.calls(.copy) == 0 && bench.store.calls(.put) == before && bench.store.calls(.head) == 0)
+        #expect(try await bench.journal.upload(id: copy.id)?.0.phase == .completed)
+    }
+
     @Test func theCopyIsMadeByTheServerWithItsOwnLabelsAndTheFileIsUploaded() async throws {
         let bench = try await Bench(size: 1000, partSize: nil)
         #expect(try await bench.run() == .uploaded(alreadyThere: false))

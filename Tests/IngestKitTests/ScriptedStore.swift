@@ -75,7 +75,7 @@ final class ScriptedStore: ObjectStore {
 
     init(
         echoesChecksums: Bool = true, honoursConditionalWrites: Bool = true,
-        capabilities: StoreCapabilities = [.listing, .tagging], bucketExists: Bool = true
+        capabilities: StoreCapabilities = .all, bucketExists: Bool = true
     ) {
         self.echoesChecksums = echoesChecksums
         self.honoursConditionalWrites = honoursConditionalWrites

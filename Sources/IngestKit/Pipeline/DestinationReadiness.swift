@@ -11,6 +11,9 @@ struct DestinationReadiness {
     let stores: StoreFactory
     /// Where the conditional write goes: the uploader's own probe key, under the prefix.
     let probeKey: String
+    /// For a tus destination, where its request headers come from (`[tus] headers_file`,
+    /// already read when `stores` was made), for the credentials check.
+    var tusHeaders = "no extra headers"
 
     /// How far the clocks may be apart before S3 refuses a signed request
     /// (`RequestTimeTooSkewed`).
@@ -20,6 +23,7 @@ struct DestinationReadiness {
 
     /// Credentials, bucket, conditional write and clock, in that order.
     func run() async -> [ReadinessCheck] {
+        if target.isTus { return await tusServer() }
         let resolved: ResolvedCredentials
         do { resolved = try await credentials.credentials() } catch {
             return [
@@ -78,6 +82,47 @@ struct DestinationReadiness {
             await conditionalWrite(client),
             clock(head),
         ]
+    }
+
+    /// A tus server signs nothing and has no bucket: its credentials are the headers sent
+    /// with every request, and the destination is there when it answers `OPTIONS` as a tus
+    /// 1.0 server that creates uploads. It never writes over an upload (each creation is a
+    /// new one), and no signature depends on the clocks.
+    private func tusServer() async -> [ReadinessCheck] {
+        let notSigned: [ReadinessCheck] = [
+            .skipped(.conditionalWrite, because: "a tus server never writes over an upload: each is created anew"),
+            .skipped(.clock, because: "tus requests are not signed"),
+        ]
+        let client: any ObjectStore
+        do { client = try stores.store(target) } catch {
+            return [
+                .passed(.credentials, tusHeaders),
+                .failed(.bucket, "\(error)", remedy: "correct --endpoint (INGEST_ENDPOINT, [tus] url)", status: .config),
+            ] + notSigned
+        }
+        do { _ = try await client.headBucket() } catch {
+            let status = UploadError(error, what: "OPTIONS", target: target).exitStatus
+            if status == .noPermission {
+                return [
+                    .failed(
+                        .credentials, "\(tusHeaders), refused by \(target.displayName): \(error)",
+                        remedy: "check the token in [tus] headers_file", status: .noPermission),
+                    .skipped(.bucket, because: "needs headers the server accepts"),
+                ] + notSigned
+            }
+            return [
+                .passed(.credentials, tusHeaders),
+                .failed(
+                    .bucket, "OPTIONS \(target.displayName): \(error)",
+                    remedy: "check the network, the creation URL ([tus] url, --endpoint tus+https://HOST/PATH/) and that "
+                        + "the server runs",
+                    status: status),
+            ] + notSigned
+        }
+        return [
+            .passed(.credentials, tusHeaders + ", accepted"),
+            .passed(.bucket, "\(target.displayName) answers as a tus 1.0 server that creates uploads"),
+        ] + notSigned
     }
 
     /// HeadBucket failed otherwise than by refusing the credentials.

@@ -64,7 +64,8 @@ public struct ReadinessChecker: Sendable {
             }
             checks += await DestinationReadiness(
                 target: target, credentials: credentials, stores: stores,
-                probeKey: KeyTemplate.probeKey(prefix: config.s3.prefix)
+                probeKey: KeyTemplate.probeKey(prefix: config.s3.prefix),
+                tusHeaders: config.tus.headersFile.map { "request headers from \($0)" } ?? "no extra request headers"
             ).run()
         }
         switch station {
