@@ -38,7 +38,7 @@ STATEDIR        = /var/lib/ingest
 UNITS           = ingest@.service ingest-rescan.service ingest-rescan.timer
 SUBST           = sed -e 's|@BINDIR@|$(BINDIR)|g'
 
-.PHONY: help deps venv build release test layers faults faults-short demo bench bench-stage bench-upload bench-card clean install uninstall deb
+.PHONY: help deps venv build release test layers faults faults-short demo bench bench-stage bench-upload bench-tus bench-card clean install uninstall deb
 
 help: ## List the targets
 	@echo "Usage: make TARGET   (start with 'make demo' or 'make test')"
@@ -96,8 +96,12 @@ demo: release venv ## Ingest a sample card (an ext4 loop device when root) into 
 bench-stage: release ## Staging throughput and peak RSS against cp, cp+sync, cp+xxh128sum (BIG=4G, REPEAT=3)
 	INGEST=$(INGEST) bash scripts/bench-stage.sh
 
-bench-upload: release venv ## Upload time, CPU, peak RSS against aws s3 cp, rclone, s5cmd, to SeaweedFS (CASES="big small5k small100k")
+bench-upload: release venv ## Upload time, CPU, peak RSS against aws s3 cp, rclone, s5cmd, to SeaweedFS (CASES="big small5k small100k"), then bench-tus's tus row
 	INGEST=$(INGEST) bash scripts/bench-upload.sh
+	INGEST=$(INGEST) VENV=$(VENV) bash scripts/bench-tus.sh
+
+bench-tus: release venv ## Upload to a tus server (tuspyserver): time, CPU, peak RSS against tuspy (FILES=100 of 4 MiB + BIG=1G, REPEAT=3)
+	INGEST=$(INGEST) VENV=$(VENV) bash scripts/bench-tus.sh
 
 # Root: the card is a loop device whose reads a cgroup throttles (v1 blkio or v2 io).
 bench-card: release venv ## Card to verified objects at card speed (CARD_MBPS=90) ÷ one plain read, against the peers (LAYOUTS, SCALE)
