@@ -29,6 +29,9 @@ every file of the repetition landed (F.check_history): no manifest replaced, the
 ever extended, its generations 1..N with their C4 ids, every object of the folder listed once
 with its xxh128, and the downloaded folder passes `ascmhl diff` and `ascmhl create -h xxh128`;
 with the default key template every card folder must hold one.
+The tus rows ("tus: …") send to a tus 1.0 server instead (scripts/tus_server.py, started by the
+first of them, behind a fault proxy of its own) and count by its stored uploads and their .info
+(F.audit_tus), bounding the bytes sent after each fault by what the server lacked at it.
 Hostile cards (a file system off the allow-list, the station disk's UUID, dates of 1901 to 2300,
 a 16 TiB sparse file, links and mounts inside the card, escape sequences in names) are checked for
 their documented outcome, and every byte of the host they could reach is looked for in the bucket.
