@@ -224,6 +224,147 @@ class Proxy:
 
 
 # ---------------------------------------------------------------------------
+# A tus 1.0 server (scripts/tus_server.py: tuspyserver under uvicorn)
+
+
+class TusServer:
+    """scripts/tus_server.py on a free port, storing uploads in `directory`: each upload is
+    DIRECTORY/ID (its bytes) beside DIRECTORY/ID.info (JSON: "metadata", "size", "offset").
+    Stopped by its PID (SIGTERM), at the end whatever happens."""
+
+    def __init__(self, venv: str, directory: str) -> None:
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+        self.log_file = open(os.path.join(os.path.dirname(directory), "tus_server.log"), "ab")
+        self.process = subprocess.Popen(
+            [os.path.join(venv, "bin", "python"), "-u", os.path.join(REPO, "scripts", "tus_server.py"),
+             "--dir", directory, "--port", "0"],
+            stdout=subprocess.PIPE, stderr=self.log_file, stdin=subprocess.DEVNULL, text=True)
+        CLEANUP.push("tus server", self.stop)
+        line = self.process.stdout.readline().split()
+        if len(line) < 2 or line[0] != "listening":
+            raise RuntimeError(f"tus server did not start: {line}")
+        self.port = int(line[1].rpartition(":")[2])
+
+    def uploads(self, prefix: str = "") -> list[dict]:
+        """Every upload whose key (metadata "filename") starts with `prefix`: its .info as the
+        server wrote it, with "id", "path" (its bytes) and "key" added."""
+        found = []
+        for name in sorted(os.listdir(self.directory)):
+            if not name.endswith(".info"):
+                continue
+            try:
+                with open(os.path.join(self.directory, name)) as file:
+                    info = json.load(file)
+            except (OSError, ValueError):
+                continue  # being written
+            metadata = info.get("metadata") or {}
+            key = metadata.get("filename") or ""
+            if not key.startswith(prefix):
+                continue
+            info["id"] = name[:-len(".info")]
+            info["path"] = os.path.join(self.directory, info["id"])
+            info["key"] = key
+            found.append(info)
+        return found
+
+    def held_bytes(self, prefix: str) -> int:
+        """The bytes the server holds of the uploads under `prefix`: each key's largest offset."""
+        held: dict[str, int] = {}
+        for info in self.uploads(prefix):
+            held[info["key"]] = max(held.get(info["key"], 0), int(info.get("offset") or 0))
+        return sum(held.values())
+
+    def settled_offset(self, prefix: str, quiet: float = 1.0, limit: float = 40.0) -> int:
+        """held_bytes once it has not changed for `quiet` seconds (a PATCH the server was still
+        reading when its client died ends): at most `limit` seconds."""
+        deadline = time.monotonic() + limit
+        last, since = self.held_bytes(prefix), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            now = self.held_bytes(prefix)
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                break
+        return last
+
+    def stop(self) -> None:
+        stop_process(self.process, 10)
+        CLEANUP.remove(self.stop)
+
+
+def audit_tus(server: TusServer, prefix: str, files: list["CardFile"], orphans_allowed: bool) -> "Count":
+    """Counts the uploads under `prefix` against the card files, by the server's stored bytes:
+    each card file must have exactly one whole upload (offset = size) at a key ending in its
+    path, whose bytes' xxh128sum is the file's and whose metadata xxh128 says so too, or (ingest
+    dedupes by content per destination, and a tus server copies nothing) its bytes must be
+    another card file's whole upload. A whole
+    upload of bytes no card file holds is corrupt; one beyond the first of a file, a duplicate;
+    an unfinished upload is open, or (`orphans_allowed`: a creation whose answer was lost
+    leaves one the client never knew of) a note: orphans expire on the server. The card's ASC
+    MHL history (ascmhl/ keys) is no card file's: counted in a note, not checked here."""
+    count = Count(expected=len(files))
+    uploads = server.uploads(prefix)
+    whole = [u for u in uploads if u.get("size") is not None and int(u.get("offset") or 0) == int(u["size"])]
+    hashes = hash_files([os.fsencode(u["path"]) for u in whole])
+    for upload, digest in zip(whole, hashes):
+        upload["xxh128"] = digest
+    history = [u for u in whole if HISTORY_KEY.match(u["key"])]
+    whole = [u for u in whole if not HISTORY_KEY.match(u["key"])]
+    count.objects = len(whole)
+    count.versions = len(uploads)
+    claimed: set[str] = set()
+    for f in files:
+        suffix = "/" + key_path(f.path)
+        mine = [u for u in whole if u["key"].endswith(suffix) and u["xxh128"] == f.xxh128]
+        if not mine:
+            elsewhere = [u for u in whole if u["xxh128"] == f.xxh128]
+            if elsewhere:
+                # Dedupe by content per destination: a tus server copies nothing, so a file
+                # whose bytes another card file's upload holds gets no upload of its own.
+                count.verified += 1
+                count.notes.append(f"{f.path.decode(errors='replace')} deduplicated: its bytes are the upload of "
+                                   f"{elsewhere[0]['key'].rpartition('/')[2]!r}")
+                continue
+            count.lost += 1
+            count.notes.append(f"lost {f.path!r}")
+            continue
+        count.verified += 1
+        claimed.add(mine[0]["id"])
+        if len(mine) > 1:
+            count.duplicates += len(mine) - 1
+            count.notes.append(f"duplicate {mine[0]['key']!r}: {len(mine)} whole uploads")
+            claimed.update(u["id"] for u in mine)
+    known = {f.xxh128 for f in files}
+    for upload in whole:
+        recorded = (upload.get("metadata") or {}).get("xxh128")
+        if upload["xxh128"] not in known:
+            count.corrupt += 1
+            count.notes.append(f"corrupt upload {upload['id'][:12]} of {upload['key']!r}: its bytes are no card file's")
+        elif recorded != upload["xxh128"]:
+            count.corrupt += 1
+            count.notes.append(f"corrupt upload {upload['id'][:12]} of {upload['key']!r}: bytes {upload['xxh128']}, "
+                               f"metadata xxh128 {recorded}")
+        elif upload["id"] not in claimed:
+            count.duplicates += 1
+            count.notes.append(f"duplicate upload {upload['id'][:12]} of {upload['key']!r} (no card file's key)")
+    unfinished = [u for u in uploads if not (u.get("size") is not None and int(u.get("offset") or 0) == int(u["size"]))]
+    if unfinished:
+        if orphans_allowed:
+            count.notes.append(f"{len(unfinished)} unfinished upload(s) left (offsets "
+                               f"{', '.join(str(u.get('offset')) for u in unfinished)}): orphan uploads expire on the server")
+        else:
+            count.open_uploads = len(unfinished)
+            for u in unfinished:
+                count.notes.append(f"unfinished upload {u['id'][:12]} of {u['key']!r} at {u.get('offset')} of {u.get('size')}")
+    if history:
+        count.notes.append(f"{len(history)} ASC MHL history upload(s) (not checked on tus)")
+    count.needed_bytes = sum({f.xxh128: f.size for f in files}.values())
+    return count
+
+
+# ---------------------------------------------------------------------------
 # Cards
 
 

@@ -29,6 +29,9 @@ every file of the repetition landed (F.check_history): no manifest replaced, the
 ever extended, its generations 1..N with their C4 ids, every object of the folder listed once
 with its xxh128, and the downloaded folder passes `ascmhl diff` and `ascmhl create -h xxh128`;
 with the default key template every card folder must hold one.
+The tus rows ("tus: …") send to a tus 1.0 server instead (scripts/tus_server.py, started by the
+first of them, behind a fault proxy of its own) and count by its stored uploads and their .info
+(F.audit_tus), bounding the bytes sent after each fault by what the server lacked at it.
 Hostile cards (a file system off the allow-list, the station disk's UUID, dates of 1901 to 2300,
 a 16 TiB sparse file, links and mounts inside the card, escape sequences in names) are checked for
 their documented outcome, and every byte of the host they could reach is looked for in the bucket.
@@ -132,6 +135,8 @@ class Harness:
         self.rows: list[Row] = []
         self.weed: F.Weed | None = None
         self.proxy: F.Proxy | None = None
+        self.tus_server: F.TusServer | None = None  # started by the first tus row (tus())
+        self.tus_proxy: F.Proxy | None = None
 
     # -- set-up ---------------------------------------------------------------
 
@@ -166,6 +171,16 @@ class Harness:
             "AWS_EC2_METADATA_DISABLED": "true", "LC_ALL": "C.UTF-8",
         })
         self.ingest = F.Ingest(self.binary, env)
+
+    def tus(self) -> tuple[F.TusServer, F.Proxy]:
+        """The tus server and a fault proxy of its own in front of it, started by the first tus
+        row (the S3 rows never need them); stopped by their PIDs at the end, whatever happens."""
+        if self.tus_server is None:
+            self.tus_server = F.TusServer(self.venv, os.path.join(self.work, "tus", "files"))
+            self.tus_proxy = F.Proxy(self.venv, self.tus_server.port, self.seed, os.path.join(self.work, "tus-proxy.log"))
+            F.log(f"tus server (pid {self.tus_server.process.pid}) on 127.0.0.1:{self.tus_server.port}, "
+                  f"its fault proxy on {self.tus_proxy.endpoint}")
+        return self.tus_server, self.tus_proxy
 
     # -- per scenario -----------------------------------------------------------
 
@@ -1796,6 +1811,256 @@ def console_escapes(ctx: Context) -> None:
     ctx.finish(card, state, resume_first=False, attempts=2)
 
 
+# ---------------------------------------------------------------------------
+# tus: the same binary against a tus 1.0 server (scripts/tus_server.py), its fault proxy between
+
+
+TUS_CHUNK = 16 * MiB  # [tus] chunk_size's default: one chunk is one part, one PATCH
+HEADS_SLACK = MiB  # the requests' heads (HEAD, OPTIONS, POST, PATCH) in a bound on bytes sent
+
+
+class TusContext(Context):
+    """A repetition of a tus row: the card goes to the tus server, through its own fault proxy
+    (`self.proxy`), configured by a [tus] section (url; stall_timeout left at its 30 s: the
+    server holds an upload's lock while it still reads a PATCH that broke, for up to 30 s).
+    Counted by the server's stored bytes (F.audit_tus), never by the journal; the proxy's
+    counters are taken at each fault (`take_stats`) so that a row can bound the bytes sent
+    after it."""
+
+    orphans_allowed = False  # unfinished uploads counted as notes (a creation's answer lost), not as open
+
+    def __init__(self, harness: Harness, row: Row, rep: int, config_extra: str = "") -> None:
+        super().__init__(harness, row, rep, config_extra)
+        self.tus, self.proxy = harness.tus()
+        self.proxy.rules([])
+        self.proxy.reset()
+        self.history = "off"
+        self.prefix = self.device_id + "/"
+        self.sent = 0  # bytes_to_upstream of the counters taken so far
+        self.resent = 0  # bytes sent after faults beyond what the server lacked at them
+        with open(self.config, "w") as out:
+            out.write(f"""[device]
+id = "{self.device_id}"
+
+[upload]
+
+[staging]
+reserve = "1MiB"
+
+[tus]
+url = "{self.proxy.endpoint}/files/"
+connect_timeout = "3s"
+{config_extra}""")
+
+    def run(self, card: str | None, state: str, *, resume: bool = False, timeout: float = 180,
+            device: str | None = None, json: bool = True, options: list[str] = (), **kw) -> F.Run:
+        args = ["resume"] if resume else [card]
+        args += ["--state-dir", state, "--config", self.config]
+        return self.command(args + list(options) + (["--json"] if json else []), timeout=timeout, **kw)
+
+    def command(self, args: list[str], timeout: float = 180, **kw) -> F.Run:
+        """Context.command, the run's output (JSON events and log, info level) kept in
+        run-N.log of the repetition's directory for a look (--keep)."""
+        self.logs = getattr(self, "logs", 0) + 1
+        run = super().command(args, timeout=timeout, env={"INGEST_LOG_LEVEL": os.environ.get("FAULTS_TUS_LOG_LEVEL", "info"), **kw.pop("env", {})}, **kw)
+        with open(os.path.join(self.dir, f"run-{self.logs}.log"), "wb") as out:
+            out.write(b"$ ingest " + " ".join(args).encode() + b"\n" + run.output)
+        return run
+
+    def card_bytes(self) -> int:
+        """One copy of each distinct content of the card: ingest dedupes by content per
+        destination, so a copy of a file already sent is not sent again."""
+        return sum({f.xxh128: f.size for f in self.files}.values())
+
+    def lacking(self) -> int:
+        """The card's bytes the server does not hold, once its offsets have settled."""
+        return max(0, self.card_bytes() - self.tus.settled_offset(self.prefix))
+
+    def take_stats(self) -> int:
+        """The proxy's bytes_to_upstream since the last call (its faults counted), then zeroed."""
+        stats = self.proxy.stats()
+        self.proxy.reset()
+        self.faults += sum(stats["injected"].values())
+        self.sent += stats["bytes_to_upstream"]
+        return stats["bytes_to_upstream"]
+
+    def bound_after_fault(self, sent: int, lacking: int, what: str, chunks: int = 1, chunk: int = TUS_CHUNK) -> None:
+        """Bytes sent after a fault: at most what the server lacked at it, `chunks` chunks (in
+        flight when it hit) and the requests' heads."""
+        self.resent += max(0, sent - lacking)
+        limit = lacking + chunks * chunk + HEADS_SLACK
+        if sent > limit:
+            self.row.checks_failed.append(f"{what}: {sent / MiB:.1f} MiB sent, the server lacked {lacking / MiB:.1f} MiB "
+                                          f"(bound {limit / MiB:.1f} MiB)")
+
+    def audit(self) -> F.Count:
+        count = F.audit_tus(self.tus, self.prefix, self.files, self.orphans_allowed)
+        self.take_stats()
+        count.sent_bytes = self.sent
+        self.row.resent += self.resent
+        self.row.faults += self.faults
+        self.row.add(count)
+        return count
+
+
+def tus_upload_offset(ctx: TusContext, suffix: str) -> int:
+    """How far the server has the upload of the key ending in `suffix`: its .info offset, or the
+    bytes its data file holds (written while a PATCH is read), the larger."""
+    best = 0
+    for info in ctx.tus.uploads(ctx.prefix):
+        if info["key"].endswith(suffix):
+            try:
+                on_disk = os.path.getsize(info["path"])
+            except OSError:
+                on_disk = 0
+            best = max(best, int(info.get("offset") or 0), on_disk)
+    return best
+
+
+def tus_kill_at(percent: int, size: int = 300 * MiB, rate: int = 64 * MiB):
+    """A `size` file and four photos, sent at `rate` (--max-rate) with the default 16 MiB chunk;
+    SIGKILL once the server holds `percent` % of the large file (its .info offset, polled);
+    then `ingest resume` must send no more than the server lacked (its offsets, settled, at the
+    kill) plus one chunk and the heads, and exit 0; then the card again: exit 0, nothing sent."""
+    def scenario(ctx: TusContext) -> None:
+        spec = [("DCIM/100MEDIA/DJI_0001.MP4", size)]
+        spec += [(f"DCIM/100MEDIA/DJI_{i:04d}.JPG", ctx.rng.randint(64 * 1024, MiB)) for i in range(2, 6)]
+        card = ctx.card("card", spec)
+        ctx.expect(card)
+        state = ctx.state()
+        target = size * percent // 100
+
+        def watch(kill, ended: threading.Event) -> None:
+            while not ended.is_set():
+                if tus_upload_offset(ctx, "/DJI_0001.MP4") >= target:
+                    kill()
+                    return
+                ended.wait(0.01)
+
+        run = ctx.run(card, state, options=["--max-rate", f"{rate // MiB}MiB/s"], watch=watch, timeout=size / rate * 3 + 60)
+        if not run.killed:
+            ctx.row.checks_failed.append(f"the run ended (status {run.status}) before the server held {percent} %")
+            return
+        lacking = ctx.lacking()  # once the server's offsets have settled
+        held = tus_upload_offset(ctx, "/DJI_0001.MP4")
+        ctx.take_stats()
+        ctx.row.notes.append(f"killed at {held * 100 / size:.0f} % ({held / MiB:.1f} MiB on the server, "
+                             f"{lacking / MiB:.1f} MiB of the card lacking)")
+        resume = ctx.run(None, state, resume=True, timeout=size / MiB + 120)
+        sent = ctx.take_stats()
+        ctx.bound_after_fault(sent, lacking, "ingest resume after the kill")
+        ctx.row.notes.append(f"ingest resume sent {sent / MiB:.2f} MiB for {lacking / MiB:.2f} MiB lacking "
+                             f"(bound {(lacking + TUS_CHUNK + HEADS_SLACK) / MiB:.2f})")
+        if resume.status != 0:
+            ctx.row.checks_failed.append(f"ingest resume: exit {resume.status}: {tail(resume.stderr)}")
+        again = ctx.run(card, state, timeout=120)
+        sent_again = ctx.take_stats()
+        if again.status != 0:
+            ctx.row.checks_failed.append(f"the card again: exit {again.status}: {tail(again.stderr)}")
+            ctx.finish(card, state, resume_first=False)
+        elif sent_again > HEADS_SLACK or again.count("uploaded"):
+            ctx.row.checks_failed.append(f"the card again sent {sent_again} bytes, {again.count('uploaded')} upload(s): "
+                                         f"nothing was left to send")
+    scenario.context = TusContext
+    return scenario
+
+
+class TusPowerCuts(PowerCuts):
+    """PowerCuts for a tus row: at each cut the server's offsets (settled) say what it lacks; the
+    bytes sent from one cut to the next (and to the end) must be at most what it lacked at the
+    first of them plus one chunk and the heads. The journal may be behind the server after a
+    cut: the upload's HEAD decides where to go on."""
+
+    def __init__(self, ctx: TusContext, size_mib: int) -> None:
+        super().__init__(ctx, size_mib)
+        self.lacking = [ctx.card_bytes()]  # before any cut: everything
+
+    def power_back(self) -> None:
+        ctx = self.ctx
+        lacking = ctx.lacking()
+        sent = ctx.take_stats()
+        ctx.bound_after_fault(sent, self.lacking[-1], f"the run before cut {self.fs.cuts}")
+        self.lacking.append(lacking)
+        self.unacknowledged.append(lacking)
+        self.fs.remount()
+        check_journal(ctx, self.state)
+
+    def finish(self, card: str) -> None:
+        ctx = self.ctx
+        last = ctx.finish(card, self.state, resume_first=False)
+        if last.status != 0:
+            ctx.row.checks_failed.append(f"the card after {self.fs.cuts} power cut(s): last exit {last.status}: "
+                                         f"{tail(last.stderr)}")
+        resume = ctx.run(None, self.state, resume=True)
+        if resume.status != 0:
+            ctx.row.checks_failed.append(f"resume after the power cuts: exit {resume.status}: {tail(resume.stderr)}")
+        sent = ctx.take_stats()
+        ctx.bound_after_fault(sent, self.lacking[-1], f"the runs after cut {self.fs.cuts}")
+        check_journal(ctx, self.state)
+        if self.fs.kept:
+            ctx.row.notes.append(f"{self.fs.kept} of {self.fs.cuts} cut(s) kept a write that was not synced")
+            if self.fs.kept == self.fs.cuts:
+                ctx.row.checks_failed.append("no power cut lost a write that was not synced: nothing was tested")
+        at_cuts = ", ".join(f"{b / MiB:.1f}" for b in self.lacking[1:]) or "-"
+        ctx.row.notes.append(f"{self.fs.cuts} cut(s); the server lacked {at_cuts} MiB of {ctx.card_bytes() / MiB:.1f} "
+                             f"at them; sent beyond that: {ctx.resent / MiB:.1f} MiB")
+
+
+def tus_power_cut(size: int = 200 * MiB, rate: int = 32 * MiB, cuts: int = 2):
+    """A `size` file and two photos sent at `rate`; the power cut (the state directory's file
+    system shut down, ingest killed, the image mounted again) in the middle of the upload,
+    once the first chunk could be done, at 20 to 70 % of the time what is left would take,
+    `cuts` times, each run taking up what the last left; then the card to the end."""
+    def scenario(ctx: TusContext) -> None:
+        card = ctx.card("card", [("DCIM/100MEDIA/DJI_0001.MP4", size), ("DCIM/100MEDIA/DJI_0002.JPG", 300 * 1024),
+                                 ("DCIM/100MEDIA/DJI_0003.JPG", 700 * 1024 + 3)])
+        ctx.expect(card)
+        with TusPowerCuts(ctx, 2 * size // MiB + 512) as power:
+            for _ in range(cuts):
+                left = power.lacking[-1] / rate
+                run = power.run(card, options=["--max-rate", f"{rate // MiB}MiB/s"], timeout=left * 2 + 120,
+                                kill_after=TUS_CHUNK / rate + ctx.rng.uniform(0.2, 0.7) * left)
+                if not run.killed:
+                    ctx.row.notes.append(f"a run ended (status {run.status}) before its power cut")
+            power.finish(card)
+    scenario.context = TusContext
+    return scenario
+
+
+def tus_proxy_faults(rules: list[str], chunk: int = 5 * MiB):
+    """The mixed card (three files of 3 and 4 chunks of 5 MiB, photos, an empty file, a copy)
+    through the proxy's `rules` (resets mid-PATCH and of a creation, a stall); the first run,
+    then resume and the card until exit 0; every file whole once (an upload a cut creation
+    left unfinished is a note: orphans expire on the server), and all bytes sent at most the
+    card's plus one chunk per fault and the heads."""
+    def scenario(ctx: TusContext) -> None:
+        ctx.orphans_allowed = True
+        ctx.configure("tus", f'chunk_size = "{chunk // MiB}MiB"')
+        card = ctx.mixed_card()
+        ctx.expect(card)
+        state = ctx.state()
+        ctx.proxy.rules(rules)
+        run = ctx.run(card, state, timeout=300)
+        ctx.proxy.rules([])
+        if run.status != 0:
+            ctx.row.notes.append(f"first run: status {run.status}: {tail(run.stderr, 200)}")
+            ctx.finish(card, state)
+        stats = ctx.proxy.stats()
+        injected = sum(stats["injected"].values())
+        sent = ctx.take_stats()
+        if not injected:
+            ctx.row.checks_failed.append("the proxy injected no fault: nothing was tested")
+        limit = ctx.card_bytes() + injected * chunk + HEADS_SLACK
+        ctx.resent += max(0, sent - ctx.card_bytes())
+        ctx.row.notes.append(f"{injected} fault(s) injected ({', '.join(f'{k} {v}' for k, v in stats['injected'].items() if v)}); "
+                             f"{sent / MiB:.1f} MiB sent for {ctx.card_bytes() / MiB:.1f} MiB")
+        if sent > limit:
+            ctx.row.checks_failed.append(f"{sent / MiB:.1f} MiB sent: more than the card's {ctx.card_bytes() / MiB:.1f} MiB "
+                                         f"plus a chunk per fault (bound {limit / MiB:.1f} MiB)")
+    scenario.context = TusContext
+    return scenario
+
+
 # name, function, repetitions (full), in the short form?
 def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
     r = reps or (1 if short else 3)
@@ -1833,6 +2098,14 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
         ("power cut: inside a journal checkpoint (strace holds a write to journal.sqlite)",
          power_cut_checkpoints(6, 2500), 1, False),
         ("kill -9 while streaming, then the card removed; resume", killed_streaming_card_removed, 1, True),
+    ]
+    for percent in (20, 50, 80):
+        out.append((f"tus: kill -9 at {percent} % of a 300 MiB file", tus_kill_at(percent), 1, True))
+    out += [
+        ("tus: power cut mid-upload (twice, a 200 MiB file at 32 MiB/s)", tus_power_cut(), r, True),
+        ("tus: proxy resets and a stall", tus_proxy_faults(["reset:PATCH:*:every=3:count=3:fraction=0.5",
+                                                            "stall:PATCH:*:count=1:seconds=20",
+                                                            "reset:POST:*:count=1"]), 1, True),
     ]
     short_kills = {"first-staged", "clip-verify", "local-write", "chain-late", "after-last-object"}
     short_cuts = {"local-write", "manifest-held", "chain-held"}
@@ -1950,7 +2223,7 @@ def main() -> int:
             harness.rows.append(row)
             began = time.monotonic()
             for rep in range(reps):
-                ctx = Context(harness, row, rep)
+                ctx = getattr(fn, "context", Context)(harness, row, rep)  # TusContext for tus rows
                 try:
                     fn(ctx)
                 except KeyboardInterrupt:
