@@ -153,7 +153,7 @@ final class TusIngestTests {
             upstreamPort: server.port,
             rules: [
                 FaultRule(.reset, "PATCH", "*", every: 3, count: 3, fraction: 0.5),
-                FaultRule(.stall, "PATCH", "*", after: 8, count: 1, seconds: 10),
+                FaultRule(.stall, "PATCH", "*", after: 4, count: 1, seconds: 10),
                 FaultRule(.reset, "POST", "*", after: 2, count: 1),
             ])
         defer { proxy.stop() }

@@ -6,6 +6,17 @@ public enum HTTPBody: Sendable, Equatable {
     /// held in memory.
     case file(path: String, offset: Int64, length: Int64)
 
+    /// The body from its byte `offset` on.
+    public func suffix(from offset: Int64) -> HTTPBody {
+        precondition((0...length).contains(offset), "a body's suffix starts within it")
+        guard offset > 0 else { return self }
+        switch self {
+        case .empty: return .empty
+        case .bytes(let bytes): return .bytes(Array(bytes[Int(offset)...]))
+        case let .file(path, start, length): return .file(path: path, offset: start + offset, length: length - offset)
+        }
+    }
+
     public var length: Int64 {
         switch self {
         case .empty: 0

@@ -136,6 +136,9 @@ public struct RetryPolicy: Sendable, Equatable {
     /// longer outage: at most 51.5 s of waiting in all (0.5 + 1 + 2 + 4 + 8 + 16 + 20 s
     /// ceilings), about 26 s on average.
     public static let part = RetryPolicy(maxAttempts: 8, base: .milliseconds(500), cap: .seconds(20))
+    /// One attempt: for a caller whose own loop decides how to retry (a tus chunk, resent
+    /// from the server's offset).
+    public static let once = RetryPolicy(maxAttempts: 1, base: .zero, cap: .zero)
 
     /// What a failure means, by the rules in the type's documentation. Named codes decide
     /// first; a response without a code, or with a code not named, is judged by its status.

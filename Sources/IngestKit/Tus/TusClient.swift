@@ -131,9 +131,9 @@ public final class TusClient: Sendable, CustomStringConvertible {
     /// ``TusError/checksumMismatch(algorithm:)`` on a 460 that came back after the one resend.
     /// A retry after a broken connection can meet a 409 too: the server may have kept what
     /// arrived of the first attempt. The caller asks the offset then, and goes on from it.
-    public func append(to url: String, offset: Int64, body: HTTPBody, checksum: TusChecksum? = nil)
-        async throws(TusError) -> Int64
-    {
+    public func append(
+        to url: String, offset: Int64, body: HTTPBody, checksum: TusChecksum? = nil, policy: RetryPolicy = .part
+    ) async throws(TusError) -> Int64 {
         var headers = [
             (name: "Content-Type", value: "application/offset+octet-stream"), (name: "Upload-Offset", value: String(offset)),
         ]
@@ -141,7 +141,7 @@ public final class TusClient: Sendable, CustomStringConvertible {
         let response: HTTPResponse
         do {
             response = try await perform(
-                "PATCH", url: url, headers: headers, body: body, policy: .part, answers: [404, 409, 410], isPayload: true)
+                "PATCH", url: url, headers: headers, body: body, policy: policy, answers: [404, 409, 410], isPayload: true)
         } catch .server(460, _, _) {
             throw .checksumMismatch(algorithm: checksum?.algorithm ?? "(none sent)")
         }
@@ -151,6 +151,70 @@ public final class TusClient: Sendable, CustomStringConvertible {
         default:
             return try TusAnswerNumbers.offset(
                 response[header: "upload-offset"], lowest: offset, highest: offset + body.length, status: response.status)
+        }
+    }
+
+    /// Appends `body`, the upload's bytes from `offset`, until the server holds them all,
+    /// and returns the server's offset then. Unlike a resent ``append(to:offset:body:checksum:policy:)``,
+    /// a `PATCH` whose connection broke, that the server answered with another offset
+    /// (`409`) or with an error, is followed by a `HEAD`, and only what the server still
+    /// lacks is sent: a server reads a `PATCH`'s whole body before it refuses its offset, so
+    /// resending the chunk as it was would send it all for nothing. Attempts are spaced and
+    /// counted by ``RetryPolicy/part``, counted again from zero once a `PATCH` moves the
+    /// offset.
+    ///
+    /// - Parameters:
+    ///   - known: the server's offset, when the caller knows it (its last answer); nil asks
+    ///     it first.
+    ///   - checksum: the checksum of the bytes one `PATCH` sends, or nil for none.
+    public func appendAll(
+        to url: String, offset: Int64, body: HTTPBody, known: Int64?,
+        checksum: (HTTPBody) async throws(TusError) -> TusChecksum?
+    ) async throws(TusError) -> Int64 {
+        let end = offset + body.length
+        var state = RetryState()
+        var at = known
+        while true {
+            let server: Int64
+            if let at {
+                server = at
+            } else {
+                guard case .found(let found, _, _, _) = try await status(of: url) else { throw .uploadGone(status: 404) }
+                server = found
+            }
+            guard server >= offset else {
+                throw .unexpectedAnswer(
+                    status: 200, detail: "the server holds \(server) bytes of the upload, less than the \(offset) it acknowledged")
+            }
+            if server >= end { return server }
+            let rest = body.suffix(from: server - offset)
+            do {
+                at = try await append(to: url, offset: server, body: rest, checksum: try await checksum(rest), policy: .once)
+                state = RetryState()
+            } catch .offsetMismatch {
+                at = nil
+            } catch {
+                let kind: FailureKind
+                switch error {
+                case .transport(let problem, _): kind = RetryPolicy.classify(.transport(problem.kind))
+                case .server(let status, _, _): kind = Self.failureKind(status: status)
+                case .checksumMismatch: kind = .corruptedBody
+                default: throw error
+                }
+                switch RetryPolicy.part.decide(afterFailureOf: kind, state: &state, random: Double.random(in: 0..<1)) {
+                case .retry(let delay):
+                    await transport.pause(for: delay)  // cut short by a stop: the next attempt is cut too
+                case .rereadPartAndRetry:
+                    break
+                case .correctClockAndRetry, .refreshCredentialsAndRetry, .restartUpload, .fail:
+                    switch error {
+                    case .transport(let problem, _): throw .transport(problem, attempts: state.failedAttempts)
+                    case let .server(status, detail, _): throw .server(status: status, detail: detail, attempts: state.failedAttempts)
+                    default: throw error
+                    }
+                }
+                at = nil
+            }
         }
     }
 

@@ -136,7 +136,7 @@ public final class TusStore: ObjectStore {
         let info = try await serverInfo()
         let metadata = try Self.metadata(key: key, headers: headers)
         let url: String
-        var offset: Int64
+        let offset: Int64
         do {
             let created = try await client.create(
                 length: body.length, metadata: metadata,
@@ -144,8 +144,8 @@ public final class TusStore: ObjectStore {
             (url, offset) = (created.url, created.offset)
         } catch { throw Self.storeError(error) }
         uploads.withLock { $0[key] = Known(url: url, labels: metadata, offset: offset) }
-        while offset < body.length {
-            offset = try await append(key: key, url: url, offset: offset, body: Self.slice(body, from: offset))
+        if offset < body.length {
+            _ = try await append(key: key, url: url, offset: offset, body: body.suffix(from: offset), known: offset)
         }
         return ObjectWritten(etag: url)
     }
@@ -159,31 +159,18 @@ public final class TusStore: ObjectStore {
         return url
     }
 
-    /// `PATCH`es of what the part lacks on the server: from the server's offset, which is
-    /// asked first when this process does not know it (an upload an earlier process began,
-    /// a request that failed), or when the server refuses the offset sent (a `409`). So after
-    /// a kill mid-chunk only the bytes the server did not keep are sent again.
+    /// `PATCH`es of what the part lacks on the server, from the server's offset: asked first
+    /// when this process does not know it (an upload an earlier process began, a request
+    /// that failed) and after every failed `PATCH` (``TusClient/appendAll(to:offset:body:known:checksum:)``).
+    /// So after a kill, a power cut or a broken connection mid-chunk only the bytes the server
+    /// did not keep are sent again.
     public func uploadPart(
         key: String, uploadID url: String, partNumber: Int, offset: Int64, body: HTTPBody, payloadHash: PayloadHash,
         headers: [SigV4Header]
     ) async throws(S3ClientError) -> String {
-        let end = offset + body.length
-        var at = uploads.withLock { $0[key].flatMap { $0.url == url ? $0.offset : nil } }
-        while true {
-            let server: Int64
-            if let at { server = at } else { server = try await position(of: url, key: key).offset }
-            guard server >= offset else {
-                throw .unexpectedAnswer(
-                    status: 200,
-                    detail: "the tus server holds \(server) bytes of the upload, less than the \(offset) before part \(partNumber)")
-            }
-            guard server < end else { return "tus:\(end)" }
-            do {
-                at = try await append(key: key, url: url, offset: server, body: Self.slice(body, from: server - offset))
-            } catch let error where error == Self.offsetConflict {
-                at = nil
-            }
-        }
+        let known = uploads.withLock { $0[key].flatMap { $0.url == url ? $0.offset : nil } }
+        _ = try await append(key: key, url: url, offset: offset, body: body, known: known)
+        return "tus:\(offset + body.length)"
     }
 
     /// The parts the server's offset covers whole (and the last when it holds every byte).
@@ -283,23 +270,29 @@ public final class TusStore: ObjectStore {
         uploads.withLock { if $0[key]?.url == url { $0[key] = nil } }
     }
 
-    /// One `PATCH`, with the checksum of its bytes where the server announces the
-    /// `checksum` extension and an algorithm this client has (the strongest both have):
-    /// then the server stores no byte of a chunk that changed on the way.
-    private func append(key: String, url: String, offset: Int64, body: HTTPBody) async throws(S3ClientError) -> Int64 {
+    /// `body`, the upload's bytes from `offset`, until the server holds them all, each
+    /// `PATCH` with the checksum of its bytes where the server announces the `checksum`
+    /// extension and an algorithm this client has (the strongest both have): then the server
+    /// stores no byte of a chunk that changed on the way. `known`: the server's offset, if
+    /// this process knows it.
+    private func append(key: String, url: String, offset: Int64, body: HTTPBody, known: Int64?) async throws(S3ClientError)
+        -> Int64
+    {
         let info = try await serverInfo()
-        var checksum: TusChecksum?
-        if info.extensions.contains("checksum"), let algorithm = TusChecksum.strongest(of: info.checksumAlgorithms) {
-            do {
-                checksum = try await BlockingWorkers.shared.run { () throws(SystemError) -> TusChecksum in
-                    try TusChecksum.compute(algorithm, of: body)
-                }
-            } catch {
-                throw .request("the chunk's \(algorithm) checksum cannot be computed: \(error)")
-            }
-        }
+        let algorithm =
+            info.extensions.contains("checksum") ? TusChecksum.strongest(of: info.checksumAlgorithms) : nil
         do {
-            let reached = try await client.append(to: url, offset: offset, body: body, checksum: checksum)
+            let reached = try await client.appendAll(to: url, offset: offset, body: body, known: known) {
+                (bytes: HTTPBody) throws(TusError) -> TusChecksum? in
+                guard let algorithm else { return nil }
+                do {
+                    return try await BlockingWorkers.shared.run { () throws(SystemError) -> TusChecksum in
+                        try TusChecksum.compute(algorithm, of: bytes)
+                    }
+                } catch {
+                    throw .unexpectedAnswer(status: 0, detail: "the chunk's \(algorithm) checksum cannot be computed: \(error)")
+                }
+            }
             note(key, url: url, offset: reached)
             return reached
         } catch {
@@ -321,16 +314,6 @@ public final class TusStore: ObjectStore {
             note(key, url: url, offset: offset)
             return (offset, length)
         case .found(_, nil, _, _): throw .unexpectedAnswer(status: 200, detail: "the tus server's HEAD has no Upload-Length")
-        }
-    }
-
-    /// The part of `body` from `offset` on.
-    static func slice(_ body: HTTPBody, from offset: Int64) -> HTTPBody {
-        guard offset > 0 else { return body }
-        switch body {
-        case .empty: return .empty
-        case .bytes(let bytes): return .bytes(Array(bytes[Int(offset)...]))
-        case let .file(path, start, length): return .file(path: path, offset: start + offset, length: length - offset)
         }
     }
 
@@ -356,9 +339,6 @@ public final class TusStore: ObjectStore {
         return metadata
     }
 
-    /// The error a 409 to a `PATCH` becomes here, to be told apart.
-    private static let offsetConflict = S3ClientError.server(S3Error(status: 409, code: nil, message: "offset mismatch"), attempts: 1)
-
     private static func gone(status: Int) -> S3ClientError {
         .uploadGone(S3Error(status: status, code: nil, message: "the tus upload is gone: it expired or was terminated"))
     }
@@ -375,7 +355,8 @@ public final class TusStore: ObjectStore {
         switch error {
         case let .transport(problem, attempts): .transport(problem, attempts: attempts)
         case .uploadGone(let status): gone(status: status)
-        case .offsetMismatch: offsetConflict
+        case .offsetMismatch(let sent):
+            .server(S3Error(status: 409, code: nil, message: TusError.offsetMismatch(sent: sent).description), attempts: 1)
         case .checksumMismatch:
             .server(S3Error(status: 460, code: .badDigest, message: error.description), attempts: 2)
         case let .server(status, _, attempts): .server(S3Error(status: status, code: nil, message: error.description), attempts: attempts)
