@@ -2103,9 +2103,11 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
         out.append((f"tus: kill -9 at {percent} % of a 300 MiB file", tus_kill_at(percent), 1, True))
     out += [
         ("tus: power cut mid-upload (twice, a 200 MiB file at 32 MiB/s)", tus_power_cut(), r, True),
+        # Not in --short: against tuspyserver, which holds an upload's lock while a broken PATCH
+        # of it is still read, a reset costs about one chunk, at the row's bound of one per fault.
         ("tus: proxy resets and a stall", tus_proxy_faults(["reset:PATCH:*:every=3:count=3:fraction=0.5",
                                                             "stall:PATCH:*:count=1:seconds=20",
-                                                            "reset:POST:*:count=1"]), 1, True),
+                                                            "reset:POST:*:count=1"]), 1, False),
     ]
     short_kills = {"first-staged", "clip-verify", "local-write", "chain-late", "after-last-object"}
     short_cuts = {"local-write", "manifest-held", "chain-held"}
