@@ -82,12 +82,8 @@ extension Config {
                 }
                 config.s3.addressing = style
             }
-            if let prefix = try s3.string("prefix") { config.s3.prefix = prefix }
-            if let template = try s3.string("key_template") { config.s3.keyTemplate = template }
+            try readKeysOfS3(s3, into: &config.s3)
             if let keys = try s3.strings("object_tags") { config.s3.objectTagKeys = keys }
-            if let timeout = try s3.duration("connect_timeout") { config.s3.connectTimeout = timeout }
-            if let timeout = try s3.duration("stall_timeout") { config.s3.stallTimeout = timeout }
-            if let allow = try s3.bool("allow_http") { config.s3.allowHTTP = allow }
         }
         let tus = try root.table("tus")
         if let tus { try parseTus(tus, s3: try root.table("s3"), into: &config) }
@@ -237,11 +233,17 @@ extension Config {
             }
             config.tus.chunkSize = bytes
         }
-        if let prefix = try tus.string("prefix") { config.s3.prefix = prefix }
-        if let template = try tus.string("key_template") { config.s3.keyTemplate = template }
-        if let allow = try tus.bool("allow_http") { config.s3.allowHTTP = allow }
-        if let timeout = try tus.duration("connect_timeout") { config.s3.connectTimeout = timeout }
-        if let timeout = try tus.duration("stall_timeout") { config.s3.stallTimeout = timeout }
+        try readKeysOfS3(tus, into: &config.s3)
+    }
+
+    /// The keys `[s3]` and `[tus]` share (``tusKeysOfS3``), read from either section into
+    /// the same fields.
+    private static func readKeysOfS3(_ section: TableReader, into s3: inout S3Settings) throws(IngestError) {
+        if let prefix = try section.string("prefix") { s3.prefix = prefix }
+        if let template = try section.string("key_template") { s3.keyTemplate = template }
+        if let timeout = try section.duration("connect_timeout") { s3.connectTimeout = timeout }
+        if let timeout = try section.duration("stall_timeout") { s3.stallTimeout = timeout }
+        if let allow = try section.bool("allow_http") { s3.allowHTTP = allow }
     }
 
     /// Parses a size such as "2GiB"; `key` names the setting in the error.
