@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import IngestKit
 
 /// `ingest abort ID`: give an upload up, on the server and locally.
@@ -35,7 +36,11 @@ struct AbortCommand: AsyncParsableCommand {
             let client = try common.makeStores(config: config, logger: logger).store(record.target)
             let aborted: Int
             do {
-                aborted = try await client.abortUploads(key: record.key, known: record.uploadID)
+                // Others at the key are aborted only once older than the orphan sweep's age: a
+                // younger one may be another station's, still being sent.
+                let age = config.rescan.orphanUploadAge ?? RescanSettings.defaultOrphanUploadAge
+                aborted = try await client.abortUploads(
+                    key: record.key, known: record.uploadID, othersBefore: Date().addingTimeInterval(-TimeInterval(age.components.seconds)))
             } catch {
                 throw .upload(UploadError(error, what: "AbortMultipartUpload \(record.key)", target: record.target))
             }

@@ -40,7 +40,7 @@ struct RescanCommand: AsyncParsableCommand {
               [rescan]
               roots = ["/srv/incoming"]
               metrics_file = "/var/lib/prometheus/node-exporter/ingest.prom"
-              orphan_upload_age = "7d"
+              orphan_upload_age = "1d"
 
             The metrics file, for node_exporter's textfile collector, is replaced \
             atomically (mode 0644) and computed from the journal: files and bytes staged, \

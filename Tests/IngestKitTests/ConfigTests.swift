@@ -528,7 +528,7 @@ private let fullConfig = """
     }
 
     @Test func orphanUploadAgeIsADurationOrOffAndSevenDaysByDefault() throws {
-        #expect(try Config.parse("").rescan.orphanUploadAge == .seconds(7 * 86400))
+        #expect(try Config.parse("").rescan.orphanUploadAge == .seconds(86400))
         #expect(try Config.parse("[rescan]\norphan_upload_age = \"36h\"\n").rescan.orphanUploadAge == .seconds(36 * 3600))
         #expect(try Config.parse("[rescan]\norphan_upload_age = \"0s\"\n").rescan.orphanUploadAge == .zero)
         #expect(try Config.parse("[rescan]\norphan_upload_age = \"off\"\n").rescan.orphanUploadAge == nil)

@@ -70,14 +70,17 @@ import Testing
 
         /// One run of the uploader from what the journal says, as a process would do it, told
         /// what the probe of conditional writes would find on the store.
+        /// `adoptAfter`: how long an upload of the key found in progress is waited for
+        /// (``UploadSettings/adoptAfter``); none by default, so a stray is taken over at once.
         func run(
-            resumed: Bool = false, confirming: Bool = false, signPayloads: Bool = false,
+            resumed: Bool = false, confirming: Bool = false, signPayloads: Bool = false, adoptAfter: Duration = .zero,
             verified: (@Sendable () async -> Void)? = nil
         ) async throws -> UploadResult {
             let (record, parts) = try await journalled()
             var settings = UploadSettings()
             settings.partSize = partSize ?? ObjectUploaderTests.partSize
             settings.signPayloads = signPayloads
+            settings.adoptAfter = adoptAfter
             let uploader = ObjectUploader(
                 record: record, client: store, journal: journal, stagedPath: stagedPath,
                 limiter: TransferLimiter(maxRequests: 4, maxBytes: 1 << 30), settings: settings, sink: DiscardingSink(),
@@ -287,7 +290,10 @@ import Testing
 
         #expect(bench.store.calls(.create) == 2)
         #expect(bench.landed())
-        #expect(bench.store.openUploads.isEmpty, "the forgotten upload's id is aborted once the object is in")
+        // The scripted store still lists the upload it answered NoSuchUpload for (a real one
+        // is gone): it is neither taken over again nor aborted, since it may be another
+        // station's; the orphan sweep's, once old.
+        #expect(bench.store.openUploads.count == 1)
         #expect(try await bench.journalled().0.restartCount == 1)
     }
 

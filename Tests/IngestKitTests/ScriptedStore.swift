@@ -311,9 +311,9 @@ final class ScriptedStore: ObjectStore {
         try perform(.abort) { state throws(S3ClientError) in state.uploads[uploadID] = nil }
     }
 
-    func abortUploads(key: String, known: String?) async throws(S3ClientError) -> Int {
+    func abortUploads(key: String, known: String?, othersBefore: Date) async throws(S3ClientError) -> Int {
         try perform(.abortUploads) { state throws(S3ClientError) in
-            let ids = state.uploads.filter { $0.value.key == key }.map(\.key)
+            let ids = state.uploads.filter { $0.key == known || ($0.value.key == key && $0.value.initiated < othersBefore) }.map(\.key)
             for id in ids { state.uploads[id] = nil }
             return ids.count
         }

@@ -99,7 +99,7 @@ extension Config {
         if let upload = try root.table("upload") {
             try upload.allowOnly(["part_size", "single_put_threshold", "max_restarts", "files_in_flight",
                                   "parts_in_flight", "bytes_in_flight", "checksum", "quarantine_after",
-                                  "sign_payloads", "max_rate", "stream_parts"])
+                                  "sign_payloads", "max_rate", "stream_parts", "adopt_after"])
             if let size = try upload.string("part_size") {
                 if config.s3.isTus {
                     throw upload.fail(
@@ -127,6 +127,9 @@ extension Config {
             }
             if let size = try upload.string("bytes_in_flight") {
                 config.uploadSection.bytesInFlight = try parseSize(size, key: "upload.bytes_in_flight", file: file)
+            }
+            if let wait = try upload.string("adopt_after") {
+                config.uploadSection.adoptAfter = try parseDuration(wait, key: "upload.adopt_after", file: file)
             }
             if let rate = try upload.string("max_rate") {
                 config.uploadSection.maxRate = try parseRate(rate, key: "upload.max_rate", file: file)

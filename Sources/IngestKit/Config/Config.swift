@@ -46,7 +46,7 @@ import Foundation
 /// [rescan]
 /// roots = ["/srv/incoming"]       # directories `ingest rescan` ingests besides known cards
 /// metrics_file = "/var/lib/prometheus/node-exporter/ingest.prom"
-/// orphan_upload_age = "7d"        # abort multipart uploads no journal knows once this old
+/// orphan_upload_age = "1d"        # abort multipart uploads no journal knows once this old
 ///
 /// [hooks]
 /// on_card_done = "/usr/local/bin/card-done"   # run once per card, its summary as JSON on stdin

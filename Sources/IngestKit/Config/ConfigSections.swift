@@ -148,7 +148,7 @@ public struct RescanSettings: Sendable, Equatable {
     /// this old; nil (`"off"`): never. Old enough that a run of another station, or of
     /// another journal, writing under the same prefix has long finished with its uploads.
     public var orphanUploadAge: Duration? = RescanSettings.defaultOrphanUploadAge
-    public static let defaultOrphanUploadAge: Duration = .seconds(7 * 86400)
+    public static let defaultOrphanUploadAge: Duration = .seconds(86400)
     /// Cards seen in this many days have their folder in the bucket listed by every rescan
     /// and compared with the journal (``UploadService/checkBucket(days:)``); 0: never.
     public var bucketCheckDays = 30

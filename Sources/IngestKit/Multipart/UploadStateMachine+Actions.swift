@@ -62,7 +62,11 @@ extension UploadStateMachine {
 
     /// What the owner does next. Perform them in order.
     public enum Action: Sendable, Equatable {
-        /// `CreateMultipartUpload`; answer with ``uploadCreated(uploadID:)``.
+        /// `CreateMultipartUpload`; answer with ``uploadCreated(uploadID:)``. Where the key is
+        /// one other stations write too, an upload in progress at it is looked for first,
+        /// and again once this one is created: one that began first is waited for while it
+        /// is sent, then answered with ``uploadFound(uploadID:)`` (taken over) or
+        /// ``foundUploadEnded()``.
         case createUpload
         /// A single PUT: `PutObject` of the whole file; answer with
         /// ``objectPut(etag:digest:confirmed:)``, ``putFailed(_:)`` or ``writeRefused()``.

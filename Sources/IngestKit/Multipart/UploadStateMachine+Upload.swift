@@ -130,6 +130,45 @@ extension UploadStateMachine {
         }
     }
 
+    /// Asked to create an upload, the owner found one in progress at the key instead, whose
+    /// sender stopped sending it (another station with the same card, or a process of this
+    /// one killed before journalling it): it is taken over. Its parts are listed, and each is
+    /// kept only when it proves to hold this file's bytes (``partsListed(_:adopted:)``); the
+    /// journal records the upload before a part is sent. A stream takes over nothing: its
+    /// file goes the ordinary way once staged.
+    public mutating func uploadFound(uploadID: String) -> [Action] {
+        switch state {
+        case .creating:
+            clearParts()
+            state = .reconciling(uploadID: uploadID)
+            return [.listParts(uploadID: uploadID)]
+        case .streamCreating:
+            return finish(.notStreamed)
+        case .done(.aborted, _):
+            // Given up meanwhile: the upload found is its sender's, left alone.
+            return []
+        default:
+            impossible("uploadFound")
+        }
+    }
+
+    /// The upload in progress the owner found at the key ended while it was waited for (its
+    /// sender completed or abandoned it): the key is looked at again before anything is
+    /// created.
+    public mutating func foundUploadEnded() -> [Action] {
+        switch state {
+        case .creating:
+            state = .lookingAtKey(.beforeWriting, phase: .created, uploadID: nil)
+            return [.lookAtKey(.beforeWriting)]
+        case .streamCreating:
+            return finish(.notStreamed)
+        case .done(.aborted, _):
+            return []
+        default:
+            impossible("foundUploadEnded")
+        }
+    }
+
     /// The server's parts of the current upload, every page of `ListParts`.
     ///
     /// A part is kept when the server has it with the planned size and the journal recorded
@@ -366,7 +405,8 @@ extension UploadStateMachine {
     mutating func afterObjectMissing(uploadID: String?, purpose: VerifyPurpose) -> [Action] {
         switch purpose {
         case .completeLostUpload:
-            return restart()
+            // Looked for just now: created again at once.
+            return restart(lookingFirst: false)
         case .resumeAfterComplete:
             if plan.isSinglePut { return beginPutting() }
             if let uploadID {
@@ -382,14 +422,21 @@ extension UploadStateMachine {
     }
 
     /// Start a new upload on the server, within the bound.
-    mutating func restart() -> [Action] {
+    /// `lookingFirst`: the key is looked at before the new upload is created, since the
+    /// upload may be gone because its object was completed (by another station that took
+    /// it over too); false when the object was just looked for.
+    mutating func restart(lookingFirst: Bool = true) -> [Action] {
         guard restartCount < configuration.maxRestarts else {
             return fail(.restartLimitExceeded(maxRestarts: configuration.maxRestarts))
         }
         restartCount += 1
         clearParts()
-        state = .creating
-        return [.persist(snapshot), .createUpload]
+        guard lookingFirst else {
+            state = .creating
+            return [.persist(snapshot), .createUpload]
+        }
+        state = .lookingAtKey(.beforeWriting, phase: .created, uploadID: nil)
+        return [.persist(snapshot), .lookAtKey(.beforeWriting)]
     }
 
 }

@@ -185,7 +185,8 @@ public final class JobProgress: Sendable {
         case .keyTaken(let record, _, _, _):
             // Starts again at another key: what its parts counted is to be sent again.
             state.bytesUploaded -= state.credited.updateValue(0, forKey: record.id) ?? 0
-        case .preparing, .initiating, .reconciling, .completing, .refreshingCredentials, .quarantined,
+        case .preparing, .initiating, .reconciling, .waitingForUpload, .takingOver, .completing, .refreshingCredentials,
+            .quarantined,
             .conditionalWritesNotHonoured, .recovered:
             break
         }

@@ -206,6 +206,12 @@ public final class ConsoleReporter: EventSink, Sendable {
         case let .keyTaken(record, newKey, _, found):
             print("  \(record.key) already holds other bytes (fingerprint \(found)); nothing is replaced: "
                 + "\(record.sourceDisplay) goes to \(newKey)")
+        case let .waitingForUpload(record, uploadID):
+            print("  \(record.key) is being uploaded by another run (upload \(uploadID)): waiting for it, not sending "
+                + "it twice")
+        case let .takingOver(record, uploadID):
+            print("  \(record.key): taking over upload \(uploadID), which its sender left: only the parts it lacks "
+                + "are sent")
         case let .quarantined(record, failures):
             print("  upload \(record.id) of \(record.sourceDisplay) failed \(failures) runs in a row: quarantined "
                 + "(ingest status lists it; it is still tried)")

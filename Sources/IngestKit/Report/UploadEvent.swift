@@ -13,6 +13,12 @@ public enum UploadEvent: Sendable {
     case initiating(UploadRecord)
     /// The journal's parts are compared with the server's (`ListParts`).
     case reconciling(UploadRecord)
+    /// Another upload of the record's key is being sent (another station with the same
+    /// card, under a key template any station computes alike): waited for, not sent twice.
+    case waitingForUpload(UploadRecord, uploadID: String)
+    /// An upload of the record's key that its sender left (no part for `[upload]
+    /// adopt_after`) is taken over: only the parts it lacks are sent.
+    case takingOver(UploadRecord, uploadID: String)
     /// A part is acknowledged and journalled.
     case partUploaded(UploadRecord, number: Int, partCount: Int, bytes: Int64)
     /// The parts of a file still being staged go out as it is copied (`[upload]
@@ -118,6 +124,14 @@ extension UploadEvent {
             return object("upload_initiating", record)
         case .reconciling(let record):
             return object("upload_reconciling", record)
+        case let .waitingForUpload(record, uploadID):
+            var json = object("upload_waiting", record)
+            json["other_upload_id"] = .string(uploadID)
+            return json
+        case let .takingOver(record, uploadID):
+            var json = object("upload_taking_over", record)
+            json["other_upload_id"] = .string(uploadID)
+            return json
         case let .partUploaded(record, number, partCount, bytes):
             var json = object("part_uploaded", record)
             json["part"] = .int(number)

@@ -28,7 +28,10 @@ extension S3Client {
                 guard let number = record["PartNumber"].flatMap(Int.init), let etag = record["ETag"],
                     let size = record["Size"].flatMap(Int64.init)
                 else { throw .unexpectedAnswer(status: response.status, detail: "a Part without PartNumber, ETag or Size") }
-                parts.append(ListedPart(number: number, etag: etag, size: size))
+                parts.append(ListedPart(
+                    number: number, etag: etag, size: size,
+                    lastModified: record["LastModified"].flatMap(ServerClock.parseISO8601),
+                    crc32c: record["ChecksumCRC32C"]))
             }
             guard parts.count <= S3UploadLimits.maxPartCount else {
                 throw .unexpectedAnswer(

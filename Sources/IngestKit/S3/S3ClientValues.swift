@@ -9,6 +9,19 @@ public struct ListedPart: Sendable, Equatable {
     /// Exactly as the server sent it, quotes included: it goes back in Complete unchanged.
     public var etag: String
     public var size: Int64
+    /// When the server stored the part, where it says: how a station tells an upload still
+    /// being sent from one left behind (``ObjectUploader/waitWhileSent(_:)``).
+    public var lastModified: Date?
+    /// The part's CRC32C as the server computed it (base64), where it returns one.
+    public var crc32c: String?
+
+    public init(number: Int, etag: String, size: Int64, lastModified: Date? = nil, crc32c: String? = nil) {
+        self.number = number
+        self.etag = etag
+        self.size = size
+        self.lastModified = lastModified
+        self.crc32c = crc32c
+    }
 }
 
 /// ETags as servers write them: quoted by most, bare in some answers (SeaweedFS's

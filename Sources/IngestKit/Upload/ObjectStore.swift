@@ -77,11 +77,12 @@ public protocol ObjectStore: Sendable {
     /// Abandons the upload and its parts; an upload the destination no longer knows counts
     /// as abandoned.
     func abortMultipartUpload(key: String, uploadID: String) async throws(S3ClientError)
-    /// Abandons `known` and every other unfinished upload at exactly `key` that the
-    /// destination can find (a run killed before journalling an upload's id leaves one);
-    /// returns how many.
+    /// Abandons `known`, and every other unfinished upload at exactly `key` that the
+    /// destination can find and that began before `othersBefore` (a run killed before
+    /// journalling an upload's id leaves one); returns how many. An upload that began later
+    /// may be another station's, still being sent: it is left alone.
     @discardableResult
-    func abortUploads(key: String, known: String?) async throws(S3ClientError) -> Int
+    func abortUploads(key: String, known: String?, othersBefore: Date) async throws(S3ClientError) -> Int
     /// Makes `key` a copy of `source`, only while its ETag is `sourceETag`, with `headers`
     /// for the copy's own labels, its bytes never crossing the network; the copy's ETag.
     func copyObject(key: String, from source: String, sourceETag: String, headers: [SigV4Header]) async throws(S3ClientError)

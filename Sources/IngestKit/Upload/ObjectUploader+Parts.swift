@@ -110,21 +110,25 @@ extension ObjectUploader {
         }
     }
 
-    /// Parts the server holds that the journal never recorded (acknowledged just before a
-    /// kill), proved ours: the server's ETag of a part is its MD5, so a part whose ETag is
-    /// the MD5 of the staged range holds exactly those bytes and need not be sent again.
-    /// A part that does not prove ours (another ETag form, encryption) is simply resent.
+    /// Parts the server holds that the journal never recorded, proved ours: acknowledged
+    /// just before a kill, or sent by another station whose upload this one takes over
+    /// (``UploadRun``'s handover). A part is proved by the server's digest of it against
+    /// this station's own read of the same range of the staged copy: its CRC32C where the
+    /// server returns one, else its ETag, which is the MD5 of its bytes. A part that does
+    /// not prove ours (another digest, another ETag form, encryption) is simply sent again.
     func adopt(_ parts: [ListedPart], plan: PartPlan) async -> [UploadStateMachine.AcknowledgedPart] {
         var adopted: [UploadStateMachine.AcknowledgedPart] = []
         let path = stagedPath
         for part in parts {
             let range = plan.range(ofPart: part.number)
-            guard case .success(let md5) = await Self.digest(.md5, path: path, offset: range.offset, length: range.length),
-                ETag.unquoted(part.etag).lowercased() == lowercaseHex(md5.bytes)
+            let proof: PartDigestAlgorithm = part.crc32c != nil ? .crc32c : .md5
+            guard case .success(let read) = await Self.digest(proof, path: path, offset: range.offset, length: range.length)
             else { continue }
+            let matches = part.crc32c.map { $0 == read.base64 } ?? (ETag.unquoted(part.etag).lowercased() == lowercaseHex(read.bytes))
+            guard matches else { continue }
             let digest: PartDigest
-            if record.checksum == .md5 {
-                digest = md5
+            if record.checksum == proof {
+                digest = read
             } else if case .success(let value) = await Self.digest(
                 record.checksum, path: path, offset: range.offset, length: range.length)
             {

@@ -12,8 +12,8 @@ import Logging
 /// adopts it as its file's upload if the file was staged, and aborts it otherwise
 /// (``UploadService/recover(sink:)``). A kill between `CreateMultipartUpload` and the
 /// stream's journal write leaves an upload no journal knows: the next upload to that key
-/// aborts it once it completes (``ObjectStore/abortUploads(key:known:)``), and
-/// `ingest rescan` sweeps any other (`rescan.orphan_upload_age`).
+/// finds it and takes it over (``ObjectUploader/handover(behind:)``), and `ingest rescan`
+/// sweeps any other (`rescan.orphan_upload_age`).
 struct StreamRun: Sendable {
     /// What a stream uses of its process.
     struct Context: Sendable {
@@ -187,9 +187,19 @@ struct StreamRun: Sendable {
                 return machine.requestFailed(.fail(.notRetryable))
             }
         case .createUpload:
+            // An upload of the key in progress (another station with the same card): the file
+            // goes the ordinary way once staged, which waits for it or takes it over; a stream
+            // cannot, since the parts it would keep are checked against the staged copy.
+            // Looked for again once created: of two stations that began at once, the one behind
+            // gives its stream up before sending a part.
+            if let found = await store.uploadAhead(of: nil, key: key) { return machine.uploadFound(uploadID: found.uploadID) }
             do {
                 let uploadID = try await store.createMultipartUpload(
                     key: key, size: file.size, headers: object.headers + PartDigestAlgorithm.crc32c.createMultipartUploadHeaders)
+                if let found = await store.uploadAhead(of: uploadID, key: key) {
+                    try? await store.abortMultipartUpload(key: key, uploadID: uploadID)
+                    return machine.uploadFound(uploadID: found.uploadID)
+                }
                 return machine.uploadCreated(uploadID: uploadID)
             } catch {
                 context.logger.info("could not start streaming a file's parts", metadata: ["key": "\(key)", "error": "\(error)"])

@@ -209,7 +209,7 @@ public final class TusStore: ObjectStore {
     /// Only the upload known: a tus server lists nothing, so an upload whose URL was never
     /// journalled is found by no one and expires on the server.
     @discardableResult
-    public func abortUploads(key: String, known: String?) async throws(S3ClientError) -> Int {
+    public func abortUploads(key: String, known: String?, othersBefore: Date) async throws(S3ClientError) -> Int {
         guard let known else { return 0 }
         try await abortMultipartUpload(key: key, uploadID: known)
         return 1

@@ -39,6 +39,10 @@ struct UploadRun {
     /// The words that go with the machine's failure: the server's for the request that ended
     /// the upload, or the performer's for what it could not do.
     private var cause: UploadError?
+    /// Server uploads this run has worked on: when it creates one again (the last was gone),
+    /// the handover never takes one of them over, so no answer of a part sent to an upload
+    /// given up can count for the next.
+    private var passedOver: Set<String> = []
 
     private var record: UploadRecord { uploader.record }
     private var client: any ObjectStore { uploader.client }
@@ -178,16 +182,35 @@ struct UploadRun {
         return .more([])
     }
 
+    /// `CreateMultipartUpload`, with the handover around it (``ObjectUploader/handover(behind:)``):
+    /// an upload of the key in progress is looked for before, and again after, which is when
+    /// two stations that began the key at once find each other; the one behind gives its
+    /// own up before sending a part.
     private mutating func createUpload() async -> Step {
+        if let journalled = record.uploadID { passedOver.insert(journalled) }
+        if let found = handedOver(await uploader.handover(passedOver: passedOver)) { return found }
         uploader.sink.emit(.upload(.initiating(record)))
         do throws(S3ClientError) {
             let id = try await client.createMultipartUpload(
                 key: record.key, size: record.size, headers: record.requestHeaders + record.checksum.createMultipartUploadHeaders)
+            let found = handedOver(await uploader.handover(behind: id, passedOver: passedOver))
+            passedOver.insert(id)
+            if let found { return found }
             return .more(machine.uploadCreated(uploadID: id))
         } catch where cutByStop(error) {
             return .instead(machine.stopped())
         } catch {
             return .more(machine.requestFailed(given(up: error, "CreateMultipartUpload \(record.key)")))
+        }
+    }
+
+    /// What the machine is told of a handover; nil: nothing found, go on.
+    private mutating func handedOver(_ handover: ObjectUploader.Handover) -> Step? {
+        switch handover {
+        case .none: nil
+        case .takeOver(let uploadID): .more(machine.uploadFound(uploadID: uploadID))
+        case .ended: .more(machine.foundUploadEnded())
+        case .stopped: .instead(machine.stopped())
         }
     }
 
@@ -244,6 +267,7 @@ struct UploadRun {
     }
 
     private mutating func listParts(_ uploadID: String) async -> Step {
+        passedOver.insert(uploadID)
         uploader.sink.emit(.upload(.reconciling(record)))
         do throws(S3ClientError) {
             let listed = try await client.listParts(key: record.key, uploadID: uploadID, partSize: plan.partSize ?? record.size)
@@ -392,10 +416,8 @@ struct UploadRun {
         let result: UploadResult
         switch outcome {
         case .uploaded:
-            await abortStrayUploads()
             result = .uploaded(alreadyThere: false)
         case .alreadyUploaded:
-            await abortStrayUploads()
             result = .uploaded(alreadyThere: true)
         case .foundAtKey:
             result = .uploaded(alreadyThere: true)
@@ -505,17 +527,6 @@ struct UploadRun {
         let digests = machine.acknowledgedParts.compactMap { part in part.digest.flatMap { try? PartDigest(journalText: $0) } }
         if digests.count != plan.partCount || Set(digests.map(\.algorithm)).count != 1 { return nil }
         return plan.isSinglePut ? .expected(singlePut: digests[0]) : .expected(parts: digests)
-    }
-
-    /// The object is in place: any multipart upload still open at its key is a stray, one
-    /// whose `CreateMultipartUpload` answer was lost (a kill before the journal write, a
-    /// connection cut after the server answered, a retry that created a second). Aborted
-    /// now, so none waits for the rescan's sweep; a failure to list or abort only waits
-    /// for that sweep.
-    /// A single PUT opens no multipart upload: nothing to look for.
-    private func abortStrayUploads() async {
-        guard !plan.isSinglePut else { return }
-        _ = try? await client.abortUploads(key: record.key, known: nil)
     }
 
     /// The server's parts by number. SeaweedFS lists every upload of a part number, where

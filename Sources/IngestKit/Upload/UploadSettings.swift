@@ -37,6 +37,12 @@ public struct UploadSettings: Sendable, Equatable {
     /// `xxh128` tag, set once the object is complete, rather than in its metadata.
     public var streamParts = true
 
+    /// How long an upload of a key in progress, found where this station would create its
+    /// own (another station with the same card), may store no part before it is taken over;
+    /// until then it is waited for (``ObjectUploader/handover(behind:)``). Longer than a
+    /// part takes to send at the slowest uplink of the fleet, or two stations both send it.
+    public var adoptAfter: Duration = .seconds(60)
+
     public var cut: UploadCut { UploadCut(partSize: partSize, singlePutThreshold: singlePutThreshold) }
 
     public init() {}
