@@ -32,6 +32,10 @@ with the default key template every card folder must hold one.
 The tus rows ("tus: …") send to a tus 1.0 server instead (scripts/tus_server.py, started by the
 first of them, behind a fault proxy of its own) and count by its stored uploads and their .info
 (F.audit_tus), bounding the bytes sent after each fault by what the server lacked at it.
+The fleet rows ("fleet …") run stations A, B and C (state directories, [device] ids of their own,
+the fleet key template) against a SeaweedFS cluster of two gateways (F.Cluster, started by the
+first of them), each gateway behind a counting proxy: handover of a killed station's upload,
+clones of a card at once, a gateway and a volume server killed, two stations adopting at once.
 Hostile cards (a file system off the allow-list, the station disk's UUID, dates of 1901 to 2300,
 a 16 TiB sparse file, links and mounts inside the card, escape sequences in names) are checked for
 their documented outcome, and every byte of the host they could reach is looked for in the bucket.
