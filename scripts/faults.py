@@ -2371,6 +2371,10 @@ def fleet_gateway_killed(ctx: FleetContext) -> None:
         ctx.row.checks_failed.append(f"the run ended (status {run.status}) within 6 s: no gateway killed")
     if run.status != 0:
         ctx.row.checks_failed.append(f"exit {run.status} with a gateway killed: {tail(run.stderr)}")
+    for index in range(2):
+        ctx.take_sent(index)
+    ctx.row.notes.append(f"sent {ctx.sent[0] / MiB:.1f} MiB through gateway 1, {ctx.sent[1] / MiB:.1f} MiB through "
+                         f"gateway 2, for a card of {sum({f.xxh128: f.size for f in ctx.files}.values()) / MiB:.0f} MiB")
     card.release()
 
 
