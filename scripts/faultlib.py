@@ -184,6 +184,142 @@ class Weed:
                 connect_timeout=timeout, read_timeout=max(timeout, 30)))
 
 
+class Cluster:
+    """A SeaweedFS cluster on 127.0.0.1, as scripts/cluster.sh starts one (the fleet's test bed):
+    one master (-defaultReplication=010: every volume has a copy in another rack), three volume
+    servers in racks r1, r2, r3 of one data centre, one filer, and two S3 gateways on it, each on
+    a free port whose gRPC twin is free too. Every process is remembered by its Popen (its PID):
+    `kill_gateway(i)` and `kill_volume(i)` SIGKILL one, `start_gateway(i)` and `start_volume(i)`
+    start it again on its port and data; `stop()` (registered with CLEANUP) stops them all."""
+
+    def __init__(self, venv: str, directory: str, admin_key: str, admin_secret: str) -> None:
+        self.venv = venv
+        self.directory = directory
+        self.admin = (admin_key, admin_secret)
+        ports = free_ports(7, twins=True)
+        self.master_port, self.volume_ports, self.filer_port = ports[0], ports[1:4], ports[4]
+        self.gateway_ports = ports[5:7]
+        self.endpoints = [f"http://127.0.0.1:{port}" for port in self.gateway_ports]
+        self.processes: dict[str, subprocess.Popen] = {}
+        for name in ("master", "filer", "volume1", "volume2", "volume3"):
+            os.makedirs(os.path.join(directory, name), exist_ok=True)
+        self.config_path = os.path.join(directory, "s3.json")
+        with open(os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+            json.dump({"identities": [{"name": "faults-admin",
+                                       "credentials": [{"accessKey": admin_key, "secretKey": admin_secret}],
+                                       "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}, out)
+
+    def launch(self, name: str, args: list[str]) -> None:
+        log_file = open(os.path.join(self.directory, f"{name}.log"), "ab")
+        self.processes[name] = subprocess.Popen([os.path.join(self.venv, "bin", "weed"), *args], stdout=log_file,
+                                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log_file.close()
+
+    def start(self) -> None:
+        """Starts every server, and returns once both gateways answer (`wait`)."""
+        CLEANUP.push("cluster", self.stop)
+        # -peers=none: one master, no Raft quorum to wait for; volume limits as in Weed.start.
+        self.launch("master", ["master", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-port={self.master_port}",
+                               f"-mdir={self.directory}/master", "-peers=none", "-defaultReplication=010",
+                               "-volumeSizeLimitMB=512", "-telemetry=false"])
+        for index in range(3):
+            self.start_volume(index)
+        self.launch("filer", ["filer", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-port={self.filer_port}",
+                              f"-master=127.0.0.1:{self.master_port}", f"-defaultStoreDir={self.directory}/filer"])
+        for index in range(2):
+            self.start_gateway(index, wait=False)
+        self.wait()
+
+    def start_volume(self, index: int) -> None:
+        """Volume server `index` (0-2), in rack r{index + 1}, on its port and data."""
+        self.launch(f"volume{index + 1}", [
+            "volume", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-port={self.volume_ports[index]}",
+            f"-dir={self.directory}/volume{index + 1}", f"-mserver=127.0.0.1:{self.master_port}",
+            "-dataCenter=dc1", f"-rack=r{index + 1}", "-max=50"])
+
+    def start_gateway(self, index: int, wait: bool = True) -> None:
+        """S3 gateway `index` (0 or 1) on its port; with `wait`, returns once it answers."""
+        self.launch(f"s3-{index + 1}", [
+            "s3", "-ip.bind=127.0.0.1", f"-port={self.gateway_ports[index]}", f"-filer=127.0.0.1:{self.filer_port}",
+            f"-config={self.config_path}", "-port.iceberg=0", "-port.lance=0"])
+        if wait:
+            self.wait([index])
+
+    def wait(self, gateways: list[int] = (0, 1), seconds: float = 90) -> None:
+        deadline = time.monotonic() + seconds
+        for index in gateways:
+            client = self.client(index, timeout=3)
+            while True:
+                try:
+                    client.list_buckets()
+                    break
+                except Exception:
+                    pass
+                process = self.processes.get(f"s3-{index + 1}")
+                if process is None or process.poll() is not None or time.monotonic() > deadline:
+                    tail = open(os.path.join(self.directory, f"s3-{index + 1}.log"), errors="replace").read()[-2000:]
+                    raise RuntimeError(f"gateway {index + 1} did not answer on {self.endpoints[index]}:\n{tail}")
+                time.sleep(0.25)
+
+    def kill(self, name: str) -> None:
+        process = self.processes.get(name)
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+    def kill_gateway(self, index: int) -> None:
+        """SIGKILL to S3 gateway `index` (0 or 1): its port refuses connections from now on."""
+        self.kill(f"s3-{index + 1}")
+
+    def kill_volume(self, index: int) -> None:
+        """SIGKILL to volume server `index` (0-2)."""
+        self.kill(f"volume{index + 1}")
+
+    def running(self, name: str) -> bool:
+        process = self.processes.get(name)
+        return process is not None and process.poll() is None
+
+    def stop(self) -> None:
+        """Every server: SIGTERM, SIGKILL after 10 s."""
+        # All at once, each SIGKILLed after 10 s: one by one, seven weeds take a minute to stop.
+        processes = [p for p in self.processes.values() if p.poll() is None]
+        for process in processes:
+            process.terminate()
+        deadline = time.monotonic() + 10
+        for process in processes:
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        self.processes.clear()
+        CLEANUP.remove(self.stop)
+
+    def conditional_writes_hold(self, bucket: str) -> bool:
+        """A key written through gateway 1, then written again with If-None-Match: * through
+        gateway 2: True when that is refused with 412 (the stations' coordination rests on it)."""
+        key = f".cluster-check-{os.getpid()}-{time.monotonic_ns()}"
+        first, second = self.client(0), self.client(1)
+        first.put_object(Bucket=bucket, Key=key, Body=b"first\n")
+        try:
+            second.put_object(Bucket=bucket, Key=key, Body=b"second\n", IfNoneMatch="*")
+            held = False
+        except botocore.exceptions.ClientError as error:
+            held = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 412
+        first.delete_object(Bucket=bucket, Key=key)
+        return held
+
+    def client(self, index: int = 0, timeout: float = 30):
+        """A botocore S3 client of gateway `index`, as Weed.client."""
+        session = botocore.session.get_session()
+        return session.create_client(
+            "s3", endpoint_url=self.endpoints[index], region_name="us-east-1",
+            aws_access_key_id=self.admin[0], aws_secret_access_key=self.admin[1],
+            config=botocore.config.Config(
+                s3={"addressing_style": "path"}, retries={"max_attempts": 3, "mode": "standard"},
+                connect_timeout=timeout, read_timeout=max(timeout, 30)))
+
+
 # ---------------------------------------------------------------------------
 # The fault proxy (Tests/Tools/fault_proxy.py)
 
@@ -217,6 +353,12 @@ class Proxy:
 
     def stats(self) -> dict:
         return self.call("GET", "/stats")
+
+    def matched(self) -> list[int]:
+        """How many requests each rule has matched, in order: a rule with count=0 never fires,
+        so it only counts (the fleet rows count completes and aborts of an upload so)."""
+        answer = self.call("GET", "/rules")
+        return [rule["matched"] for rule in (answer["rules"] if isinstance(answer, dict) else answer)]
 
     def stop(self) -> None:
         stop_process(self.process, 5)
@@ -507,6 +649,20 @@ class LoopCard:
                         *mkfs_args, image], check=True)
         CLEANUP.push("loop card", self.release)
         self.attach(mount)
+
+    @classmethod
+    def clone(cls, source: "LoopCard", image: str, mountpoint: str) -> "LoopCard":
+        """A copy of `source`'s image (unmounted or mounted read-only, so that it is whole) on a
+        loop device of its own, mounted read-only at `mountpoint`: the same file system UUID and
+        label, so the same card to ingest, as a card cloned with dd."""
+        card = cls.__new__(cls)
+        card.image, card.mountpoint, card.label, card.device = image, mountpoint, source.label, None
+        os.makedirs(mountpoint, exist_ok=True)
+        subprocess.run(["cp", "--sparse=always", source.image, image], check=True)
+        CLEANUP.push("loop card", card.release)
+        card.attach(mount=False)
+        subprocess.run(["mount", "-o", "ro", card.device, mountpoint], check=True)
+        return card
 
     @property
     def rdev(self) -> tuple[int, int]:

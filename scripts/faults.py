@@ -32,6 +32,10 @@ with the default key template every card folder must hold one.
 The tus rows ("tus: …") send to a tus 1.0 server instead (scripts/tus_server.py, started by the
 first of them, behind a fault proxy of its own) and count by its stored uploads and their .info
 (F.audit_tus), bounding the bytes sent after each fault by what the server lacked at it.
+The fleet rows ("fleet …") run stations A, B and C (state directories, [device] ids of their own,
+the fleet key template) against a SeaweedFS cluster of two gateways (F.Cluster, started by the
+first of them), each gateway behind a counting proxy: handover of a killed station's upload,
+clones of a card at once, a gateway and a volume server killed, two stations adopting at once.
 Hostile cards (a file system off the allow-list, the station disk's UUID, dates of 1901 to 2300,
 a 16 TiB sparse file, links and mounts inside the card, escape sequences in names) are checked for
 their documented outcome, and every byte of the host they could reach is looked for in the bucket.
@@ -60,6 +64,7 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.parse
 import uuid
 
 import botocore.config
@@ -2062,6 +2067,389 @@ def tus_proxy_faults(rules: list[str], chunk: int = 5 * MiB):
 
 
 # name, function, repetitions (full), in the short form?
+# ---------------------------------------------------------------------------
+# The fleet (issue 41): stations sharing one bucket of a SeaweedFS cluster through two gateways
+
+FLEET_BUCKET = "fleet"
+FLEET_TEMPLATE = "{label}-{card_id}/{path}"  # the fleet key template: no {device}, no {card_date}
+FLEET_PART = 8 * MiB  # [upload] part_size of the stations
+FLEET_BIG = 600 * MiB  # the card's clip
+FLEET_RATE = 64 * MiB  # --max-rate of the runs that are killed or faulted mid-run
+FLEET_STATIONS = ("station-a", "station-b", "station-c")
+
+
+def fleet_cluster(harness: Harness) -> F.Cluster:
+    """The fleet's cluster (F.Cluster: master, three volume servers in three racks, filer, two
+    gateways) and its versioned bucket, started by the first fleet row; its conditional writes
+    must hold across the gateways, or the fleet rows mean nothing."""
+    if getattr(harness, "cluster", None) is None:
+        cluster = F.Cluster(harness.venv, os.path.join(harness.work, "cluster"), *harness.admin)
+        cluster.start()
+        harness.cluster = cluster
+        client = cluster.client(0)
+        client.create_bucket(Bucket=FLEET_BUCKET)
+        client.put_bucket_versioning(Bucket=FLEET_BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        harness.fleet_versioned = client.get_bucket_versioning(Bucket=FLEET_BUCKET).get("Status") == "Enabled"
+        if not cluster.conditional_writes_hold(FLEET_BUCKET):
+            raise RuntimeError("the cluster's gateways do not hold a conditional write across each other "
+                               "(If-None-Match: * through gateway 2 of a key gateway 1 wrote was not refused 412)")
+        F.log(f"cluster in {cluster.directory}: gateways {', '.join(cluster.endpoints)}; conditional writes "
+              f"hold across them")
+    return harness.cluster
+
+
+class FleetContext(Context):
+    """A repetition of a fleet row: stations A, B and C (state directories of their own, and
+    configurations that differ only in [device] id) on the fleet key template, sending to the
+    cluster's two gateways through a counting fault proxy each (`proxies[i]` in front of gateway
+    i: the bytes each station sent). The card's label is this repetition's own, so the card's
+    folder (`{label}-{card_id}/`) is too; counted by downloading it, as every row."""
+
+    def __init__(self, harness: Harness, row: Row, rep: int, config_extra: str = "") -> None:
+        super().__init__(harness, row, rep, config_extra)
+        self.cluster = fleet_cluster(harness)
+        self.client = self.cluster.client(0)  # made once: a botocore client takes a while to make
+        self.label = f"FL{os.path.basename(self.dir).split('-')[0]}{secrets.token_hex(2).upper()}"  # ext4: 16 at most
+        self.prefix = self.label + "-"
+        self.history = "if-present"
+        self.proxies = [F.Proxy(harness.venv, port, harness.seed, os.path.join(self.dir, f"proxy-{index + 1}.log"))
+                        for index, port in enumerate(self.cluster.gateway_ports)]
+        self.sent = [0, 0]  # bytes_to_upstream of each proxy, taken so far (take_sent)
+        self.configs: dict[str, str] = {}
+        for station in FLEET_STATIONS:
+            path = os.path.join(self.dir, f"{station}.toml")
+            with open(path, "w") as out:
+                out.write(f"""[device]
+id = "{station}"
+
+[s3]
+key_template = "{FLEET_TEMPLATE}"
+connect_timeout = "3s"
+stall_timeout = "5s"
+
+[upload]
+part_size = "{FLEET_PART // MiB}MiB"
+single_put_threshold = "5MiB"
+
+[staging]
+reserve = "1MiB"
+{config_extra}""")
+            self.configs[station] = path
+
+    def station(self, station: str, card: str, gateways: list[int], *, rate: int | None = None,
+                timeout: float = 240, **kw) -> F.Run:
+        """`ingest CARD` as `station` (its state directory, configuration and runtime directory:
+        stations are machines of their own), given the proxies of `gateways` as its endpoints,
+        in that order."""
+        state = self.state(f"state-{station[-1]}")
+        args = [card]
+        for index in gateways:
+            args += ["--endpoint", self.proxies[index].endpoint]
+        args += ["--bucket", FLEET_BUCKET, "--state-dir", state, "--config", self.configs[station], "--json"]
+        if rate:
+            args += ["--max-rate", f"{rate // MiB}MiB/s"]
+        env = {"RUNTIME_DIRECTORY": self.state(f"run-{station[-1]}"), "INGEST_LOG_LEVEL": "info", **kw.pop("env", {})}
+        self.logs = getattr(self, "logs", 0) + 1
+        run = self.command(args, timeout=timeout, env=env, **kw)
+        with open(os.path.join(self.dir, f"run-{self.logs}-{station}.log"), "wb") as out:
+            out.write(b"$ ingest " + " ".join(args).encode() + b"\n" + run.output)
+        return run
+
+    def take_sent(self, index: int) -> int:
+        """Proxy `index`'s bytes_to_upstream since the last call, then zeroed."""
+        proxy = self.proxies[index]
+        if proxy.process.poll() is not None:
+            return 0
+        stats = proxy.stats()
+        proxy.reset()
+        self.faults += sum(stats["injected"].values())
+        self.sent[index] += stats["bytes_to_upstream"]
+        return stats["bytes_to_upstream"]
+
+    def fleet_card(self, name: str = "card", clones: int = 1, big: int = FLEET_BIG) -> list[F.LoopCard]:
+        """An ext4 card (a loop device, mounted read-only): a clip of `big` bytes and ten photos,
+        and `clones` - 1 clones of it (copies of its image: the same file system UUID and
+        label, so the same card to ingest); its files expected in the bucket once."""
+        loop = F.LoopCard(os.path.join(self.dir, f"{name}.img"), os.path.join(self.dir, f"mnt-{name}"),
+                          big // MiB + 64, self.label)
+        root = loop.mountpoint
+        F.write_file(root, "DCIM/100MEDIA/DJI_0001.MP4", fleet_clip(self, big), CARD_MTIME)
+        for index in range(2, 12):
+            F.write_file(root, f"DCIM/100MEDIA/DJI_{index:04d}.JPG", random_bytes(self.rng, self.rng.randint(64 * 1024, MiB)),
+                         CARD_MTIME)
+        self.expect(root)
+        loop.remount_ro()
+        cards = [loop]
+        for index in range(1, clones):
+            cards.append(F.LoopCard.clone(loop, os.path.join(self.dir, f"{name}-{index}.img"),
+                                          os.path.join(self.dir, f"mnt-{name}-{index}")))
+        return cards
+
+    def small_bytes(self) -> int:
+        return sum(f.size for f in self.files if f.size < FLEET_BIG)
+
+    def open_uploads(self) -> list[tuple[str, str]]:
+        """(key, upload id) of the multipart uploads open under this card's folder."""
+        answer = self.client.list_multipart_uploads(Bucket=FLEET_BUCKET, Prefix=self.prefix)
+        return [(u["Key"], u["UploadId"]) for u in answer.get("Uploads", [])]
+
+    def acknowledged(self, key: str, upload_id: str) -> int:
+        """The bytes of the parts the server lists for an upload (ListParts)."""
+        total = 0
+        for page in self.client.get_paginator("list_parts").paginate(Bucket=FLEET_BUCKET, Key=key, UploadId=upload_id):
+            total += sum(part["Size"] for part in page.get("Parts", []))
+        return total
+
+    def settled_acknowledged(self, quiet: float = 1.0, limit: float = 20.0) -> list[tuple[str, str, int]]:
+        """(key, upload id, acknowledged bytes) of each open upload, once the sums have not
+        changed for `quiet` seconds (a part the server was still reading when its sender died
+        ends)."""
+        deadline = time.monotonic() + limit
+        last, since = None, time.monotonic()
+        while True:
+            now = [(key, upload_id, self.acknowledged(key, upload_id)) for key, upload_id in self.open_uploads()]
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet or time.monotonic() > deadline:
+                return now
+            time.sleep(0.25)
+
+    def count_upload_calls(self, index: int, upload_ids: list[str]) -> None:
+        """Proxy `index` counts (rules with count=0 match, never fire) the completes (POST) and
+        aborts (DELETE) of these uploads: `upload_calls` reads them."""
+        rules = []
+        for upload_id in upload_ids:
+            quoted = urllib.parse.quote(upload_id, safe="")
+            rules += [f"delay:POST:uploadId={quoted}:count=0", f"delay:DELETE:uploadId={quoted}:count=0"]
+        self.proxies[index].rules(rules)
+
+    def upload_calls(self, indexes: list[int]) -> tuple[int, int]:
+        """(completes, aborts) the proxies of `indexes` have counted (count_upload_calls)."""
+        completes = aborts = 0
+        for index in indexes:
+            matched = self.proxies[index].matched()
+            completes += sum(matched[0::2])
+            aborts += sum(matched[1::2])
+        return completes, aborts
+
+    def audit(self) -> F.Count:
+        count = F.audit_prefix(self.client, FLEET_BUCKET, self.prefix, self.files, self.dir,
+                               self.h.fleet_versioned, history=self.history, ascmhl=self.h.ascmhl)
+        for index in range(2):
+            self.take_sent(index)
+            self.proxies[index].stop()
+        count.sent_bytes = sum(self.sent)
+        self.row.faults += self.faults
+        self.row.add(count)
+        return count
+
+
+def fleet_clip(ctx: FleetContext, size: int) -> bytes:
+    """`size` random bytes, their first 16 this repetition's own: made once per harness (600 MiB
+    take seconds to draw), and yet no repetition's clip is already in the bucket (ingest would
+    copy it there instead of sending it)."""
+    cached = getattr(ctx.h, "fleet_clip", None)
+    if cached is None or len(cached) != size:
+        cached = random_bytes(random.Random(f"{ctx.h.seed}/fleet-clip"), size)
+        ctx.h.fleet_clip = cached
+    return ctx.rng.randbytes(16) + cached[16:]
+
+
+def kill_at_parts(ctx: FleetContext, percent: int, gateway: int = 0):
+    """A run's watch: SIGKILL once proxy `gateway` has forwarded the photos and `percent` % of
+    the clip (the only multipart file of a fleet card). Its counter, polled every 20 ms, is
+    cheap and at once; polling ListParts (two requests to a busy gateway) overshot the kill
+    point by far. What the
+    server acknowledged is taken after the kill (settled_acknowledged): the parts in flight at
+    the kill are not in it, unless their bodies had already left the sockets' buffers."""
+    target = ctx.small_bytes() + FLEET_BIG * percent // 100
+
+    def watch(kill, ended: threading.Event) -> None:
+        while not ended.wait(0.02):
+            if ctx.proxies[gateway].stats()["bytes_to_upstream"] >= target:
+                kill()
+                return
+    return watch
+
+
+def fleet_handover(percent: int):
+    """Station A uploads the card through gateway 1 (--max-rate 64MiB/s) and is killed (SIGKILL)
+    once `percent` % of the clip's parts are acknowledged; then station B runs the same card
+    through gateway 2. B must send at most what A had not landed: the clip less the bytes of
+    the parts the server lists for A's upload, two parts and the photos (and the requests'
+    heads), complete A's upload (not abort it: the proxy counts B's completes and aborts of
+    it) and exit 0."""
+    def scenario(ctx: FleetContext) -> None:
+        (card,) = ctx.fleet_card()
+        a = ctx.station("station-a", card.mountpoint, [0], rate=FLEET_RATE, watch=kill_at_parts(ctx, percent))
+        if not a.killed:
+            ctx.row.checks_failed.append(f"station A ended (status {a.status}) before {percent} % of the clip's parts")
+            return
+        left = ctx.settled_acknowledged()
+        acknowledged = sum(size for _, _, size in left)
+        ctx.take_sent(0)
+        ctx.row.notes.append(f"A killed at {acknowledged * 100 / FLEET_BIG:.0f} % of the clip "
+                             f"({acknowledged / MiB:.0f} MiB in {len(left)} open upload(s)); A sent {ctx.sent[0] / MiB:.0f} MiB")
+        ctx.count_upload_calls(1, [upload_id for _, upload_id, _ in left])
+        ctx.proxies[1].reset()
+        b = ctx.station("station-b", card.mountpoint, [1])
+        sent = ctx.take_sent(1)
+        bound = FLEET_BIG - acknowledged + 2 * FLEET_PART + ctx.small_bytes() + HEADS_SLACK
+        completes, aborts = ctx.upload_calls([1])
+        verdict = f"B sent {sent / MiB:.1f} MiB, bound {bound / MiB:.1f} MiB"
+        ctx.row.notes.append(f"{verdict if sent <= bound else 'B'} completed A's upload {completes} time(s), "
+                             f"aborted it {aborts} time(s)")
+        if b.status != 0:
+            ctx.row.checks_failed.append(f"station B: exit {b.status}: {tail(b.stderr)}")
+        if sent > bound:
+            ctx.row.checks_failed.append(verdict)
+        if left and (not completes or aborts):
+            ctx.row.checks_failed.append(f"A's upload was not completed by B (completes {completes}, aborts {aborts})")
+        card.release()
+    scenario.context = FleetContext
+    return scenario
+
+
+def fleet_clones(ctx: FleetContext) -> None:
+    """Clones of one card on station A (gateway 1) and station B (gateway 2) at once, each at
+    --max-rate 64MiB/s: both exit 0; the bytes each sent are reported (ideally about one card
+    between them)."""
+    a_card, b_card = ctx.fleet_card(clones=2)
+    runs: dict[str, F.Run] = {}
+
+    def one(station: str, card: F.LoopCard, gateway: int) -> None:
+        runs[station] = ctx.station(station, card.mountpoint, [gateway], rate=FLEET_RATE)
+
+    threads = [threading.Thread(target=one, args=("station-a", a_card, 0)),
+               threading.Thread(target=one, args=("station-b", b_card, 1))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    sent = [ctx.take_sent(0), ctx.take_sent(1)]
+    card_bytes = sum({f.xxh128: f.size for f in ctx.files}.values())
+    ctx.row.notes.append(f"A sent {sent[0] / MiB:.1f} MiB, B {sent[1] / MiB:.1f} MiB: {sum(sent) / card_bytes:.2f} x "
+                         f"the card ({card_bytes / MiB:.0f} MiB)")
+    for station, run in sorted(runs.items()):
+        if run.status != 0:
+            ctx.row.checks_failed.append(f"{station}: exit {run.status}: {tail(run.stderr)}")
+    a_card.release()
+    b_card.release()
+
+
+def fleet_gateway_killed(ctx: FleetContext) -> None:
+    """One station given both gateways (--endpoint GW1 --endpoint GW2, each behind its proxy),
+    --max-rate 64MiB/s; 6 s in, the gateway carrying the upload (the proxy that forwarded the
+    most bytes in the last second) is killed, and its proxy stopped: its port refuses
+    connections, as a dead gateway's. Must exit 0 with every file there once, byte-identical."""
+    (card,) = ctx.fleet_card()
+    killed: list[int] = []
+
+    def watch(kill, ended: threading.Event) -> None:
+        if ended.wait(5):
+            return
+        before = [p.stats()["bytes_to_upstream"] for p in ctx.proxies]
+        if ended.wait(1):
+            return
+        after = [p.stats()["bytes_to_upstream"] for p in ctx.proxies]
+        index = 0 if after[0] - before[0] >= after[1] - before[1] else 1
+        ctx.cluster.kill_gateway(index)
+        ctx.take_sent(index)
+        ctx.proxies[index].stop()
+        ctx.faults += 1
+        killed.append(index)
+
+    run = ctx.station("station-a", card.mountpoint, [0, 1], rate=FLEET_RATE, watch=watch, timeout=300)
+    if killed:
+        index = killed[0]
+        ctx.row.notes.append(f"gateway {index + 1} killed 6 s in (it carried the upload); exit {run.status} after "
+                             f"{run.seconds:.0f} s")
+        ctx.cluster.start_gateway(index)
+        ctx.proxies[index] = F.Proxy(ctx.h.venv, ctx.cluster.gateway_ports[index], ctx.h.seed,
+                                     os.path.join(ctx.dir, f"proxy-{index + 1}-again.log"))
+    else:
+        ctx.row.checks_failed.append(f"the run ended (status {run.status}) within 6 s: no gateway killed")
+    if run.status != 0:
+        ctx.row.checks_failed.append(f"exit {run.status} with a gateway killed: {tail(run.stderr)}")
+    for index in range(2):
+        ctx.take_sent(index)
+    ctx.row.notes.append(f"sent {ctx.sent[0] / MiB:.1f} MiB through gateway 1, {ctx.sent[1] / MiB:.1f} MiB through "
+                         f"gateway 2, for a card of {sum({f.xxh128: f.size for f in ctx.files}.values()) / MiB:.0f} MiB")
+    card.release()
+
+
+def fleet_volume_killed(ctx: FleetContext) -> None:
+    """One station through gateway 1 (--max-rate 64MiB/s); 4 s in, volume server 1 (rack r1)
+    is killed (replication 010: every volume has a copy in another rack). Must exit 0, or a
+    rerun must (the row says which); every file byte-identical, no upload left open. The volume
+    server is started again after the audit, which reads without it."""
+    (card,) = ctx.fleet_card()
+
+    def watch(kill, ended: threading.Event) -> None:
+        if not ended.wait(4):
+            ctx.cluster.kill_volume(0)
+            ctx.faults += 1
+
+    ctx.audit_hook = lambda: ctx.cluster.start_volume(0) if not ctx.cluster.running("volume1") else None
+    run = ctx.station("station-a", card.mountpoint, [0], rate=FLEET_RATE, watch=watch)
+    if ctx.cluster.running("volume1"):
+        ctx.row.checks_failed.append(f"the run ended (status {run.status}) within 4 s: no volume server killed")
+    if run.status == 0:
+        ctx.row.notes.append(f"volume server 1 killed 4 s in: exit 0 ({run.seconds:.0f} s)")
+    else:
+        ctx.row.notes.append(f"volume server 1 killed 4 s in: exit {run.status}: {tail(run.stderr, 200)}")
+        for attempt in range(3):
+            again = ctx.station("station-a", card.mountpoint, [0])
+            if again.status == 0:
+                ctx.row.notes.append(f"rerun {attempt + 1}: exit 0")
+                break
+        else:
+            ctx.row.checks_failed.append(f"no rerun exited 0 with a volume server down: {again.status}: {tail(again.stderr)}")
+    ctx.row.notes.append(f"sent {ctx.take_sent(0) / MiB:.1f} MiB for a card of "
+                         f"{sum({f.xxh128: f.size for f in ctx.files}.values()) / MiB:.0f} MiB")
+    card.release()
+
+
+def fleet_two_adopt(ctx: FleetContext) -> None:
+    """Station A killed at 50 % of the clip's parts (gateway 1); then B (the same card, gateway
+    1) and C (a clone, gateway 2) at once: both exit 0, one object per file, no upload open;
+    the bytes each sent are reported against what A had not landed."""
+    a_card, c_card = ctx.fleet_card(clones=2)
+    a = ctx.station("station-a", a_card.mountpoint, [0], rate=FLEET_RATE, watch=kill_at_parts(ctx, 50))
+    if not a.killed:
+        ctx.row.checks_failed.append(f"station A ended (status {a.status}) before half the clip's parts")
+        return
+    left = ctx.settled_acknowledged()
+    acknowledged = sum(size for _, _, size in left)
+    ctx.take_sent(0)
+    ctx.take_sent(1)
+    runs: dict[str, F.Run] = {}
+
+    def one(station: str, card: F.LoopCard, gateway: int) -> None:
+        runs[station] = ctx.station(station, card.mountpoint, [gateway])
+
+    threads = [threading.Thread(target=one, args=("station-b", a_card, 0)),
+               threading.Thread(target=one, args=("station-c", c_card, 1))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    sent = [ctx.take_sent(0), ctx.take_sent(1)]
+    owed = FLEET_BIG - acknowledged + ctx.small_bytes()
+    ctx.row.notes.append(f"A killed with {acknowledged / MiB:.0f} MiB of the clip acknowledged; then B sent "
+                         f"{sent[0] / MiB:.1f} MiB, C {sent[1] / MiB:.1f} MiB, for {owed / MiB:.1f} MiB owed "
+                         f"({sum(sent) / owed:.2f} x)")
+    for station, run in sorted(runs.items()):
+        if run.status != 0:
+            ctx.row.checks_failed.append(f"{station}: exit {run.status}: {tail(run.stderr)}")
+    a_card.release()
+    c_card.release()
+
+
+for _fleet_row in (fleet_clones, fleet_gateway_killed, fleet_volume_killed, fleet_two_adopt):
+    _fleet_row.context = FleetContext
+
+
 def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
     r = reps or (1 if short else 3)
     out: list[tuple[str, object, int, bool]] = []
@@ -2140,6 +2528,14 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
         ("hostile card: links and a mount of another file system", links_and_mounts(False), 1, True),
         ("hostile card: a bind mount of the card's own file system", links_and_mounts(True), 1, True),
         ("hostile card: escape sequences in names on the console", console_escapes, 1, True),
+    ]
+    for percent in (25, 50, 75):
+        out.append((f"fleet handover at {percent} % of a 600 MiB file", fleet_handover(percent), 1, percent == 50))
+    out += [
+        ("fleet clones at once (two stations, two gateways)", fleet_clones, 1, False),
+        ("fleet gateway killed (one station given both)", fleet_gateway_killed, 1, True),
+        ("fleet volume server killed", fleet_volume_killed, 1, False),
+        ("fleet two adopt at once (A killed at 50 %, then B and C)", fleet_two_adopt, 1, False),
     ]
     return [(name, fn, 1 if short else reps_, ) for name, fn, reps_, in_short in out if in_short or not short]
 
