@@ -219,6 +219,7 @@ stall_timeout = "5s"
 [upload]
 part_size = "{PART_SIZE // MiB}MiB"
 single_put_threshold = "5MiB"
+adopt_after = "5s"
 
 [staging]
 reserve = "1MiB"
@@ -2072,6 +2073,7 @@ def tus_proxy_faults(rules: list[str], chunk: int = 5 * MiB):
 
 FLEET_BUCKET = "fleet"
 FLEET_TEMPLATE = "{label}-{card_id}/{path}"  # the fleet key template: no {device}, no {card_date}
+FLEET_ADOPT_AFTER = "10s"  # [upload] adopt_after: a stopped station's upload is taken over 10 s after its last part
 FLEET_PART = 8 * MiB  # [upload] part_size of the stations
 FLEET_BIG = 600 * MiB  # the card's clip
 FLEET_RATE = 64 * MiB  # --max-rate of the runs that are killed or faulted mid-run
@@ -2130,6 +2132,7 @@ stall_timeout = "5s"
 [upload]
 part_size = "{FLEET_PART // MiB}MiB"
 single_put_threshold = "5MiB"
+adopt_after = "{FLEET_ADOPT_AFTER}"
 
 [staging]
 reserve = "1MiB"

@@ -70,7 +70,7 @@ struct ObjectUploader: Sendable {
         do {
             let found = try await client.recordedFingerprint(of: head, key: record.key)
             if head.size == record.size, found == record.fingerprint { return .success(.ours) }
-            if head.size == record.size, found == nil, record.fingerprintGoesInTag, parts?.check(head) == .matches {
+            if head.size == record.size, found == nil, fingerprintMayBeInTag, parts?.check(head) == .matches {
                 try await tagFingerprint()
                 return .success(.ours)
             }
@@ -95,6 +95,12 @@ struct ObjectUploader: Sendable {
         try await tagFingerprint()
         return record.fingerprint
     }
+
+    /// An object of ours may carry its fingerprint in its `xxh128` tag rather than its
+    /// metadata: its parts were streamed (``UploadRecord/fingerprintGoesInTag``), here or at
+    /// another station whose upload this one took over (``handover(behind:passedOver:)``):
+    /// the object has the metadata its upload was created with. Wherever tags can be set.
+    var fingerprintMayBeInTag: Bool { record.fingerprintGoesInTag || client.capabilities.contains(.tagging) }
 
     /// Adds the `xxh128` tag to the object's tags (``UploadRecord/fingerprintGoesInTag``).
     func tagFingerprint() async throws(S3ClientError) {

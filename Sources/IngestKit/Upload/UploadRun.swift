@@ -340,7 +340,7 @@ struct UploadRun {
                 mismatch = "the server's digest is \(found), the parts sent make \(want)"
             }
             var found = head.metadata[ObjectLabelKeys.fingerprint]
-            if found == nil, record.fingerprintGoesInTag {
+            if found == nil, uploader.fingerprintMayBeInTag {
                 found = try await uploader.taggedFingerprint(
                     of: head, provenOurs: mismatch == nil && (check == .matches || machine.isConfirmingCompletion))
             }
