@@ -1,5 +1,3 @@
-import Glibc
-
 /// Where the station's upload-rate bucket (``StationRateBucket``) is kept.
 public enum StationRateFile {
     /// The file's name in the runtime directory.
@@ -60,7 +58,8 @@ final class StationRateBucket: SendTokens {
     /// The rate this process asked for.
     let asked: ByteRate
     private let file: FileDescriptor
-    private let map: UnsafeMutableRawPointer
+    private let mapping: SharedMapping
+    private var map: UnsafeMutableRawPointer { mapping.base }
     /// This process's slot in the table; nil when all were taken.
     private let slot: Int?
     /// Nanoseconds on a clock every process of the station shares (`CLOCK_MONOTONIC`).
@@ -68,7 +67,7 @@ final class StationRateBucket: SendTokens {
 
     /// Opens (creating, mode 0600) the bucket at `path` and joins it asking for `rate`.
     /// Fails when the file cannot be opened or mapped: the caller caps the process alone.
-    init(path: String, rate: ByteRate, clock: @escaping () -> Int64 = StationRateBucket.monotonicNanoseconds)
+    init(path: String, rate: ByteRate, clock: @escaping () -> Int64 = monotonicNanoseconds)
         throws(SystemError)
     {
         self.path = path
@@ -78,15 +77,14 @@ final class StationRateBucket: SendTokens {
         _ = try opened.lockExclusively(waiting: true, path: path)
         defer { opened.unlock() }
         if Int64(try opened.stat().st_size) < Int64(Self.size) { try opened.truncate(to: Int64(Self.size), path: path) }
-        guard let mapped = mmap(nil, Self.size, PROT_READ | PROT_WRITE, MAP_SHARED, opened.raw, 0), mapped != MAP_FAILED
-        else { throw SystemError.last("mmap", path: path) }
+        let mapped = try SharedMapping(opened, length: Self.size, path: path)
         var mine: Int?
         for index in 0..<Self.slots where try opened.lockByte(at: Self.livenessBase + Int64(index), path: path) {
             mine = index
             break
         }
         file = opened
-        map = mapped
+        mapping = mapped
         slot = mine
         let now = clock()
         if map.load(fromByteOffset: Self.magicOffset, as: UInt64.self) != Self.magic {
@@ -109,7 +107,6 @@ final class StationRateBucket: SendTokens {
             self.ledger = ledger
             file.unlock()
         }
-        munmap(map, Self.size)
     }
 
     /// The bucket's rate now: the smallest asked by the processes alive at the last audit.
@@ -132,13 +129,6 @@ final class StationRateBucket: SendTokens {
             ledger.giveBack(count)
             self.ledger = ledger
         }
-    }
-
-    /// `CLOCK_MONOTONIC` in nanoseconds: one clock for every process of the machine.
-    static func monotonicNanoseconds() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 
     // MARK: Under the lock
@@ -173,7 +163,7 @@ final class StationRateBucket: SendTokens {
         for index in 0..<Self.slots {
             let asked = load(Self.slotsOffset + 8 * index)
             guard asked > 0 else { continue }
-            if index != slot, !isHeld(Self.livenessBase + Int64(index)) {
+            if index != slot, !file.byteIsLockedElsewhere(at: Self.livenessBase + Int64(index)) {
                 store(Self.slotsOffset + 8 * index, 0)
                 continue
             }
@@ -181,19 +171,6 @@ final class StationRateBucket: SendTokens {
         }
         ledger.change(rate: smallest ?? asked.bytesPerSecond, at: now)
         store(Self.auditedOffset, now)
-    }
-
-    /// Whether another open file holds a lock on the byte at `offset` (`F_OFD_GETLK`).
-    private func isHeld(_ offset: Int64) -> Bool {
-        var range = flock()
-        range.l_type = Int16(F_WRLCK)
-        range.l_whence = Int16(SEEK_SET)
-        range.l_start = off_t(offset)
-        range.l_len = 1
-        range.l_pid = 0  // required of OFD locks
-        let getOFDLock: Int32 = 36  // F_OFD_GETLK, declared only under _GNU_SOURCE
-        guard fcntl(file.raw, getOFDLock, &range) == 0 else { return true }
-        return range.l_type != Int16(F_UNLCK)
     }
 
     private func load(_ offset: Int) -> Int64 { map.load(fromByteOffset: offset, as: Int64.self) }
