@@ -5,8 +5,9 @@
 # together, each with its own --state-dir, one config with max_rate = RATE (40MiB/s), each
 # into its own bucket. The station's upload rate is the slope of the server's received bytes
 # (SeaweedFS_s3_bucket_traffic_received_bytes_total, all buckets), sampled every second, over
-# the time all of them upload: from SKIP (3) seconds after the first bytes land to the first
-# process's exit. Run twice: "shared", every process with the same INGEST_RATE_FILE (the
+# the time all of them upload: from SKIP seconds after the first bytes land to the first
+# process's exit (SKIP, 6 s: the server counts a request's bytes when it ends, which blurs a
+# slope by the parts in flight at its ends); and all the bytes over the whole run, a lower bound. Run twice: "shared", every process with the same INGEST_RATE_FILE (the
 # station's bucket), and "per-process" (INGEST_RATE_FILE in a directory that does not exist:
 # each process falls back to its own bucket). Target: shared within 10 % of RATE.
 #   env: INGEST (binary, default .build/release/ingest), VENV, CARDS, BIG, RATE, SKIP, CARD_DIR,
@@ -16,7 +17,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ingest=${INGEST:-$repo/.build/release/ingest}
-cards=${CARDS:-4} big=${BIG:-300M} rate=${RATE:-40MiB/s} skip=${SKIP:-3}
+cards=${CARDS:-4} big=${BIG:-300M} rate=${RATE:-40MiB/s} skip=${SKIP:-6}
 card_dir=${CARD_DIR:-/dev/shm}/bench-station-rate-cards
 work=${WORK:-/var/tmp/bench-station-rate}
 read -r -a modes <<<"${MODES:-shared per-process}"
@@ -87,13 +88,18 @@ for mode in "${modes[@]}"; do
     $2 > 0 && !t0 { t0 = $1 + skip } t0 && !a && $1 >= t0 { a = $1; ab = $2 } $1 <= stop { z = $1; zb = $2 }
     END { print a, ab, z, zb }')
   station=$(awk -v b0="$b0" -v b1="$b1" -v t0="$t0" -v t1="$t1" 'BEGIN { printf "%.1f", (b1 - b0) / (t1 - t0) / 1048576 }')
+  printf '%s\n' "${samples[@]}" >"$work/$mode/samples.txt"
+  # All the bytes over the whole run, start-up and staging included: a lower bound of the
+  # rate while they upload (a slope is blurred by the parts in flight at its two ends: the
+  # server counts a request's bytes when it ends).
+  overall=$(awk -v total="$total" -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", total / (b - a) / 1048576 }')
   wall=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
   window=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-  result[$mode]="| $mode | $cards | $rate | $station | $window | $wall | $(numfmt --to=iec "$total") |"
+  result[$mode]="| $mode | $cards | $rate | $station | $overall | $window | $wall | $(numfmt --to=iec "$total") |"
   echo "${result[$mode]}"
 done
 
 echo
-echo "| bucket | processes | max_rate each | station MiB/s (all uploading) | window s | wall s | bytes landed |"
-echo "|---|--:|--:|--:|--:|--:|--:|"
+echo "| bucket | processes | max_rate each | MiB/s landed while all upload (slope) | MiB/s landed over the whole run (lower bound) | window s | wall s | bytes landed |"
+echo "|---|--:|--:|--:|--:|--:|--:|--:|"
 for mode in "${modes[@]}"; do echo "${result[$mode]}"; done
