@@ -31,7 +31,7 @@ struct UploadRateOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Cap on the upload rate of all transfers together, like 2MiB/s, or off ([upload] max_rate; default off). Copying from the card is not slowed.",
+            "Cap on the upload rate for the whole station (every ingest process on it, all transfers together), like 2MiB/s, or off ([upload] max_rate; default off). Copying from the card is not slowed.",
             valueName: "rate"))
     var maxRate: String?
 
@@ -50,12 +50,18 @@ extension CommonOptions {
         config: Config, state: StateDirectory, journal: Journal, events: any EventSink, wire: WireMeter = WireMeter(),
         logger: Logger
     ) throws(IngestError) -> UploadService {
-        try UploadService(
+        var settings = config.uploadTransport
+        settings.stationRateFile = StationRateFile.path(environment: environment)
+        let transport = CurlTransport(settings: settings, meter: wire)
+        if let problem = transport.stationRateProblem, let rate = config.upload.maxRate {
+            logger.notice(
+                "max_rate \(rate) holds for this process only: the station's upload-rate file could not be used (\(problem)); other ingest processes on this machine are not counted. The ingest@ services share /run/ingest/upload-rate; set INGEST_RATE_FILE to a writable file to share it by hand.")
+        }
+        return try UploadService(
             journal: journal, state: state, settings: config.upload,
             stores: .network(
                 credentials: CredentialsProvider(environment: environment) { events.emit(.upload(.refreshingCredentials)) },
-                tusHeaders: try config.tus.headers(), transport: CurlTransport(settings: config.uploadTransport, meter: wire),
-                logger: logger),
+                tusHeaders: try config.tus.headers(), transport: transport, logger: logger),
             events: events, logger: logger, keyPrefix: config.s3.prefix)
     }
 

@@ -21,6 +21,8 @@ final class Loop: @unchecked Sendable {
     let readAhead: BodyReadAhead
     /// The cap on the bodies' bytes per second; nil: none.
     private let sendRate: SendRateLimiter<Transfer>?
+    /// Why the station's bucket could not be used, when it could not.
+    let stationRateProblem: SystemError?
     private let running = Atomic<Bool>(true)
     /// Every transfer is to end now, and every later one at once (``CurlTransport/cut()``).
     private let cutting = Atomic<Bool>(false)
@@ -49,13 +51,25 @@ final class Loop: @unchecked Sendable {
         // Two readers: one reads while the other hands its block over, and the disk sees
         // two reads in flight.
         readAhead = BodyReadAhead(threads: 2, wake: { Self.wake(wakeup) })
-        sendRate = settings.maxSendRate.map { SendRateLimiter(rate: $0, now: .now) }
+        (sendRate, stationRateProblem) = Self.sendRateLimiter(settings)
         do throws(TransportError) {
             try setMultiOption(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, "CURLMOPT_MAX_TOTAL_CONNECTIONS", settings.maxConnections)
             try setMultiOption(multi, CURLMOPT_MAXCONNECTS, "CURLMOPT_MAXCONNECTS", settings.maxConnections)
             setupError = nil
         } catch {
             setupError = error
+        }
+    }
+
+    /// The limiter of `settings`' cap: on the station's bucket when there is a file for it
+    /// and it opens, else on a bucket of the transport's own (and why).
+    private static func sendRateLimiter(_ settings: TransportSettings) -> (SendRateLimiter<Transfer>?, SystemError?) {
+        guard let rate = settings.maxSendRate else { return (nil, nil) }
+        guard let path = settings.stationRateFile else { return (SendRateLimiter(rate: rate, now: .now), nil) }
+        do throws(SystemError) {
+            return (SendRateLimiter(rate: rate, bucket: try StationRateBucket(path: path, rate: rate)), nil)
+        } catch {
+            return (SendRateLimiter(rate: rate, now: .now), error)
         }
     }
 

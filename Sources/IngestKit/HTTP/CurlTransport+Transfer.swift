@@ -53,6 +53,10 @@ final class Transfer: @unchecked Sendable {
     /// Counts the body as it is sent, for a payload.
     let meter: WireMeter?
     let continuation: CheckedContinuation<Result<HTTPResponse, TransportError>, Never>
+    /// How long a request with ``HTTPRequest/expectContinue`` waits for `100 Continue`
+    /// before it sends its body anyway (libcurl's default is a second): a server or proxy
+    /// that ignores Expect costs this per request, one that answers it a round trip.
+    static let expectContinueWait: Duration = .milliseconds(300)
 
     private var easy: UnsafeMutableRawPointer?
     private var headerList: UnsafeMutablePointer<curl_slist>?
@@ -160,9 +164,16 @@ final class Transfer: @unchecked Sendable {
             if request.method != "PUT" { try options.set(CURLOPT_CUSTOMREQUEST, request.method) }
         }
         // No "Expect: 100-continue" round trip before each part; no header curl adds itself
-        // that the signature does not cover.
+        // that the signature does not cover. A request that asks for it (a conditional
+        // PutObject of a large body) waits for the go-ahead, but not long: a server that
+        // ignores Expect costs that wait per request.
         var headers = request.headers.map { "\($0.name): \($0.value)" }
-        headers.append("Expect:")
+        if request.expectContinue, request.body.length > 0 {
+            headers.append("Expect: 100-continue")
+            try options.set(CURLOPT_EXPECT_100_TIMEOUT_MS, Transfer.expectContinueWait.inMilliseconds)
+        } else {
+            headers.append("Expect:")
+        }
         for header in headers { headerList = curl_slist_append(headerList, header) }
         try options.set(CURLOPT_HTTPHEADER, headerList)
     }

@@ -22,6 +22,10 @@ public struct TransportSettings: Sendable, Equatable {
     /// A cap on the bytes per second of all request bodies together (``SendRateLimiter``);
     /// nil: none.
     public var maxSendRate: ByteRate?
+    /// The file of the station's bucket for `maxSendRate` (``StationRateBucket``), shared
+    /// with every ingest process of the machine; nil, or a file that cannot be opened: the
+    /// cap holds for this transport alone.
+    public var stationRateFile: String?
 
     public init() {}
 
@@ -64,6 +68,10 @@ public final class CurlTransport: Sendable {
     }
 
     deinit { loop.stop() }
+
+    /// Why ``TransportSettings/stationRateFile`` could not be used, when it could not: the
+    /// cap then holds for this process alone.
+    public var stationRateProblem: SystemError? { loop.stationRateProblem }
 
     /// Sends a request and returns the server's answer, whatever its status; throws only
     /// when no answer came.

@@ -35,20 +35,26 @@ public struct HTTPRequest: Sendable, Equatable {
     /// The body is a file's content being uploaded (a part, a single PUT): counted by the
     /// transport's ``WireMeter`` as it is sent.
     public var isPayload: Bool
+    /// Send `Expect: 100-continue` and hold the body until the server says to go on (or a
+    /// short wait passes): a server that refuses the request on its headers (a conditional
+    /// write to a key taken, 412) is spared the body. Other requests send the body at once.
+    public var expectContinue: Bool
 
     public init(
         method: String, url: String, headers: [(name: String, value: String)] = [], body: HTTPBody = .empty,
-        isPayload: Bool = false
+        isPayload: Bool = false, expectContinue: Bool = false
     ) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.isPayload = isPayload
+        self.expectContinue = expectContinue
     }
 
     public static func == (a: HTTPRequest, b: HTTPRequest) -> Bool {
         a.method == b.method && a.url == b.url && a.body == b.body && a.isPayload == b.isPayload
+            && a.expectContinue == b.expectContinue
             && a.headers.map { [$0.name, $0.value] } == b.headers.map { [$0.name, $0.value] }
     }
 }

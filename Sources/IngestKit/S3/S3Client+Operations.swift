@@ -5,11 +5,22 @@ import Foundation
 
 extension S3Client {
     /// PutObject: the whole body in one request. Returns the ETag as sent.
+    ///
+    /// A conditional one (`If-None-Match: *`) of a body of ``expectContinueThreshold`` or
+    /// more asks for `100 Continue` first, so that a server that checks the condition on
+    /// the headers refuses a key taken (412) before the body is sent, not after.
     public func putObject(
         key: String, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header] = []
     ) async throws(S3ClientError) -> ObjectWritten {
-        try await put(key: key, body: body, payloadHash: payloadHash, headers: headers, isPayload: true)
+        let expectContinue = body.length >= Self.expectContinueThreshold && headers.contains(.ifNoneMatchAny)
+        return try await put(
+            key: key, body: body, payloadHash: payloadHash, headers: headers, isPayload: true, expectContinue: expectContinue)
     }
+
+    /// The smallest conditional PutObject body sent after `100 Continue`. Below it the round
+    /// trip costs more than the body it could spare (see docs/benchmarks.md); parts are never
+    /// conditional, and never wait.
+    public static let expectContinueThreshold: Int64 = 4 * S3UploadLimits.mebibyte
 
     /// PutObject of a document of ingest's own (a card's ASC MHL manifest or chain), not a
     /// file's content: not counted as the job's bytes on the wire (``WireMeter``).
@@ -28,10 +39,12 @@ extension S3Client {
     }
 
     private func put(
-        key: String, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header], isPayload: Bool
+        key: String, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header], isPayload: Bool,
+        expectContinue: Bool = false
     ) async throws(S3ClientError) -> ObjectWritten {
         let response = try await perform(
-            "PUT", key: key, headers: headers, body: body, payloadHash: payloadHash, policy: .part, isPayload: isPayload)
+            "PUT", key: key, headers: headers, body: body, payloadHash: payloadHash, policy: .part, isPayload: isPayload,
+            expectContinue: expectContinue)
         return ObjectWritten(
             etag: try etag(of: response), checksumCRC32C: response[header: "x-amz-checksum-crc32c"],
             serverSideEncryption: response[header: "x-amz-server-side-encryption"],

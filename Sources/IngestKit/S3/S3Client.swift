@@ -39,7 +39,7 @@ public final class S3Client: Sendable {
     func perform(
         _ method: String, key: String, query: [S3QueryItem] = [], headers: [SigV4Header] = [],
         body: HTTPBody = .empty, payloadHash: PayloadHash = .emptyBody, policy: RetryPolicy = .control,
-        notFoundIsAnswer: Bool = false, isPayload: Bool = false
+        notFoundIsAnswer: Bool = false, isPayload: Bool = false, expectContinue: Bool = false
     ) async throws(S3ClientError) -> HTTPResponse {
         let location: S3Location
         do {
@@ -59,7 +59,8 @@ public final class S3Client: Sendable {
             } catch { throw .request("\(error)") }
             let request = HTTPRequest(
                 method: method, url: location.url(query: query),
-                headers: (headers + signature.headers).map { ($0.name, $0.value) }, body: body, isPayload: isPayload)
+                headers: (headers + signature.headers).map { ($0.name, $0.value) }, body: body, isPayload: isPayload,
+                expectContinue: expectContinue)
 
             let failure: AttemptFailure
             var lastTransportError: TransportError?

@@ -26,8 +26,9 @@ public struct UploadSettings: Sendable, Equatable {
     /// `ingest status` and the metrics, and a non-zero exit status for every run that meets
     /// it, until it succeeds or is forgotten.
     public var quarantineAfter = 5
-    /// A cap on the bytes per second of all bodies together, over every transfer of the
-    /// process (`[upload] max_rate`, `--max-rate`); nil: none. Staging is not slowed by it.
+    /// A cap on the bytes per second of all bodies together, over every transfer of every
+    /// ingest process of the station (`[upload] max_rate`, `--max-rate`; ``StationRateBucket``);
+    /// nil: none. Staging is not slowed by it.
     public var maxRate: ByteRate?
     /// Sign every body with its SHA-256 even over TLS (it always is over plain HTTP to
     /// another host): costs one more read and hash of each part.

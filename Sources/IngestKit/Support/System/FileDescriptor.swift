@@ -288,3 +288,46 @@ final class FileDescriptor: @unchecked Sendable {
         return range
     }
 }
+
+
+/// A file's first bytes mapped into memory, shared with every process that maps the same
+/// file (`MAP_SHARED`): how the processes of a station share a small record
+/// (``StationRateBucket``). Unmapped when dropped.
+final class SharedMapping: @unchecked Sendable {
+    let base: UnsafeMutableRawPointer
+    let length: Int
+
+    /// Maps the first `length` bytes of `file`, which is at least that long, for reading and writing.
+    init(_ file: FileDescriptor, length: Int, path: String) throws(SystemError) {
+        guard let mapped = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, file.raw, 0), mapped != MAP_FAILED
+        else { throw SystemError.last("mmap", path: path) }
+        base = mapped
+        self.length = length
+    }
+
+    deinit { munmap(base, length) }
+}
+
+extension FileDescriptor {
+    /// Whether another open file holds an open-file-description lock on the byte at `offset`
+    /// (`F_OFD_GETLK`); true when the kernel cannot say, so that a caller never takes a
+    /// lock it cannot see for a free one.
+    func byteIsLockedElsewhere(at offset: Int64) -> Bool {
+        var range = flock()
+        range.l_type = Int16(F_WRLCK)
+        range.l_whence = Int16(SEEK_SET)
+        range.l_start = off_t(offset)
+        range.l_len = 1
+        range.l_pid = 0  // required of OFD locks
+        let getOFDLock: Int32 = 36  // F_OFD_GETLK, declared only under _GNU_SOURCE
+        guard fcntl(raw, getOFDLock, &range) == 0 else { return true }
+        return range.l_type != Int16(F_UNLCK)
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: one clock that every process of the machine reads alike.
+func monotonicNanoseconds() -> Int64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+}
