@@ -11,10 +11,16 @@ import Synchronization
 ///
 /// Credentials are asked for on every attempt (so refreshed ones are used at once), an
 /// expired token refreshes them, and a skewed clock is corrected from the server's `Date`.
+///
+/// Each attempt goes through the first of the destination's gateways not marked down
+/// (``S3Gateways``), and is signed for that gateway's host. A connection refused, reset or
+/// timed out marks the gateway down, and the request is sent again at once through the next
+/// one that is up, spending none of its retry budget; only when every gateway is down does
+/// the retry policy's backoff apply.
 public final class S3Client: Sendable {
     public let destination: S3Destination
-    /// The destination's endpoint, parsed.
-    let endpoint: S3Endpoint
+    /// The destination's gateways, shared by every client of the destination in the process.
+    public let gateways: S3Gateways
     let credentials: CredentialsProvider
     let transport: CurlTransport
     let signer: SigV4Signer
@@ -27,11 +33,35 @@ public final class S3Client: Sendable {
         destination: S3Destination, credentials: CredentialsProvider, transport: CurlTransport, logger: Logger
     ) throws(S3AddressError) {
         self.destination = destination
-        endpoint = try S3Endpoint(destination.endpoint)
+        gateways = try S3Gateways(urls: destination.gatewayURLs, logger: logger)
         self.credentials = credentials
         self.transport = transport
         self.signer = SigV4Signer(region: destination.region)
         self.logger = logger
+    }
+
+    /// A client whose requests go through `gateways`, the destination's shared state of its
+    /// gateways (``StoreFactory/network(credentials:tusHeaders:transport:logger:)`` keeps one
+    /// per destination).
+    public init(
+        destination: S3Destination, gateways: S3Gateways, credentials: CredentialsProvider, transport: CurlTransport,
+        logger: Logger
+    ) {
+        self.destination = destination
+        self.gateways = gateways
+        self.credentials = credentials
+        self.transport = transport
+        self.signer = SigV4Signer(region: destination.region)
+        self.logger = logger
+    }
+
+    /// Whether a transport failure says the gateway itself is unreachable (refused, reset,
+    /// timed out): what sends the request through another gateway.
+    static func isGatewayFailure(_ kind: TransportError.Kind) -> Bool {
+        switch kind {
+        case .connectionFailed, .connectionReset, .timedOut: true
+        default: false
+        }
     }
 
     /// Signs and sends one request, retrying as `policy` decides; returns a 2xx answer (or
@@ -41,13 +71,18 @@ public final class S3Client: Sendable {
         body: HTTPBody = .empty, payloadHash: PayloadHash = .emptyBody, policy: RetryPolicy = .control,
         notFoundIsAnswer: Bool = false, isPayload: Bool = false
     ) async throws(S3ClientError) -> HTTPResponse {
-        let location: S3Location
-        do {
-            location = try S3Location(
-                endpoint: endpoint, bucket: destination.bucket, key: key, style: destination.addressing)
-        } catch { throw .request("\(error)") }
         var state = RetryState()
+        // Sends through another gateway spend no attempt; bounded so that gateways failing
+        // in turn cannot keep a request going forever.
+        var failovers = 0
+        let failoverLimit = gateways.all.count * policy.maxAttempts
         while true {
+            let gateway = gateways.pick()
+            let location: S3Location
+            do {
+                location = try S3Location(
+                    endpoint: gateway.endpoint, bucket: destination.bucket, key: key, style: destination.addressing)
+            } catch { throw .request("\(error)") }
             let resolved: ResolvedCredentials
             do { resolved = try await credentials.credentials() } catch { throw .credentials(error) }
             let now = Date().addingTimeInterval(clockOffset.withLock { $0 }.inSeconds)
@@ -65,6 +100,7 @@ public final class S3Client: Sendable {
             var lastTransportError: TransportError?
             do {
                 let response = try await transport.send(request)
+                gateways.markUp(gateway)
                 if notFoundIsAnswer, response.status == 404 { return response }
                 let parsedError = S3Error.parse(status: response.status, body: Data(response.body))
                 if (200..<300).contains(response.status), parsedError == nil { return response }
@@ -74,6 +110,13 @@ public final class S3Client: Sendable {
                 if case .bodyUnreadable = error.kind { throw .transport(error, attempts: state.failedAttempts + 1) }
                 lastTransportError = error
                 failure = .transport(error.kind)
+                if Self.isGatewayFailure(error.kind),
+                    gateways.markDown(gateway, reason: error.message.isEmpty ? "\(error.kind)" : error.message),
+                    failovers < failoverLimit
+                {
+                    failovers += 1
+                    continue
+                }
             }
 
             let decision = policy.decide(after: failure, state: &state, random: Double.random(in: 0..<1), now: Date())
