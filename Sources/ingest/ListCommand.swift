@@ -33,7 +33,7 @@ struct ListCommand: AsyncParsableCommand {
             var config = try common.loadConfig()
             destination.apply(to: &config)
             let target = try config.s3.target()
-            let client = try common.makeStores(config: config, logger: logger).store(target)
+            let client = try await common.makeStores(config: config, logger: logger).store(target)
             let what = "listing \(target.displayName)"
             guard client.capabilities.contains(.listing) else {
                 throw .config(file: nil, key: "s3.endpoint", problem: "\(target.displayName) cannot list its objects")

@@ -42,7 +42,7 @@ struct ResumeCommand: AsyncParsableCommand {
                 return common.say(nothing, on: .standardError)  // no upload to resume: done
             }
             let (sink, reports) = common.makeReporting(progress, uploads: true, systemd: systemd)
-            let service = try common.makeUploadService(
+            let service = try await common.makeUploadService(
                 config: config, state: state, journal: journal, events: sink, wire: reports.progress.wire, logger: logger)
             try await service.recover(sink: sink)
             var records: [UploadRecord] = []
