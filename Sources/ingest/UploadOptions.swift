@@ -59,7 +59,7 @@ extension CommonOptions {
             stores: .network(
                 credentials: CredentialsProvider(environment: environment) { events.emit(.upload(.refreshingCredentials)) },
                 tusHeaders: try config.tus.headers(), transport: CurlTransport(settings: config.uploadTransport, meter: wire),
-                knownGateways: { known.urls(for: $0) }, logger: logger),
+                known: known, journal: journal, logger: logger),
             events: events, logger: logger, keyPrefix: config.s3.prefix)
     }
 
@@ -73,7 +73,8 @@ extension CommonOptions {
         let known = if let journal { try await knownGateways(config: config, journal: journal) } else { KnownGateways() }
         return .network(
             credentials: CredentialsProvider(environment: environment), tusHeaders: try config.tus.headers(),
-            transport: CurlTransport(settings: config.s3.transport), knownGateways: { known.urls(for: $0) }, logger: logger)
+            transport: CurlTransport(settings: config.s3.transport), known: known,
+            journal: journal.flatMap { $0.isReadOnly ? nil : $0 }, logger: logger)
     }
 
     /// The configured destination under the name the journal knows it by

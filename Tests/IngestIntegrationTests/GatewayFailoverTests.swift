@@ -9,7 +9,7 @@ import Testing
 /// nothing listens on.
 @Suite(.serialized)
 struct GatewayFailoverTests {
-    static func client(_ server: SeaweedFS, gateways: [String]) throws -> S3Client {
+    static func client(_ server: SeaweedFS, gateways: [String], expecting bucketID: String? = nil) throws -> S3Client {
         let credentials = CredentialsProvider(environment: [
             "AWS_ACCESS_KEY_ID": server.accessKey, "AWS_SECRET_ACCESS_KEY": server.secretKey,
             "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
@@ -18,9 +18,11 @@ struct GatewayFailoverTests {
         settings.connectTimeout = .seconds(2)
         let destination = S3Destination(
             endpoint: gateways[0], bucket: server.bucket, region: "us-east-1", addressing: .path, gateways: gateways)
-        return try S3Client(
+        let client = try S3Client(
             destination: destination, credentials: credentials, transport: CurlTransport(settings: settings),
             logger: Logger(label: "test"))
+        if let bucketID { client.gateways.expect(bucketID: Array(bucketID.utf8)) }
+        return client
     }
 
     @Test(.timeLimit(.minutes(3)))
@@ -50,7 +52,7 @@ struct GatewayFailoverTests {
         #expect(try resetting.stats().injected(.reset) >= 1, "the first gateway reset a request: \(resetting.log)")
         let gateways = client.gateways.all
         #expect(client.gateways.isDown(gateways[0]) || client.gateways.isDown(gateways[1]))
-        #expect(client.gateways.pick().url == server.endpoint)
+        #expect(client.gateways.pick()?.url == server.endpoint)
         let copy = files.path + "/copy"
         let get = try server.aws(["s3api", "get-object", "--bucket", server.bucket, "--key", "card/clip.mp4", copy])
         #expect(get.status == 0, "\(get.stderr)")
@@ -77,5 +79,50 @@ struct GatewayFailoverTests {
         #expect(ContinuousClock.now - started < .seconds(5))
         #expect(client.gateways.isDown(client.gateways.all[0]))
         #expect(try await client.headObject(key: "b19.txt")?.size == 5)
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func gatewaysOfOneBucketShowOneIdentityWrittenOnceAtItsRoot() async throws {
+        let server = try SeaweedFS()
+        defer { server.stop() }
+        let forwarder = try FaultProxy(upstreamPort: server.s3Port)
+        defer { forwarder.stop() }
+        let gateways = [forwarder.endpoint, server.endpoint]
+        let first = try Self.client(server, gateways: gateways)
+        let second = try Self.client(server, gateways: gateways.reversed())
+        let body = Array("x".utf8)
+        async let a: Void = { for i in 0..<5 { _ = try await first.putObject(key: "a\(i)", body: .bytes(body), payloadHash: .unsigned) } }()
+        async let b: Void = { for i in 0..<5 { _ = try await second.putObject(key: "b\(i)", body: .bytes(body), payloadHash: .unsigned) } }()
+        _ = try await (a, b)
+
+        let marker = try #require(try await first.getDocument(key: S3Gateways.markerKey))
+        #expect(first.gateways.bucketID == marker.bytes)
+        #expect(second.gateways.bucketID == marker.bytes, "two processes racing to write it end with one identity")
+        #expect(UUID(uuidString: String(decoding: marker.bytes, as: UTF8.self)) != nil)
+        #expect(first.gateways.refusals.isEmpty && second.gateways.refusals.isEmpty)
+        #expect(try forwarder.stats().events.isEmpty, "no fault injected")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func gatewaysShowingAnotherBucketThanTheJournalsAreRefusedWithTheirNames() async throws {
+        let server = try SeaweedFS()
+        defer { server.stop() }
+        let forwarder = try FaultProxy(upstreamPort: server.s3Port)
+        defer { forwarder.stop() }
+        let marker = Array("the-bucket-of-the-other-cluster".utf8)
+        _ = try await Self.client(server, gateways: [server.endpoint]).putDocument(
+            key: S3Gateways.markerKey, bytes: marker, headers: [])
+        let client = try Self.client(server, gateways: [forwarder.endpoint, server.endpoint], expecting: "journalled-id")
+        let body = Array("x".utf8)
+        do {
+            _ = try await client.putObject(key: "a", body: .bytes(body), payloadHash: .unsigned)
+            Issue.record("a put through gateways of another bucket succeeded")
+        } catch {
+            guard case .foreignBucket(let refusals) = error else { throw error }
+            #expect(refusals.contains(forwarder.endpoint) && refusals.contains(server.endpoint), "\(refusals)")
+            #expect(refusals.contains("another bucket"))
+            #expect(UploadError(error, what: "PutObject a", target: client.destination).exitStatus == .config)
+        }
+        #expect(try await Self.client(server, gateways: [server.endpoint]).headObject(key: "a") == nil, "nothing written")
     }
 }

@@ -6,14 +6,27 @@ import GRDB
 public struct KnownGateways: Sendable, Equatable {
     /// Gateway URLs in the order recorded, by `"\(name)\n\(bucket)"`.
     var byDestination: [String: [String]]
+    /// The bucket's identity (``S3Gateways/markerKey``) a gateway showed, by the same.
+    var clusters: [String: String]
 
-    public init() { byDestination = [:] }
-
-    init(rows: [(url: String, bucket: String, name: String)]) {
-        var byDestination: [String: [String]] = [:]
-        for row in rows { byDestination["\(row.name)\n\(row.bucket)", default: []].append(row.url) }
-        self.byDestination = byDestination
+    public init() {
+        byDestination = [:]
+        clusters = [:]
     }
+
+    init(rows: [(url: String, bucket: String, name: String, cluster: String?)]) {
+        var byDestination: [String: [String]] = [:]
+        var clusters: [String: String] = [:]
+        for row in rows {
+            byDestination["\(row.name)\n\(row.bucket)", default: []].append(row.url)
+            if let cluster = row.cluster { clusters["\(row.name)\n\(row.bucket)"] = cluster }
+        }
+        self.byDestination = byDestination
+        self.clusters = clusters
+    }
+
+    /// The bucket identity recorded for `target`, nil before a gateway showed one.
+    public func bucketID(for target: S3Destination) -> String? { clusters["\(target.endpoint)\n\(target.bucket)"] }
 
     /// The gateways recorded under the name and bucket of `target` (none for a tus server).
     public func urls(for target: S3Destination) -> [String] {
@@ -73,8 +86,19 @@ extension Journal {
     public func knownGateways() async throws(JournalError) -> KnownGateways {
         try await reading { db in
             guard try db.tableExists("gateway") else { return KnownGateways() }
-            let rows = try Row.fetchAll(db, sql: "SELECT url, bucket, endpoint FROM gateway ORDER BY rowid")
-            return KnownGateways(rows: rows.map { (url: $0[0], bucket: $0[1], name: $0[2]) })
+            let rows = try Row.fetchAll(db, sql: "SELECT url, bucket, endpoint, cluster FROM gateway ORDER BY rowid")
+            return KnownGateways(rows: rows.map { (url: $0[0], bucket: $0[1], name: $0[2], cluster: $0[3]) })
+        }
+    }
+
+    /// Records the bucket identity a gateway of `target` showed (the cluster's identity):
+    /// from now on, a gateway of the destination that shows another is refused. An identity
+    /// already recorded stays.
+    public func recordBucketID(_ id: String, of target: S3Destination) async throws(JournalError) {
+        try await writing { db in
+            try db.execute(
+                sql: "UPDATE gateway SET cluster = ? WHERE endpoint = ? AND bucket = ? AND cluster IS NULL",
+                arguments: [id, target.endpoint, target.bucket])
         }
     }
 }

@@ -69,7 +69,7 @@ public final class S3Client: Sendable {
     func perform(
         _ method: String, key: String, query: [S3QueryItem] = [], headers: [SigV4Header] = [],
         body: HTTPBody = .empty, payloadHash: PayloadHash = .emptyBody, policy: RetryPolicy = .control,
-        notFoundIsAnswer: Bool = false, isPayload: Bool = false
+        notFoundIsAnswer: Bool = false, isPayload: Bool = false, through pinned: S3Gateways.Gateway? = nil
     ) async throws(S3ClientError) -> HTTPResponse {
         var state = RetryState()
         // Sends through another gateway spend no attempt; bounded so that gateways failing
@@ -77,7 +77,17 @@ public final class S3Client: Sendable {
         var failovers = 0
         let failoverLimit = gateways.all.count * policy.maxAttempts
         while true {
-            let gateway = gateways.pick()
+            let gateway: S3Gateways.Gateway
+            if let pinned {
+                gateway = pinned
+            } else {
+                guard let picked = gateways.pick() else { throw .foreignBucket(gateways.refusals) }
+                if gateways.needsCheck(picked) {
+                    try await checkBucketIdentity(of: picked)
+                    continue  // picked again: it may be refused, or down
+                }
+                gateway = picked
+            }
             let location: S3Location
             do {
                 location = try S3Location(
@@ -110,7 +120,7 @@ public final class S3Client: Sendable {
                 if case .bodyUnreadable = error.kind { throw .transport(error, attempts: state.failedAttempts + 1) }
                 lastTransportError = error
                 failure = .transport(error.kind)
-                if Self.isGatewayFailure(error.kind),
+                if pinned == nil, Self.isGatewayFailure(error.kind),
                     gateways.markDown(gateway, reason: error.message.isEmpty ? "\(error.kind)" : error.message),
                     failovers < failoverLimit
                 {
@@ -145,5 +155,49 @@ public final class S3Client: Sendable {
                 }
             }
         }
+    }
+
+    /// Checks that `gateway` shows the bucket the destination's other gateways show, once
+    /// per gateway and process, before it carries a request (with more than one gateway): it
+    /// reads ``S3Gateways/markerKey`` through it and, when no gateway has shown the bucket's
+    /// identity yet and the marker is absent, writes a random one under `If-None-Match: *`
+    /// (a `412` means another station or gateway won: read again). One attempt each: a
+    /// gateway that does not answer is marked down, and the request goes on through the next.
+    /// An answer that is an error fails the request that asked.
+    private func checkBucketIdentity(of gateway: S3Gateways.Gateway) async throws(S3ClientError) {
+        let failure = Mutex<S3ClientError?>(nil)
+        await gateways.checkOnce(gateway) { [self] in
+            do throws(S3ClientError) {
+                let shown = try await readMarker(through: gateway)
+                if shown != nil || gateways.bucketID != nil {
+                    if let learned = gateways.settle(gateway, shows: shown) { gateways.identified(learned) }
+                    return
+                }
+                let id = Array(UUID().uuidString.lowercased().utf8)
+                do throws(S3ClientError) {
+                    _ = try await perform(
+                        "PUT", key: S3Gateways.markerKey, headers: [SigV4Header("If-None-Match", "*")], body: .bytes(id),
+                        payloadHash: PayloadHash(sha256Of: id), policy: .once, through: gateway)
+                    if let learned = gateways.settle(gateway, shows: id) { gateways.identified(learned) }
+                } catch where error.isPreconditionFailed {
+                    let won = try await readMarker(through: gateway)
+                    if let learned = gateways.settle(gateway, shows: won) { gateways.identified(learned) }
+                }
+            } catch {
+                if case .transport(let problem, _) = error, Self.isGatewayFailure(problem.kind) {
+                    gateways.markDown(gateway, reason: problem.message.isEmpty ? "\(problem.kind)" : problem.message)
+                } else {
+                    failure.withLock { $0 = error }
+                }
+            }
+        }
+        if let error = failure.withLock({ $0 }) { throw error }
+    }
+
+    /// The bytes of ``S3Gateways/markerKey`` through `gateway`; nil when it answers 404.
+    private func readMarker(through gateway: S3Gateways.Gateway) async throws(S3ClientError) -> [UInt8]? {
+        let response = try await perform(
+            "GET", key: S3Gateways.markerKey, policy: .once, notFoundIsAnswer: true, through: gateway)
+        return response.status == 404 ? nil : response.body
     }
 }
