@@ -104,4 +104,28 @@ final class GatewayJournalTests {
         #expect(try server.openMultipartUploads(bucket: bucket).isEmpty)
         #expect(try pendingUploads(state, config: onlySecond).isEmpty)
     }
+
+    @Test(.timeLimit(.minutes(3)))
+    func checkSaysOfEachGatewayWhetherItAnswersAndShowsTheSameBucket() throws {
+        let dir = TemporaryDirectory()
+        let state = TemporaryDirectory()
+        let forwarder = try FaultProxy(upstreamPort: server.s3Port)
+        defer { forwarder.stop() }
+        let closedPort = try #require(try SeaweedFS.freePorts(1).first)
+        let dead = "http://127.0.0.1:\(closedPort)"
+        let config = try config(endpoints: [], in: dir)
+        let run = try ingest(
+            ["check", "--no-station", "--endpoint", forwarder.endpoint, "--endpoint", dead, "--endpoint", server.endpoint,
+             "--bucket", bucket], state: state, config: config)
+        #expect(run.status == 0, "\(run.result.stdoutText)\(run.stderr)")
+        let lines = run.events("check").filter { $0.string("check") == "gateway" }
+        #expect(lines.count == 3, "\(lines)")
+        let marker = try server.aws(["s3api", "get-object", "--bucket", bucket, "--key", ".ingest/bucket-id", dir.path + "/id"])
+        #expect(marker.status == 0, "the check's requests wrote the bucket's identity: \(marker.stderr)")
+        let id = try String(contentsOfFile: dir.path + "/id", encoding: .utf8)
+        let passed = lines.filter { $0.string("status") == "pass" }.compactMap { $0.string("detail") }
+        #expect(passed.count == 2 && passed.allSatisfy { $0.contains(id) }, "\(lines)")
+        let warned = lines.filter { $0.string("status") == "warn" }.compactMap { $0.string("detail") }
+        #expect(warned.count == 1 && warned.first?.contains(dead) == true, "\(lines)")
+    }
 }

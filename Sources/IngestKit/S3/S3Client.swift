@@ -200,4 +200,13 @@ public final class S3Client: Sendable {
             "GET", key: S3Gateways.markerKey, policy: .once, notFoundIsAnswer: true, through: gateway)
         return response.status == 404 ? nil : response.body
     }
+
+    /// What `gateway` alone shows, for `ingest check`: whether the bucket exists there
+    /// (`HeadBucket`), and its identity marker (nil when absent or the bucket is not there).
+    /// One attempt each, without failover.
+    public func probe(_ gateway: S3Gateways.Gateway) async throws(S3ClientError) -> (exists: Bool, bucketID: [UInt8]?) {
+        let head = try await perform("HEAD", key: "", policy: .once, notFoundIsAnswer: true, through: gateway)
+        guard head.status != 404 else { return (false, nil) }
+        return (true, try await readMarker(through: gateway))
+    }
 }
