@@ -128,4 +128,39 @@ final class GatewayJournalTests {
         let warned = lines.filter { $0.string("status") == "warn" }.compactMap { $0.string("detail") }
         #expect(warned.count == 1 && warned.first?.contains(dead) == true, "\(lines)")
     }
+
+    @Test(.timeLimit(.minutes(5)))
+    func resumeEndpointPointsPendingUploadsAtANewGatewayOfTheSameBucketOnly() throws {
+        let dir = TemporaryDirectory()
+        let state = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        let clip = try card.write("DCIM/C0001.MP4", randomBytes(22 << 20))
+        let gateway1 = try FaultProxy(upstreamPort: server.s3Port)
+        let gateway2 = try FaultProxy(upstreamPort: server.s3Port)
+        let both = try config(endpoints: [gateway1.endpoint, gateway2.endpoint], in: dir)
+        let killed = try ingest([card.path], state: state, config: both, environment: ["INGEST_TEST_STOP_AT": "after-parts:2"])
+        #expect(killed.status == SIGKILL, "\(killed.stderr)")
+        gateway1.stop()
+        gateway2.stop()
+        let none = try config(endpoints: [], in: dir)
+
+        // A gateway whose marker says another bucket is refused, and not recorded.
+        let idFile = dir.path + "/id"
+        #expect(try server.aws(["s3api", "get-object", "--bucket", bucket, "--key", ".ingest/bucket-id", idFile]).status == 0)
+        let other = try dir.write("other-id", Array("another-cluster".utf8))
+        #expect(try server.aws(["s3api", "put-object", "--bucket", bucket, "--key", ".ingest/bucket-id", "--body", other]).status == 0)
+        let refused = try ingest(["resume", "--endpoint", server.endpoint], state: state, config: none)
+        #expect(refused.status == 78, "\(refused.stderr)")
+        #expect(refused.stderr.contains(server.endpoint) && refused.stderr.contains("another bucket"), "\(refused.stderr)")
+        #expect(try pendingUploads(state, config: none).count == 1)
+
+        // The same gateway showing the journalled identity is recorded, and the upload resumes through it.
+        #expect(try server.aws(["s3api", "put-object", "--bucket", bucket, "--key", ".ingest/bucket-id", "--body", idFile]).status == 0)
+        let resumed = try ingest(["resume", "--endpoint", server.endpoint], state: state, config: none)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        let key = try #require(resumed.events("uploaded").first?.string("key"))
+        #expect(try xxh128sum(try object(key, into: dir)) == (try xxh128sum(clip)))
+        #expect(try server.openMultipartUploads(bucket: bucket).isEmpty)
+        #expect(try pendingUploads(state, config: none).isEmpty)
+    }
 }
