@@ -125,4 +125,21 @@ struct GatewayFailoverTests {
         }
         #expect(try await Self.client(server, gateways: [server.endpoint]).headObject(key: "a") == nil, "nothing written")
     }
+
+    @Test(.timeLimit(.minutes(2)))
+    func withEveryGatewayDeadARequestFailsAfterItsRetryBudgetNotInALoop() async throws {
+        let server = try SeaweedFS()
+        defer { server.stop() }
+        let ports = try SeaweedFS.freePorts(2)
+        let client = try Self.client(server, gateways: ports.map { "http://127.0.0.1:\($0)" })
+        do {
+            _ = try await client.headBucket()
+            Issue.record("HeadBucket through two dead gateways succeeded")
+        } catch {
+            guard case .transport(let problem, let attempts) = error else { throw error }
+            #expect(problem.kind == .connectionFailed)
+            #expect(attempts == RetryPolicy.control.maxAttempts, "the budget paced the attempts, as with one gateway")
+        }
+        #expect(client.gateways.all.allSatisfy { client.gateways.isDown($0) })
+    }
 }

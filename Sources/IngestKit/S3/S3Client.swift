@@ -75,7 +75,7 @@ public final class S3Client: Sendable {
         // Sends through another gateway spend no attempt; bounded so that gateways failing
         // in turn cannot keep a request going forever.
         var failovers = 0
-        let failoverLimit = gateways.all.count * policy.maxAttempts
+        let failoverLimit = gateways.count * policy.maxAttempts
         while true {
             let gateway: S3Gateways.Gateway
             if let pinned {
@@ -83,7 +83,20 @@ public final class S3Client: Sendable {
             } else {
                 guard let picked = gateways.pick() else { throw .foreignBucket(gateways.refusals) }
                 if gateways.needsCheck(picked) {
-                    try await checkBucketIdentity(of: picked)
+                    do { try await checkBucketIdentity(of: picked) } catch {
+                        // The check marked an unreachable gateway down: go on through the
+                        // next at once if one is up, else wait as for any failed attempt, so
+                        // that a dead destination is not asked in a tight loop.
+                        guard case .transport(let problem, _) = error, Self.isGatewayFailure(problem.kind) else { throw error }
+                        if gateways.isAnotherUp(than: picked), failovers < failoverLimit {
+                            failovers += 1
+                            continue
+                        }
+                        let decision = policy.decide(
+                            after: .transport(problem.kind), state: &state, random: Double.random(in: 0..<1), now: Date())
+                        guard case .retry(let delay) = decision else { throw .transport(problem, attempts: state.failedAttempts) }
+                        await transport.pause(for: delay)
+                    }
                     continue  // picked again: it may be refused, or down
                 }
                 gateway = picked
@@ -162,8 +175,9 @@ public final class S3Client: Sendable {
     /// reads ``S3Gateways/markerKey`` through it and, when no gateway has shown the bucket's
     /// identity yet and the marker is absent, writes a random one under `If-None-Match: *`
     /// (a `412` means another station or gateway won: read again). One attempt each: a
-    /// gateway that does not answer is marked down, and the request goes on through the next.
-    /// An answer that is an error fails the request that asked.
+    /// gateway that does not answer is marked down, and its error thrown (the request goes
+    /// on through the next gateway). An answer that is an error fails the request that
+    /// asked; the requests that waited for the check run it again.
     private func checkBucketIdentity(of gateway: S3Gateways.Gateway) async throws(S3ClientError) {
         let failure = Mutex<S3ClientError?>(nil)
         await gateways.checkOnce(gateway) { [self] in
@@ -186,9 +200,8 @@ public final class S3Client: Sendable {
             } catch {
                 if case .transport(let problem, _) = error, Self.isGatewayFailure(problem.kind) {
                     gateways.markDown(gateway, reason: problem.message.isEmpty ? "\(problem.kind)" : problem.message)
-                } else {
-                    failure.withLock { $0 = error }
                 }
+                failure.withLock { $0 = error }
             }
         }
         if let error = failure.withLock({ $0 }) { throw error }

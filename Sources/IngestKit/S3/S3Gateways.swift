@@ -92,6 +92,9 @@ public final class S3Gateways: Sendable {
     /// The gateways, in the order they are tried.
     public var all: [Gateway] { state.withLock { $0.gateways } }
 
+    /// How many gateways there are.
+    public var count: Int { state.withLock { $0.gateways.count } }
+
     /// Adds the gateways of `urls` not already here, after the others (a journalled
     /// destination's store made after the configured one's). Fails for a URL that does not
     /// parse, adding none.
@@ -198,6 +201,17 @@ public final class S3Gateways: Sendable {
         return learned
     }
 
+    /// Whether a gateway other than `gateway` is up now and not refused.
+    public func isAnotherUp(than gateway: Gateway) -> Bool {
+        let now = now()
+        return state.withLock { state in
+            state.gateways.indices.contains { index in
+                state.gateways[index] != gateway && (state.health[index].downUntil ?? now) <= now
+                    && (state.identity[index] == nil || state.identity[index] == .same)
+            }
+        }
+    }
+
     /// Whether `gateway` is marked down now.
     public func isDown(_ gateway: Gateway) -> Bool {
         let now = now()
@@ -224,10 +238,13 @@ public final class S3Gateways: Sendable {
                 state.health[index].downUntil = now + downTime
                 state.health[index].nextDownTime = min(downTime * 2, Self.longestDownTime)
             }
-            let up = state.health.indices.first { $0 != index && (state.health[$0].downUntil ?? now) <= now }
+            let up = state.health.indices.first {
+                $0 != index && (state.health[$0].downUntil ?? now) <= now
+                    && (state.identity[$0] == nil || state.identity[$0] == .same)
+            }
             return (marked, downTime, up != nil, up.map { state.gateways[$0].url })
         }
-        if marked, state.withLock({ $0.gateways.count }) > 1 {
+        if marked, count > 1 {
             logger.notice(
                 "S3 gateway marked down",
                 metadata: [
@@ -249,7 +266,7 @@ public final class S3Gateways: Sendable {
             state.health[index] = Health()
             return health.downUntil != nil
         }
-        if wasDown, state.withLock({ $0.gateways.count }) > 1 {
+        if wasDown, count > 1 {
             logger.notice("S3 gateway back up", metadata: ["gateway": "\(gateway.url)"])
         }
     }
