@@ -33,7 +33,7 @@ struct AbortCommand: AsyncParsableCommand {
             try common.refuseCompleted(record)
             let lock = try common.lockUpload(record, in: state)
             defer { lock.release() }
-            let client = try common.makeStores(config: config, logger: logger).store(record.target)
+            let client = try await common.makeStores(config: config, journal: journal, logger: logger).store(record.target)
             let aborted: Int
             do {
                 // Others at the key are aborted only once older than the orphan sweep's age: a

@@ -31,6 +31,10 @@ struct CheckCommand: AsyncParsableCommand {
                                  object, then deleted; a warning if the server ignores it
               clock              the server's Date against this clock: ✗ at 15 minutes
                                  (S3 refuses signed requests), a warning from 1 minute
+              gateway            with several S3 gateways, one line each: it answers, and
+                                 shows the bucket id (.ingest/bucket-id) the others show;
+                                 ✗ for one of another bucket, a warning for a dead one
+                                 while another answers
               udev rule, systemd units, nightly rescan
                                  as root (or with --station-root): 99-ingest.rules,
                                  ingest@.service, ingest-rescan.service and .timer where

@@ -56,7 +56,7 @@ struct Ingest: AsyncParsableCommand {
               INGEST_STATE_DIR        journal and staging directory
               INGEST_STAGING_RESERVE  free space to keep on the staging disk (e.g. 2GiB)
               INGEST_STAGING_VERIFY   off, staged or both
-              INGEST_ENDPOINT         S3 endpoint URL, or tus+https://HOST/PATH/ for a tus server
+              INGEST_ENDPOINT         S3 endpoint URL (several gateways: comma-separated), or tus+https://HOST/PATH/
               INGEST_BUCKET           bucket (not used with a tus endpoint)
               INGEST_TUS_HEADERS_FILE file of Name: value headers for a tus server (mode 600)
               AWS_REGION              region for signing (default us-east-1)

@@ -33,7 +33,7 @@ struct ListCommand: AsyncParsableCommand {
             var config = try common.loadConfig()
             destination.apply(to: &config)
             let target = try config.s3.target()
-            let client = try common.makeStores(config: config, logger: logger).store(target)
+            let client = try await common.makeStores(config: config, logger: logger).store(target)
             let what = "listing \(target.displayName)"
             guard client.capabilities.contains(.listing) else {
                 throw .config(file: nil, key: "s3.endpoint", problem: "\(target.displayName) cannot list its objects")
@@ -42,7 +42,9 @@ struct ListCommand: AsyncParsableCommand {
             var bytes: Int64 = 0
             // Page by page: a bucket of millions of objects lists in the memory of one page.
             do {
-                try await client.listObjects(prefix: prefix) { objects in
+                try await client.listObjects(prefix: prefix) { page in
+                    // The bucket's identity marker is ingest's own, not a card's file.
+                    let objects = page.filter { !$0.key.hasPrefix(".ingest/") }
                     let heads = await heads(of: objects.map(\.key), client: client)
                     for (object, head) in zip(objects, heads) { print(object, head: head) }
                     count += objects.count

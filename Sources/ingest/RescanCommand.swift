@@ -87,15 +87,16 @@ struct RescanCommand: AsyncParsableCommand {
             try rate.apply(to: &config)
             config.rescan.roots += root.map(absolutePath)
             metrics.apply(to: &config)
-            let target = try uploadTarget(config)
+            let configured = try uploadTarget(config)
             let (state, journal) = try common.openState(config)
+            let target = try await common.named(configured, in: journal)
             let (sink, reports) = common.makeReporting(progress, uploads: true, systemd: systemd)
             let rescanner = Rescanner(
                 config: config, state: state, journal: journal, logger: logger, target: target,
                 policy: MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems),
-                uploads: try common.makeUploadService(
+                uploads: try await common.makeUploadService(
                     config: config, state: state, journal: journal, events: sink, wire: reports.progress.wire, logger: logger),
-                makeStore: try common.makeStores(config: config, logger: logger).store)
+                makeStore: try await common.makeStores(config: config, journal: journal, logger: logger).store)
             reports.start()
             defer { reports.stop() }
             let report = try await rescanner.run(sink: sink) { show($0, line: reports.line) }

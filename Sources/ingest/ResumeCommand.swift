@@ -1,5 +1,6 @@
 import ArgumentParser
 import IngestKit
+import Logging
 
 /// `ingest resume [ID…]`: finish what earlier runs left unfinished.
 struct ResumeCommand: AsyncParsableCommand {
@@ -29,6 +30,13 @@ struct ResumeCommand: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("Uploads to resume (default: every pending one).", valueName: "id"))
     var ids: [String] = []
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "A new S3 gateway of the pending uploads' bucket to go through (may be repeated): it must show the bucket identity the journal recorded (.ingest/bucket-id), and is then recorded with the destination.",
+            valueName: "url"))
+    var endpoint: [String] = []
+
     func run() async throws {
         let systemd = common.notifyReady()
         let logger = common.bootstrapLogging()
@@ -41,8 +49,9 @@ struct ResumeCommand: AsyncParsableCommand {
                 if let id = ids.first { throw nothing.error(id: id) }
                 return common.say(nothing, on: .standardError)  // no upload to resume: done
             }
+            if !endpoint.isEmpty { try await addGateways(config: config, journal: journal, logger: logger) }
             let (sink, reports) = common.makeReporting(progress, uploads: true, systemd: systemd)
-            let service = try common.makeUploadService(
+            let service = try await common.makeUploadService(
                 config: config, state: state, journal: journal, events: sink, wire: reports.progress.wire, logger: logger)
             try await service.recover(sink: sink)
             var records: [UploadRecord] = []
@@ -72,6 +81,73 @@ struct ResumeCommand: AsyncParsableCommand {
         if let problem = outcome.problem {
             ReportOutput.standardError.line("ingest: error: \(problem)")
             throw ExitCode(problem.exitStatus.rawValue)
+        }
+    }
+
+    /// Records each `--endpoint` as a gateway of the S3 destinations of the pending uploads,
+    /// after proving it shows the same bucket: its identity marker must hold the bucket
+    /// identity the journal recorded (or, when none was, the one a journalled gateway shows
+    /// now). Refused otherwise, naming the gateway and the fix; nothing is recorded then.
+    private func addGateways(config: Config, journal: Journal, logger: Logger) async throws(IngestError) {
+        let fix = "give a gateway of the cluster the uploads were started on"
+        for url in endpoint {
+            do { _ = try S3Endpoint(url) } catch {
+                throw .config(file: nil, key: "--endpoint", problem: "\(error); \(fix), as https://host[:port]")
+            }
+        }
+        let pending = try await PendingUploads.all(in: journal)
+        var destinations: [S3Destination] = []
+        for record in pending where !record.target.isTus && !destinations.contains(record.target) {
+            destinations.append(record.target)
+        }
+        let known: KnownGateways
+        do { known = try await journal.knownGateways() } catch { throw .journal(error) }
+        let stores = try await common.makeStores(config: config, journal: journal, logger: logger)
+        for target in destinations {
+            var expected = known.bucketID(for: target).map { Array($0.utf8) }
+            if expected == nil, let client = try stores.store(target) as? S3Client {
+                // No identity recorded (a run through one gateway writes none): what the
+                // journalled gateways show now, if one answers.
+                for gateway in client.gateways.all {
+                    if let shown = try? await client.probe(gateway), let id = shown.bucketID {
+                        expected = id
+                        break
+                    }
+                }
+            }
+            guard let expected else {
+                throw .config(
+                    file: nil, key: "--endpoint",
+                    problem: "no bucket identity is recorded for \(target.displayName), and none of its journalled "
+                        + "gateways answers with one (.ingest/bucket-id): nothing proves \(endpoint.joined(separator: ", ")) "
+                        + "serves the same bucket. Resume once while a journalled gateway answers, or run ingest check "
+                        + "with it and the new gateway both listed, then resume with --endpoint again")
+            }
+            for url in endpoint {
+                let alone = S3Destination(
+                    endpoint: url, bucket: target.bucket, region: target.region, addressing: target.addressing)
+                guard let client = try stores.store(alone) as? S3Client, let gateway = client.gateways.all.first else { continue }
+                let shown: (exists: Bool, bucketID: [UInt8]?)
+                do throws(S3ClientError) { shown = try await client.probe(gateway) } catch {
+                    throw .upload(UploadError(error, what: "checking the gateway \(url)", target: alone))
+                }
+                guard shown.exists, shown.bucketID == expected else {
+                    let seen = shown.bucketID.map { "the bucket id \(String(decoding: $0, as: UTF8.self))" }
+                        ?? (shown.exists ? "no .ingest/bucket-id" : "no bucket \(target.bucket)")
+                    throw .config(
+                        file: nil, key: "--endpoint",
+                        problem: "the gateway \(url) shows another bucket (another cluster?): \(seen), where the "
+                            + "journal recorded \(String(decoding: expected, as: UTF8.self)) for \(target.displayName); "
+                            + "\(fix)")
+                }
+                do {
+                    try await journal.recordGateway(url, of: target)
+                    try await journal.recordBucketID(String(decoding: expected, as: UTF8.self), of: target)
+                } catch {
+                    throw .journal(error)
+                }
+                logger.notice("gateway added", metadata: ["gateway": "\(url)", "destination": "\(target.displayName)"])
+            }
         }
     }
 }

@@ -136,16 +136,18 @@ struct RunCommand: AsyncParsableCommand {
         do throws(IngestError) {
             var config = try common.loadConfig()
             try apply(to: &config)
-            let target = noUpload ? nil : try config.s3.target(alternative: "use --no-upload to stage only")
+            var target = noUpload ? nil : try config.s3.target(alternative: "use --no-upload to stage only")
             let tags = try parsedTags()
             let (state, journal) = try common.openState(config)
+            if let configured = target { target = try await common.named(configured, in: journal) }
             let (sink, reports) = common.makeReporting(progress, uploads: target != nil, systemd: systemd)
             reports.start()
             defer { reports.stop() }
-            let upload = try target.map { target throws(IngestError) in
-                UploadRequest(
+            var upload: UploadRequest?
+            if let target {
+                upload = UploadRequest(
                     target: target,
-                    service: try common.makeUploadService(
+                    service: try await common.makeUploadService(
                         config: config, state: state, journal: journal, events: sink, wire: reports.progress.wire, logger: logger),
                     scene: scene, tags: tags)
             }

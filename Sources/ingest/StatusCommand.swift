@@ -49,7 +49,7 @@ struct StatusCommand: AsyncParsableCommand {
             }
             if checkBucket {
                 let (state, writable) = try common.openState(config)
-                let service = try common.makeUploadService(
+                let service = try await common.makeUploadService(
                     config: config, state: state, journal: writable, events: DiscardingSink(), logger: logger)
                 let outcome = await service.checkBucket(days: max(config.rescan.bucketCheckDays, 1))
                 let event = RescanEvent.bucketChecked(outcome)

@@ -9,9 +9,9 @@ struct DestinationOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "S3 endpoint URL, like https://s3.example.net, or tus+https://HOST/PATH/ for a tus server (INGEST_ENDPOINT, [s3] endpoint, [tus] url).",
+            "S3 endpoint URL, like https://s3.example.net, or tus+https://HOST/PATH/ for a tus server (INGEST_ENDPOINT, [s3] endpoint, [tus] url). Give it again for each further S3 gateway of the same bucket: requests go through the first that answers.",
             valueName: "url"))
-    var endpoint: String?
+    var endpoint: [String] = []
 
     @Option(name: .long, help: ArgumentHelp("Bucket (INGEST_BUCKET, [s3] bucket); not used with a tus endpoint.", valueName: "name"))
     var bucket: String?
@@ -20,7 +20,7 @@ struct DestinationOptions: ParsableArguments {
     var region: String?
 
     func apply(to config: inout Config) {
-        if let endpoint { config.s3.endpoint = endpoint }
+        if !endpoint.isEmpty { config.s3.endpoints = endpoint }
         if let bucket { config.s3.bucket = bucket }
         if let region { config.s3.region = region }
     }
@@ -46,10 +46,14 @@ extension CommonOptions {
     /// the limits of `[upload]`. `events` hears what concerns a destination rather than one
     /// run; `wire` counts the bytes the transport sends, for the job's progress
     /// (``JobProgress/wire``).
+    ///
+    /// A destination's store goes through every gateway the journal records for it
+    /// (``knownGateways(config:journal:)``), the configured ones among them.
     func makeUploadService(
         config: Config, state: StateDirectory, journal: Journal, events: any EventSink, wire: WireMeter = WireMeter(),
         logger: Logger
-    ) throws(IngestError) -> UploadService {
+    ) async throws(IngestError) -> UploadService {
+        let known = try await knownGateways(config: config, journal: journal)
         var settings = config.uploadTransport
         settings.stationRateFile = StationRateFile.path(environment: environment)
         let transport = CurlTransport(settings: settings, meter: wire)
@@ -61,7 +65,8 @@ extension CommonOptions {
             journal: journal, state: state, settings: config.upload,
             stores: .network(
                 credentials: CredentialsProvider(environment: environment) { events.emit(.upload(.refreshingCredentials)) },
-                tusHeaders: try config.tus.headers(), transport: transport, logger: logger),
+                tusHeaders: try config.tus.headers(), transport: transport, known: known, journal: journal,
+                logger: logger),
             events: events, logger: logger, keyPrefix: config.s3.prefix)
     }
 
@@ -69,10 +74,36 @@ extension CommonOptions {
     /// `verify-card`, the orphan sweep): credentials as the AWS tools read them, the tus
     /// headers of `[tus]`, one libcurl transport of `[s3]`'s settings, shared by the
     /// destinations it makes.
-    func makeStores(config: Config, logger: Logger) throws(IngestError) -> StoreFactory {
-        .network(
+    /// With a `journal`, a destination's store goes through every gateway the journal records
+    /// for it (``knownGateways(config:journal:)``); a read-only journal records none.
+    func makeStores(config: Config, journal: Journal? = nil, logger: Logger) async throws(IngestError) -> StoreFactory {
+        let known = if let journal { try await knownGateways(config: config, journal: journal) } else { KnownGateways() }
+        return .network(
             credentials: CredentialsProvider(environment: environment), tusHeaders: try config.tus.headers(),
-            transport: CurlTransport(settings: config.s3.transport), logger: logger)
+            transport: CurlTransport(settings: config.s3.transport), known: known,
+            journal: journal.flatMap { $0.isReadOnly ? nil : $0 }, logger: logger)
+    }
+
+    /// The configured destination under the name the journal knows it by
+    /// (``Journal/nameDestination(_:)``), its gateways recorded under that name: what a run
+    /// journals its uploads under, so that they go on through any gateway of the bucket.
+    func named(_ target: S3Destination, in journal: Journal) async throws(IngestError) -> S3Destination {
+        do { return try await journal.nameDestination(target) } catch { throw .journal(error) }
+    }
+
+    /// Every gateway the journal records, by destination, after recording the configured
+    /// ones (when the configuration names a usable S3 destination and the journal is
+    /// writable): the store of a journalled destination goes through its recorded gateways
+    /// and the configured gateways of the same bucket, whichever one names it.
+    func knownGateways(config: Config, journal: Journal) async throws(IngestError) -> KnownGateways {
+        do {
+            if !journal.isReadOnly, !config.s3.isTus, let target = try? config.s3.target() {
+                _ = try await journal.nameDestination(target)
+            }
+            return try await journal.knownGateways()
+        } catch {
+            throw .journal(error)
+        }
     }
 
     /// The lock of an upload a command acts on; refused while another process runs it.

@@ -103,7 +103,7 @@ struct VerifyCardCommand: AsyncParsableCommand {
                 throw .config(file: nil, key: "--include/--exclude", problem: error.description)
             }
             let journal = try common.readJournal(config)
-            let stores = try common.makeStores(config: config, logger: logger)
+            let stores = try await common.makeStores(config: config, journal: journal, logger: logger)
             let verification = CardVerification(journal: journal, rules: config.scan, logger: logger, store: stores.store)
             let drawn = progress.progress ?? (!json && ReportOutput.standardError.isTerminal)
             let line = drawn ? ProgressLine(output: .standardError) : nil

@@ -69,11 +69,12 @@ struct WatchCommand: AsyncParsableCommand {
             try rate.apply(to: &config)
             metrics.apply(to: &config)
             if let maxCards { config.watch.maxCards = maxCards }
-            let target = try config.s3.target()
+            let configured = try config.s3.target()
             let (state, journal) = try common.openState(config)
+            let target = try await common.named(configured, in: journal)
             // Shared by every card: one connection pool, one set of credentials, one bound on
             // what is on the wire.
-            let uploads = try common.makeUploadService(
+            let uploads = try await common.makeUploadService(
                 config: config, state: state, journal: journal, events: DiscardingSink(), logger: logger)
             let devices = DeviceIngest(state: state, policy: MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems), logger: logger)
             let settings = config

@@ -70,7 +70,7 @@ extension Config {
         if let s3 = try root.table("s3") {
             try s3.allowOnly(["endpoint", "bucket", "region", "addressing", "prefix", "key_template", "object_tags",
                               "connect_timeout", "stall_timeout", "allow_http"])
-            config.s3.endpoint = try s3.string("endpoint")
+            config.s3.endpoints = try s3.endpoints("endpoint")
             config.s3.bucket = try s3.string("bucket")
             if let bucket = config.s3.bucket, !bucket.isEmpty, let problem = BucketName.problem(bucket) {
                 throw s3.fail("bucket", BucketName.fix(bucket, problem: problem, origin: "[s3] bucket"))
@@ -317,6 +317,22 @@ private struct TableReader {
         guard let value = table[name] else { return nil }
         guard let text = value.string else { throw fail(name, "must be a string, not \(value.type)") }
         return text
+    }
+
+    /// A string, or an array of strings (the gateways of `[s3] endpoint`): empty when absent.
+    func endpoints(_ name: String) throws(IngestError) -> [String] {
+        guard let value = table[name] else { return [] }
+        if let text = value.string { return [text] }
+        guard let array = value.array else {
+            throw fail(name, "must be a URL or a list of URLs, like [\"https://gw1.example.net\", \"https://gw2.example.net\"]")
+        }
+        var urls: [String] = []
+        for element in array {
+            guard let text = element.string else { throw fail(name, "must hold only URL strings, not \(element.type)") }
+            urls.append(text)
+        }
+        guard !urls.isEmpty else { throw fail(name, "is an empty list: give at least one gateway URL") }
+        return urls
     }
 
     func table(_ name: String) throws(IngestError) -> TableReader? {

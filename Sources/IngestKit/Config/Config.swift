@@ -132,7 +132,7 @@ public struct Config: Sendable, Equatable {
         if let verify = value("INGEST_STAGING_VERIFY") {
             staging.verify = try Self.parseVerify(verify, key: "INGEST_STAGING_VERIFY", file: nil)
         }
-        if let endpoint = value("INGEST_ENDPOINT") { s3.endpoint = endpoint }
+        if let endpoint = value("INGEST_ENDPOINT") { s3.endpoints = S3Settings.endpointList(endpoint) }
         if let bucket = value("INGEST_BUCKET") {
             if let problem = BucketName.problem(bucket) {
                 throw .config(file: nil, key: "INGEST_BUCKET", problem: BucketName.fix(bucket, problem: problem, origin: "INGEST_BUCKET"))

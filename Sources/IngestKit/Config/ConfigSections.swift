@@ -5,7 +5,15 @@ import Foundation
 
 /// Where objects go, from `[s3]`, `INGEST_ENDPOINT`/`INGEST_BUCKET`/`AWS_REGION` and the flags.
 public struct S3Settings: Sendable, Equatable {
-    public var endpoint: String?
+    /// The gateways of the bucket, in the order requests try them (`[s3] endpoint` as a
+    /// string or a list, `--endpoint` given more than once, `INGEST_ENDPOINT` separated by
+    /// commas); a tus endpoint stands alone.
+    public var endpoints: [String] = []
+    /// The first of ``endpoints``; setting it replaces them all.
+    public var endpoint: String? {
+        get { endpoints.first }
+        set { endpoints = newValue.map { [$0] } ?? [] }
+    }
     public var bucket: String?
     public var region = "us-east-1"
     /// Path-style unless configured: what S3-compatible servers expect, and it works with
@@ -42,6 +50,12 @@ public struct S3Settings: Sendable, Equatable {
                 problem: "no S3 endpoint: give --endpoint URL (or INGEST_ENDPOINT, or [s3] endpoint), "
                     + "or [tus] url for a tus server\(orElse)")
         }
+        if endpoints.count > 1, let tus = endpoints.first(where: { S3Destination.tusCreationURL(of: $0) != nil }) {
+            throw .config(
+                file: nil, key: "s3.endpoint",
+                problem: "'\(tus)' is a tus server, but several endpoints are given (\(endpoints.joined(separator: ", "))): "
+                    + "a tus server stands alone; list only the S3 gateways of one bucket, or give the tus endpoint alone")
+        }
         if let creationURL = S3Destination.tusCreationURL(of: endpoint) {
             return try tusTarget(endpoint: endpoint, creationURL: creationURL)
         }
@@ -56,17 +70,37 @@ public struct S3Settings: Sendable, Equatable {
                 file: nil, key: "s3.bucket",
                 problem: BucketName.fix(bucket, problem: problem, origin: "--bucket, INGEST_BUCKET or [s3] bucket"))
         }
-        let target = S3Destination(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
-        let parsed: S3Endpoint
-        do { parsed = try S3Endpoint(endpoint) } catch { throw .config(file: nil, key: "s3.endpoint", problem: "\(error)") }
-        if parsed.isPlainHTTPOverNetwork, !allowHTTP {
-            throw .config(
-                file: nil, key: "s3.allow_http",
-                problem: "the endpoint \(endpoint) is plain http to another host: anyone on the way can read the "
-                    + "cards' contents and change them. Use https, or set [s3] allow_http = true on a network you "
-                    + "trust (bodies are then signed with their SHA-256, which costs CPU)")
+        var seen: [S3Endpoint] = []
+        for gateway in endpoints {
+            let parsed: S3Endpoint
+            do { parsed = try S3Endpoint(gateway) } catch {
+                throw .config(file: nil, key: "s3.endpoint", problem: "\(error)")
+            }
+            // Compared parsed, so that `http://h:80` and `http://h/` are the one gateway they are.
+            if seen.contains(parsed) {
+                throw .config(
+                    file: nil, key: "s3.endpoint",
+                    problem: "the gateway \(gateway) is listed twice (\(endpoints.joined(separator: ", "))): list each gateway once")
+            }
+            seen.append(parsed)
+            if parsed.isPlainHTTPOverNetwork, !allowHTTP {
+                throw .config(
+                    file: nil, key: "s3.allow_http",
+                    problem: "the endpoint \(gateway) is plain http to another host: anyone on the way can read the "
+                        + "cards' contents and change them. Use https, or set [s3] allow_http = true on a network you "
+                        + "trust (bodies are then signed with their SHA-256, which costs CPU)")
+            }
         }
-        return target
+        return S3Destination(
+            endpoint: endpoint, bucket: bucket, region: region, addressing: addressing,
+            gateways: endpoints.count > 1 ? endpoints : [])
+    }
+
+    /// The gateways `INGEST_ENDPOINT` names: one URL, or several separated by commas (a URL
+    /// holds no comma in practice, and a comma survives a systemd `Environment=` line where
+    /// spaces need quoting); blanks around each are ignored, empty items dropped.
+    public static func endpointList(_ text: String) -> [String] {
+        text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 
     /// The target of a tus endpoint (`tus+` and `creationURL`): no bucket, no region, path

@@ -432,6 +432,24 @@ public final class Journal: Sendable {
         migrator.registerMigration("v13: a file's inode as scanned") { db in
             try db.execute(sql: #"ALTER TABLE file ADD COLUMN "inode" INTEGER"#)
         }
+        // The S3 gateways of each destination (``Journal/nameDestination(_:)``): a
+        // destination is named by one gateway, the `endpoint` column everywhere, and every
+        // gateway listed with it is recorded under that name, so that its uploads go on
+        // through whichever answers. The destinations of an older journal are their own
+        // gateway. `cluster` is the bucket's identity once a gateway has shown it.
+        migrator.registerMigration("v14: the gateways of each destination") { db in
+            try db.execute(sql: """
+                CREATE TABLE gateway (
+                  "url" TEXT NOT NULL, "bucket" TEXT NOT NULL, "endpoint" TEXT NOT NULL, "cluster" TEXT,
+                  PRIMARY KEY ("url", "bucket"));
+                INSERT OR IGNORE INTO gateway (url, bucket, endpoint)
+                  SELECT DISTINCT endpoint, bucket, endpoint FROM upload WHERE endpoint NOT LIKE 'tus+%';
+                INSERT OR IGNORE INTO gateway (url, bucket, endpoint)
+                  SELECT DISTINCT endpoint, bucket, endpoint FROM stream WHERE endpoint NOT LIKE 'tus+%';
+                INSERT OR IGNORE INTO gateway (url, bucket, endpoint)
+                  SELECT DISTINCT endpoint, bucket, endpoint FROM custodyGeneration WHERE endpoint NOT LIKE 'tus+%';
+                """)
+        }
         return migrator
     }
 

@@ -81,7 +81,57 @@ struct DestinationReadiness {
             .passed(.bucket, "\(target.bucket) exists at \(target.endpoint)"),
             await conditionalWrite(client),
             clock(head),
-        ]
+        ] + (target.gatewayURLs.count > 1 ? await gateways(client) : [])
+    }
+
+    /// With several gateways, one line each: it answers (`HeadBucket` through it alone), and
+    /// shows the bucket's identity (``S3Gateways/markerKey``) the destination's requests
+    /// found, which they wrote if none had. A gateway that shows another fails the check; one
+    /// that does not answer is a warning while another does (requests go through the others).
+    private func gateways(_ client: any ObjectStore) async -> [ReadinessCheck] {
+        let marker = S3Gateways.markerKey
+        let expected: StoredDocument?
+        do { expected = try await client.getDocument(key: marker) } catch {
+            return [.failed(.gateway, "GetObject \(marker): \(error)", remedy: "see the server's answer", status: .unavailable)]
+        }
+        let id = expected.map { String(decoding: $0.bytes, as: UTF8.self) }
+        guard let s3 = client as? S3Client else { return [] }
+        var lines: [ReadinessCheck] = []
+        var answered = 0
+        var dead: [(String, S3ClientError)] = []
+        let remedy = "remove it from [s3] endpoint (--endpoint, INGEST_ENDPOINT), or point it at the bucket's cluster"
+        for gateway in s3.gateways.all {
+            let url = gateway.url
+            let shown: (exists: Bool, bucketID: [UInt8]?)
+            do { shown = try await s3.probe(gateway) } catch {
+                dead.append((url, error))
+                continue
+            }
+            answered += 1
+            guard shown.exists else {
+                lines.append(.failed(
+                    .gateway, "\(url): \(target.bucket) does not exist there (HeadBucket: 404): another cluster?",
+                    remedy: remedy, status: .config))
+                continue
+            }
+            if shown.bucketID == id.map({ Array($0.utf8) }) {
+                lines.append(.passed(.gateway, "\(url) answers; \(target.bucket) there has the bucket id \(id ?? "none yet")"))
+            } else {
+                let seen = shown.bucketID.map { "the bucket id \(String(decoding: $0, as: UTF8.self))" } ?? "no \(marker)"
+                lines.append(.failed(
+                    .gateway, "\(url) shows another bucket (another cluster?): \(seen), not \(id ?? "none")",
+                    remedy: remedy, status: .config))
+            }
+        }
+        for (url, error) in dead {
+            let detail = "\(url) does not answer: \(error)"
+            let remedy = "check that gateway and the network to it"
+            lines.append(
+                answered > 0
+                    ? .warned(.gateway, detail + "; requests go through the others", remedy: remedy)
+                    : .failed(.gateway, detail, remedy: remedy, status: .unavailable))
+        }
+        return lines
     }
 
     /// A tus server signs nothing and has no bucket: its credentials are the headers sent

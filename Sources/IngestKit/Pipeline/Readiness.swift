@@ -10,6 +10,8 @@ public struct ReadinessCheck: Sendable, Equatable {
         case bucket
         case conditionalWrite = "conditional_write"
         case clock
+        /// One of several S3 gateways of the bucket: it answers, and shows the same bucket.
+        case gateway
         case udevRule = "udev_rule"
         case units
         case rescanTimer = "rescan_timer"
@@ -24,6 +26,7 @@ public struct ReadinessCheck: Sendable, Equatable {
             case .bucket: "bucket"
             case .conditionalWrite: "conditional write"
             case .clock: "clock"
+            case .gateway: "gateway"
             case .udevRule: "udev rule"
             case .units: "systemd units"
             case .rescanTimer: "nightly rescan"

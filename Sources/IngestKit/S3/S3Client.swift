@@ -11,10 +11,16 @@ import Synchronization
 ///
 /// Credentials are asked for on every attempt (so refreshed ones are used at once), an
 /// expired token refreshes them, and a skewed clock is corrected from the server's `Date`.
+///
+/// Each attempt goes through the first of the destination's gateways not marked down
+/// (``S3Gateways``), and is signed for that gateway's host. A connection refused, reset or
+/// timed out marks the gateway down, and the request is sent again at once through the next
+/// one that is up, spending none of its retry budget; only when every gateway is down does
+/// the retry policy's backoff apply.
 public final class S3Client: Sendable {
     public let destination: S3Destination
-    /// The destination's endpoint, parsed.
-    let endpoint: S3Endpoint
+    /// The destination's gateways, shared by every client of the destination in the process.
+    public let gateways: S3Gateways
     let credentials: CredentialsProvider
     let transport: CurlTransport
     let signer: SigV4Signer
@@ -27,11 +33,35 @@ public final class S3Client: Sendable {
         destination: S3Destination, credentials: CredentialsProvider, transport: CurlTransport, logger: Logger
     ) throws(S3AddressError) {
         self.destination = destination
-        endpoint = try S3Endpoint(destination.endpoint)
+        gateways = try S3Gateways(urls: destination.gatewayURLs, logger: logger)
         self.credentials = credentials
         self.transport = transport
         self.signer = SigV4Signer(region: destination.region)
         self.logger = logger
+    }
+
+    /// A client whose requests go through `gateways`, the destination's shared state of its
+    /// gateways (``StoreFactory/network(credentials:tusHeaders:transport:logger:)`` keeps one
+    /// per destination).
+    public init(
+        destination: S3Destination, gateways: S3Gateways, credentials: CredentialsProvider, transport: CurlTransport,
+        logger: Logger
+    ) {
+        self.destination = destination
+        self.gateways = gateways
+        self.credentials = credentials
+        self.transport = transport
+        self.signer = SigV4Signer(region: destination.region)
+        self.logger = logger
+    }
+
+    /// Whether a transport failure says the gateway itself is unreachable (refused, reset,
+    /// timed out): what sends the request through another gateway.
+    static func isGatewayFailure(_ kind: TransportError.Kind) -> Bool {
+        switch kind {
+        case .connectionFailed, .connectionReset, .timedOut: true
+        default: false
+        }
     }
 
     /// Signs and sends one request, retrying as `policy` decides; returns a 2xx answer (or
@@ -39,15 +69,44 @@ public final class S3Client: Sendable {
     func perform(
         _ method: String, key: String, query: [S3QueryItem] = [], headers: [SigV4Header] = [],
         body: HTTPBody = .empty, payloadHash: PayloadHash = .emptyBody, policy: RetryPolicy = .control,
-        notFoundIsAnswer: Bool = false, isPayload: Bool = false, expectContinue: Bool = false
+        notFoundIsAnswer: Bool = false, isPayload: Bool = false, expectContinue: Bool = false,
+        through pinned: S3Gateways.Gateway? = nil
     ) async throws(S3ClientError) -> HTTPResponse {
-        let location: S3Location
-        do {
-            location = try S3Location(
-                endpoint: endpoint, bucket: destination.bucket, key: key, style: destination.addressing)
-        } catch { throw .request("\(error)") }
         var state = RetryState()
+        // Sends through another gateway spend no attempt; bounded so that gateways failing
+        // in turn cannot keep a request going forever.
+        var failovers = 0
+        let failoverLimit = gateways.count * policy.maxAttempts
         while true {
+            let gateway: S3Gateways.Gateway
+            if let pinned {
+                gateway = pinned
+            } else {
+                guard let picked = gateways.pick() else { throw .foreignBucket(gateways.refusals) }
+                if gateways.needsCheck(picked) {
+                    do { try await checkBucketIdentity(of: picked) } catch {
+                        // The check marked an unreachable gateway down: go on through the
+                        // next at once if one is up, else wait as for any failed attempt, so
+                        // that a dead destination is not asked in a tight loop.
+                        guard case .transport(let problem, _) = error, Self.isGatewayFailure(problem.kind) else { throw error }
+                        if gateways.isAnotherUp(than: picked), failovers < failoverLimit {
+                            failovers += 1
+                            continue
+                        }
+                        let decision = policy.decide(
+                            after: .transport(problem.kind), state: &state, random: Double.random(in: 0..<1), now: Date())
+                        guard case .retry(let delay) = decision else { throw .transport(problem, attempts: state.failedAttempts) }
+                        await transport.pause(for: delay)
+                    }
+                    continue  // picked again: it may be refused, or down
+                }
+                gateway = picked
+            }
+            let location: S3Location
+            do {
+                location = try S3Location(
+                    endpoint: gateway.endpoint, bucket: destination.bucket, key: key, style: destination.addressing)
+            } catch { throw .request("\(error)") }
             let resolved: ResolvedCredentials
             do { resolved = try await credentials.credentials() } catch { throw .credentials(error) }
             let now = Date().addingTimeInterval(clockOffset.withLock { $0 }.inSeconds)
@@ -66,6 +125,7 @@ public final class S3Client: Sendable {
             var lastTransportError: TransportError?
             do {
                 let response = try await transport.send(request)
+                gateways.markUp(gateway)
                 if notFoundIsAnswer, response.status == 404 { return response }
                 let parsedError = S3Error.parse(status: response.status, body: Data(response.body))
                 if (200..<300).contains(response.status), parsedError == nil { return response }
@@ -75,6 +135,13 @@ public final class S3Client: Sendable {
                 if case .bodyUnreadable = error.kind { throw .transport(error, attempts: state.failedAttempts + 1) }
                 lastTransportError = error
                 failure = .transport(error.kind)
+                if pinned == nil, Self.isGatewayFailure(error.kind),
+                    gateways.markDown(gateway, reason: error.message.isEmpty ? "\(error.kind)" : error.message),
+                    failovers < failoverLimit
+                {
+                    failovers += 1
+                    continue
+                }
             }
 
             let decision = policy.decide(after: failure, state: &state, random: Double.random(in: 0..<1), now: Date())
@@ -103,5 +170,58 @@ public final class S3Client: Sendable {
                 }
             }
         }
+    }
+
+    /// Checks that `gateway` shows the bucket the destination's other gateways show, once
+    /// per gateway and process, before it carries a request (with more than one gateway): it
+    /// reads ``S3Gateways/markerKey`` through it and, when no gateway has shown the bucket's
+    /// identity yet and the marker is absent, writes a random one under `If-None-Match: *`
+    /// (a `412` means another station or gateway won: read again). One attempt each: a
+    /// gateway that does not answer is marked down, and its error thrown (the request goes
+    /// on through the next gateway). An answer that is an error fails the request that
+    /// asked; the requests that waited for the check run it again.
+    private func checkBucketIdentity(of gateway: S3Gateways.Gateway) async throws(S3ClientError) {
+        let failure = Mutex<S3ClientError?>(nil)
+        await gateways.checkOnce(gateway) { [self] in
+            do throws(S3ClientError) {
+                let shown = try await readMarker(through: gateway)
+                if shown != nil || gateways.bucketID != nil {
+                    if let learned = gateways.settle(gateway, shows: shown) { gateways.identified(learned) }
+                    return
+                }
+                let id = Array(UUID().uuidString.lowercased().utf8)
+                do throws(S3ClientError) {
+                    _ = try await perform(
+                        "PUT", key: S3Gateways.markerKey, headers: [SigV4Header("If-None-Match", "*")], body: .bytes(id),
+                        payloadHash: PayloadHash(sha256Of: id), policy: .once, through: gateway)
+                    if let learned = gateways.settle(gateway, shows: id) { gateways.identified(learned) }
+                } catch where error.isPreconditionFailed {
+                    let won = try await readMarker(through: gateway)
+                    if let learned = gateways.settle(gateway, shows: won) { gateways.identified(learned) }
+                }
+            } catch {
+                if case .transport(let problem, _) = error, Self.isGatewayFailure(problem.kind) {
+                    gateways.markDown(gateway, reason: problem.message.isEmpty ? "\(problem.kind)" : problem.message)
+                }
+                failure.withLock { $0 = error }
+            }
+        }
+        if let error = failure.withLock({ $0 }) { throw error }
+    }
+
+    /// The bytes of ``S3Gateways/markerKey`` through `gateway`; nil when it answers 404.
+    private func readMarker(through gateway: S3Gateways.Gateway) async throws(S3ClientError) -> [UInt8]? {
+        let response = try await perform(
+            "GET", key: S3Gateways.markerKey, policy: .once, notFoundIsAnswer: true, through: gateway)
+        return response.status == 404 ? nil : response.body
+    }
+
+    /// What `gateway` alone shows, for `ingest check`: whether the bucket exists there
+    /// (`HeadBucket`), and its identity marker (nil when absent or the bucket is not there).
+    /// One attempt each, without failover.
+    public func probe(_ gateway: S3Gateways.Gateway) async throws(S3ClientError) -> (exists: Bool, bucketID: [UInt8]?) {
+        let head = try await perform("HEAD", key: "", policy: .once, notFoundIsAnswer: true, through: gateway)
+        guard head.status != 404 else { return (false, nil) }
+        return (true, try await readMarker(through: gateway))
     }
 }

@@ -13,6 +13,8 @@ public enum S3ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case request(String)
     /// The server answered something this client cannot read.
     case unexpectedAnswer(status: Int, detail: String)
+    /// Every gateway left shows another bucket than the destination's (another cluster).
+    case foreignBucket(String)
 
     public var description: String {
         switch self {
@@ -22,6 +24,7 @@ public enum S3ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case .credentials(let error): "\(error)"
         case .request(let problem): "cannot build the request: \(problem)"
         case let .unexpectedAnswer(status, detail): "the server's answer (HTTP \(status)) cannot be read: \(detail)"
+        case .foreignBucket(let refusals): "no gateway of the bucket may be used: \(refusals)"
         }
     }
 }

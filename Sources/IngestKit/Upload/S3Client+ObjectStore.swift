@@ -8,7 +8,7 @@ extension S3Client: ObjectStore {
 
     public var uploadListingBound: ListingBound { ListingBound(pages: Self.maxListPages, kept: Self.maxKeptUploads) }
 
-    public var bodiesCrossPlainHTTP: Bool { endpoint.isPlainHTTPOverNetwork }
+    public var bodiesCrossPlainHTTP: Bool { gateways.all.contains { $0.endpoint.isPlainHTTPOverNetwork } }
 
     /// ListObjectsV2, page by page (at most ``maxObjectListPages``).
     public func listObjects(prefix: String, page: ([ListedObject]) async -> Void) async throws(S3ClientError) {

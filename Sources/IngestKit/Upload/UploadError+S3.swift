@@ -49,6 +49,9 @@ extension UploadError {
             }
         case .uploadGone(let s3):
             self.init(exitStatus: .partial, scope: .object, message: "\(what): \(s3)")
+        case .foreignBucket:
+            // The configuration names gateways of two clusters: every run fails the same way.
+            self.init(exitStatus: .config, scope: .destination, message: "\(what): \(error)")
         case .request, .unexpectedAnswer:
             self.init(exitStatus: .partial, scope: .object, message: "\(what): \(error)")
         }
