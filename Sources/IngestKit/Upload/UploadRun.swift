@@ -416,8 +416,10 @@ struct UploadRun {
         let result: UploadResult
         switch outcome {
         case .uploaded:
+            await abortUnsentUploads()
             result = .uploaded(alreadyThere: false)
         case .alreadyUploaded:
+            await abortUnsentUploads()
             result = .uploaded(alreadyThere: true)
         case .foundAtKey:
             result = .uploaded(alreadyThere: true)
@@ -527,6 +529,24 @@ struct UploadRun {
         let digests = machine.acknowledgedParts.compactMap { part in part.digest.flatMap { try? PartDigest(journalText: $0) } }
         if digests.count != plan.partCount || Set(digests.map(\.algorithm)).count != 1 { return nil }
         return plan.isSinglePut ? .expected(singlePut: digests[0]) : .expected(parts: digests)
+    }
+
+    /// The object is in place, so no other upload of its key can complete. One that holds no
+    /// part is a stray (a `CreateMultipartUpload` whose answer was lost and which was sent
+    /// again), or one whose sender has not begun: it is aborted now rather than left a day
+    /// for the orphan sweep. One with parts may be another station's, still being sent: it
+    /// is left alone, and its sender's `Complete` is refused and discards it. A failure to
+    /// list or abort leaves the stray to the sweep.
+    private func abortUnsentUploads() async {
+        guard !plan.isSinglePut, client.capabilities.contains(.listing) else { return }
+        let key = record.key
+        guard let listing = try? await client.listUploads(prefix: key, keeping: { $0.key == key }) else { return }
+        for upload in listing.uploads {
+            guard let parts = try? await client.listParts(key: key, uploadID: upload.uploadID, partSize: plan.partSize ?? record.size),
+                parts.isEmpty
+            else { continue }
+            try? await client.abortMultipartUpload(key: key, uploadID: upload.uploadID)
+        }
     }
 
     /// The server's parts by number. SeaweedFS lists every upload of a part number, where
