@@ -47,7 +47,8 @@ import Testing
             lastError: String?
         ) async throws(JournalError) {}
         func noteFailure(_ message: String, ofUpload id: String, quarantineAfter: Int) async throws(JournalError) -> Bool { false }
-        func completeUpload(id: String, etag: String?, releasingStagedCopy: Bool) async throws(JournalError) -> Fingerprint? { nil }
+        func completeUpload(id: String, object: StoredObject?, releasingStagedCopy: Bool) async throws(JournalError) -> Fingerprint? { nil }
+        func isForeign(key: String, etag: String, target: S3Destination) async throws(JournalError) -> Bool { false }
         func restartUpload(id: String, key: String) async throws(JournalError) -> UploadRecord? { nil }
         func restage(uploadID id: String, reason: String) async throws(JournalError) {}
     }

@@ -415,6 +415,53 @@ import Testing
         #expect(try await bench.journalled().0.phase == .completed)
     }
 
+    // MARK: what proves an object
+
+    @Test(arguments: [nil, partSize] as [Int64?])
+    func theCompletionRecordsTheETagOfTheObjectItsLookVerified(partSize: Int64?) async throws {
+        let bench = try await Bench(size: partSize == nil ? 100_000 : 12 << 20, partSize: partSize)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+
+        let record = try await bench.journalled().0
+        let stored = try #require(bench.store.objects[Self.key])
+        #expect(record.etag == stored.etag, "the server's ETag, recorded with the completion")
+        #expect(record.recordedObject?.size == record.size)
+        #expect(!record.etagLearned)
+    }
+
+    /// Someone with write access replaced the object with other bytes of the same size and
+    /// copied its metadata: the label says ours, the ETag recorded at completion says not.
+    @Test func anObjectReplacedWithItsMetadataCopiedIsNotOursAndTheFileGoesToItsAlternativeKey() async throws {
+        let bench = try await Bench(size: 100_000, partSize: nil)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        let forged = randomBytes(100_000)
+        bench.store.place(Self.key, bytes: forged, metadata: [ObjectLabelKeys.fingerprint: bench.fingerprint.hex])
+
+        // A rerun confirming the content (content dedupe) looks, and does not believe the label.
+        #expect(try await bench.run(confirming: true) == .uploaded(alreadyThere: false))
+
+        let alternative = try KeyTemplate.alternativeKey(Self.key, fingerprint: bench.fingerprint)
+        #expect(bench.store.objects[Self.key]?.bytes == forged, "nothing is replaced, not even a forgery")
+        #expect(bench.landed(at: alternative))
+        #expect(try await bench.journalled().0.key == alternative)
+    }
+
+    /// After a check proved the object at the key foreign (``Journal/noteForeignObject(key:etag:target:)``)
+    /// and restarted the upload (which forgets the recorded ETag), the look still refuses it.
+    @Test func anObjectACheckProvedForeignIsNeverTakenForOursWhateverItsLabel() async throws {
+        let bench = try await Bench(size: 100_000, partSize: nil)
+        let forged = randomBytes(100_000)
+        bench.store.place(Self.key, bytes: forged, metadata: [ObjectLabelKeys.fingerprint: bench.fingerprint.hex])
+        let etag = try #require(bench.store.objects[Self.key]?.etag)
+        try await bench.journal.noteForeignObject(key: Self.key, etag: etag, target: Bench.target)
+
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+
+        let alternative = try KeyTemplate.alternativeKey(Self.key, fingerprint: bench.fingerprint)
+        #expect(bench.landed(at: alternative))
+        #expect(bench.store.objects[Self.key]?.bytes == forged)
+    }
+
     @Test func aStagedCopyLostAfterItsObjectVerifiedCountsAsUploadedNotAsAnIntegrityError() async throws {
         let bench = try await Bench(size: 12 << 20, partSize: Self.partSize)
         #expect(try await bench.run() == .uploaded(alreadyThere: false))

@@ -71,7 +71,7 @@ import Testing
         #expect(summary.stagedBytes == 1000, "the copy only the quarantined upload holds")
         #expect(try await journal.totals().quarantinedUploads.count == 1)
 
-        try await journal.completeUpload(id: upload.id, etag: nil)
+        try await journal.completeUpload(id: upload.id, object: nil)
         #expect(try await journal.quarantine().count == 0)
         #expect(try await journal.quarantinedCount(ofVolume: volume.key) == 0)
     }

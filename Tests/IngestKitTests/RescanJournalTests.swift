@@ -96,7 +96,7 @@ import Testing
         let (_, journal) = try await openJournal()
         let uploaded = try await stageAndClaim(journal, "uuid:A", "done.jpg", digest: 1, size: 1000)
         let completed = Date(timeIntervalSince1970: 1_800_000_000)
-        try await journal.completeUpload(id: uploaded.id, etag: nil, at: completed)
+        try await journal.completeUpload(id: uploaded.id, object: nil, at: completed)
         let waiting = try await stageAndClaim(journal, "uuid:A", "waiting.jpg", digest: 2, size: 200)
         try await journal.noteFailure("HTTP 503", ofUpload: waiting.id)
         let unreadable = ScannedFile(path: CardPath("bad.jpg"), size: 30, mtime: 1)
@@ -129,7 +129,7 @@ import Testing
                 atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             try Data("copy".utf8).write(to: URL(fileURLWithPath: path))
             copies[name] = path
-            if age >= 0 { try await journal.completeUpload(id: record.id, etag: nil, at: now.addingTimeInterval(-age)) }
+            if age >= 0 { try await journal.completeUpload(id: record.id, object: nil, at: now.addingTimeInterval(-age)) }
         }
         let dead = deadPID()
         let abandoned = area.partialDirectory + "/\(dead)-1.partial"

@@ -63,10 +63,10 @@ import Testing
         #expect(first.requestHeaders == [SigV4Header("x-amz-meta-xxh128", a.fingerprint.hex)])
         #expect(try await journal.pendingUploads().map(\.id) == [first.id, second.id], "the content before its copy")
 
-        try await journal.completeUpload(id: first.id, etag: "\"abc-5\"")
+        try await journal.completeUpload(id: first.id, object: StoredObject(etag: "\"abc-5\"", size: 1))
         var files = try await journal.files(ofVolume: volume.key)
         #expect(files[a.file.path]?.state == .uploaded && files[b.file.path]?.state == .staged)
-        try await journal.completeUpload(id: second.id, etag: "\"abc-5\"")
+        try await journal.completeUpload(id: second.id, object: StoredObject(etag: "\"abc-5\"", size: 1))
         files = try await journal.files(ofVolume: volume.key)
         #expect(files.values.map(\.state) == [.uploaded, .uploaded])
         #expect(try await journal.pendingUploads().isEmpty)
@@ -90,7 +90,7 @@ import Testing
                 : .failed(grown, StageFailure(kind: .changedWhileCopying))
             try await journal.record([outcome], volumeKey: volume.key)
 
-            try await journal.completeUpload(id: old.id, etag: nil)
+            try await journal.completeUpload(id: old.id, object: nil)
 
             let file = try #require(try await journal.files(ofVolume: volume.key)[CardPath("LOGS/run.log")])
             #expect(file.state == (newContentStaged ? .staged : .pending), "new content staged: \(newContentStaged)")
@@ -128,7 +128,7 @@ import Testing
         try await started(records[1], serverID: "server-b")
         try await started(records[2], serverID: "server-c")
         #expect(try await journal.multipartUploadIDs(endpoint: target.endpoint, bucket: target.bucket) == ["server-a", "server-b"])
-        try await journal.completeUpload(id: records[0].id, etag: "\"e-1\"")
+        try await journal.completeUpload(id: records[0].id, object: StoredObject(etag: "\"e-1\"", size: 1))
         #expect(
             try await journal.multipartUploadIDs(endpoint: target.endpoint, bucket: target.bucket) == ["server-b"],
             "a completed upload forgets its server id")
@@ -150,7 +150,7 @@ import Testing
         }
         #expect(joined.id == older.id)
         #expect(try await journal.pendingUploads().map(\.id) == [older.id])
-        try await journal.completeUpload(id: older.id, etag: nil)
+        try await journal.completeUpload(id: older.id, object: nil)
         #expect(try await journal.files(ofVolume: volume.key)[CardPath("DCIM/a.jpg")]?.state == .uploaded)
     }
 
@@ -174,7 +174,7 @@ import Testing
         #expect(record.id.count == 15 && taken.count == 15)
         #expect(record.fingerprint == b.fingerprint.hex)
         #expect(try await journal.upload(id: taken)?.0.fingerprint == other.fingerprint, "the other content's upload is untouched")
-        try await journal.completeUpload(id: record.id, etag: nil)
+        try await journal.completeUpload(id: record.id, object: nil)
         #expect(try await journal.files(ofVolume: volume.key)[CardPath("DCIM/b.jpg")]?.state == .uploaded)
         #expect(try await journal.upload(id: taken)?.0.phase == .created)
     }
@@ -197,8 +197,9 @@ import Testing
             try await older.write { [records, volume] db in
                 try VolumeRecord(volume, seen: Date()).insert(db)
                 for record in records {
-                    // The columns of version 8: none for copies yet.
-                    let values = try record.databaseDictionary.filter { $0.key != "copyKey" }
+                    // The columns of version 8: none for copies, nor the object's identity, yet.
+                    let later: Set<String> = ["copyKey", "objectChecksum", "versionID", "etagLearned"]
+                    let values = try record.databaseDictionary.filter { !later.contains($0.key) }
                     try db.execute(
                         sql: "INSERT INTO upload (\(values.keys.map { "\"\($0)\"" }.joined(separator: ", "))) VALUES "
                             + "(\(values.keys.map { _ in "?" }.joined(separator: ", ")))",
@@ -238,7 +239,7 @@ import Testing
             return
         }
         #expect(source.id == records[1].id)
-        try await journal.completeUpload(id: records[2].id, etag: nil)
+        try await journal.completeUpload(id: records[2].id, object: nil)
         #expect(try await journal.files(ofVolume: volume.key)[CardPath("DCIM/3.jpg")]?.state == .uploaded)
         #expect(try await journal.upload(id: records[2].id)?.1.isEmpty == true)
     }
@@ -260,7 +261,7 @@ import Testing
             Issue.record("expected an upload")
             return
         }
-        try await journal.completeUpload(id: record.id, etag: nil)
+        try await journal.completeUpload(id: record.id, object: nil)
 
         let later = try await stage(journal, "b.jpg", digest: 3)
         let result = try await journal.claim([claim(later)], volumeKey: volume.key)
@@ -307,7 +308,7 @@ import Testing
         #expect(parts.first?.digest == "d3")
         #expect(try await journal.uploads(idPrefix: String(record.id.prefix(4))).map(\.id) == [record.id])
 
-        try await journal.completeUpload(id: record.id, etag: "\"e-2\"")
+        try await journal.completeUpload(id: record.id, object: StoredObject(etag: "\"e-2\"", size: 1))
         let (completed, left) = try #require(try await journal.upload(id: record.id))
         #expect(completed.phase == .completed)
         #expect(left.isEmpty, "a completed upload's parts are forgotten")
@@ -320,14 +321,15 @@ import Testing
     @Test func theJournalWritesAtAnUploadsEndScanNoTable() async throws {
         let (_, journal) = try await openJournal()
         let records = try await plannedUploads(journal, count: 40)
-        try await journal.completeUpload(id: records[0].id, etag: nil)
+        try await journal.completeUpload(id: records[0].id, object: nil)
         let statements = Mutex<[String]>([])
         try await journal.database.write { db in
             db.trace(options: .statement) { event in
                 if case .statement(let statement) = event { statements.withLock { $0.append(statement.expandedSQL) } }
             }
         }
-        let removable = try await journal.completeUpload(id: records[1].id, etag: "\"e\"", releasingStagedCopy: true)
+        let removable = try await journal.completeUpload(
+            id: records[1].id, object: StoredObject(etag: "\"e\"", size: 1), releasingStagedCopy: true)
         #expect(removable == records[1].contentFingerprint)
         try await journal.noteStagedCopiesRemoved([try #require(removable)])
         try await journal.database.write { db in db.trace(options: .statement, nil) }
@@ -349,7 +351,7 @@ import Testing
     @Test func aRunsQuestionsBesidesItsPagesReadThePendingAndQuarantinedRowsNotEveryFileOfTheCard() async throws {
         let (_, journal) = try await openJournal()
         let records = try await plannedUploads(journal, count: 30)
-        for record in records.dropFirst(2) { try await journal.completeUpload(id: record.id, etag: "\"e\"") }
+        for record in records.dropFirst(2) { try await journal.completeUpload(id: record.id, object: StoredObject(etag: "\"e\"", size: 1)) }
         let other = VolumeIdentity(
             key: "uuid:5678-EF01", rootPath: "/media/b", mountPoint: "/media/b", pathInFileSystem: "/", fsType: "ext4",
             device: nil)
@@ -405,6 +407,9 @@ import Testing
         record.restartCount = 2
         record.sourcePath = Data([0x44, 0xFF, 0x2F, 0x00, 0x61])
         record.etag = "\"etag-3\""
+        record.objectChecksum = "AAAAAA==-2"
+        record.versionID = "3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY+MTRCxf3vjVBH40Nr8X8gdRQBpUMLUo"
+        record.etagLearned = true
         record.lastError = "a message"
         record.createdAt = Date(timeIntervalSince1970: 1_700_000_000.123)
         record.updatedAt = Date(timeIntervalSince1970: 1_700_000_100.456)
@@ -437,7 +442,7 @@ import Testing
         }
         let released = try await withThrowingTaskGroup(of: (String, Fingerprint?).self) { group in
             for record in records {
-                group.addTask { (record.id, try await journal.completeUpload(id: record.id, etag: nil, releasingStagedCopy: true)) }
+                group.addTask { (record.id, try await journal.completeUpload(id: record.id, object: nil, releasingStagedCopy: true)) }
             }
             var released: [String: Fingerprint?] = [:]
             for try await (id, fingerprint) in group { released[id] = fingerprint }
@@ -478,7 +483,7 @@ import Testing
             return
         }
         let released = try await journal.completeUpload(
-            id: finished.id, etag: nil, releasingStagedCopy: true, at: Date(timeIntervalSinceNow: -3600))
+            id: finished.id, object: nil, releasingStagedCopy: true, at: Date(timeIntervalSinceNow: -3600))
         #expect(released == done.fingerprint, "no file waits for it: it may go at once")
 
         #expect(try await journal.stagedCopiesToRemove(completedBefore: Date(timeIntervalSinceNow: -7200)).isEmpty,
@@ -487,7 +492,7 @@ import Testing
         #expect(removable == [done.fingerprint])
         try await journal.noteStagedCopiesRemoved(removable)
         #expect(try await journal.stagedCopiesToRemove(completedBefore: Date()).isEmpty)
-        #expect(try await journal.completeUpload(id: unfinished.id, etag: nil, releasingStagedCopy: false) == nil)
+        #expect(try await journal.completeUpload(id: unfinished.id, object: nil, releasingStagedCopy: false) == nil)
     }
 
     /// A card's run journals each batch of staged files with the uploads planned for them in

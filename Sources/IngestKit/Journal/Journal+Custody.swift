@@ -158,10 +158,36 @@ extension Journal {
         }
     }
 
-    /// Records the ETag of an object a look proved ours.
-    public func noteObjectETag(_ etag: String, ofUpload id: String) async throws(JournalError) {
+    /// Records the ETag of an object whose upload's completion recorded none (a journal older
+    /// than v15), learned by a look that found the object's size and fingerprint label ours:
+    /// marked learned, since it was not the server's answer when the object was made.
+    public func learnObjectETag(_ etag: String, ofUpload id: String) async throws(JournalError) {
         try await writing(durable: false) { db in
-            try db.execute(sql: "UPDATE upload SET etag = ? WHERE id = ?", arguments: [etag, id])
+            try db.execute(
+                sql: "UPDATE upload SET etag = ?, etagLearned = 1 WHERE id = ? AND etag IS NULL", arguments: [etag, id])
+        }
+    }
+
+    /// Records that the object at `key` with this ETag is not ours: a check found it where the
+    /// journal recorded another. Durable before the repair that follows counts on it. A look
+    /// at the key (``isForeign(key:etag:target:)``) never takes it for ours again, whatever
+    /// metadata it carries: the file goes to its alternative key.
+    public func noteForeignObject(key: String, etag: String, target: S3Destination, at date: Date = Date())
+        async throws(JournalError)
+    {
+        try await writing { db in
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO foreignObject (endpoint, bucket, key, etag, foundAt) VALUES (?, ?, ?, ?, ?)",
+                arguments: [target.endpoint, target.bucket, key, String(ETag.unquoted(etag)), JournalDate(date)])
+        }
+    }
+
+    /// Whether the object at `key` with this ETag was proven not ours.
+    public func isForeign(key: String, etag: String, target: S3Destination) async throws(JournalError) -> Bool {
+        try await reading { db in
+            try Bool.fetchOne(
+                db, sql: "SELECT EXISTS (SELECT 1 FROM foreignObject WHERE endpoint = ? AND bucket = ? AND key = ? AND etag = ?)",
+                arguments: [target.endpoint, target.bucket, key, String(ETag.unquoted(etag))]) ?? false
         }
     }
 

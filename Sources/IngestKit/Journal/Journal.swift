@@ -450,6 +450,24 @@ public final class Journal: Sendable {
                   SELECT DISTINCT endpoint, bucket, endpoint FROM custodyGeneration WHERE endpoint NOT LIKE 'tus+%';
                 """)
         }
+        // What identifies a verified object's bytes, kept with its completion
+        // (``StoredObject``): the ETag (the column of v2, until now filled only by the bucket
+        // check's first look), the server's checksum and the version id where given.
+        // `etagLearned`: the ETag was learned by a later look, not recorded when the object
+        // was made; every ETag of an older journal is such. `foreignObject`: objects at our
+        // keys proven not ours (another ETag than the one recorded); a look that finds one
+        // never takes it for ours, whatever metadata it carries.
+        migrator.registerMigration("v15: the identity of each verified object, objects proven foreign") { db in
+            try db.execute(sql: """
+                ALTER TABLE upload ADD COLUMN "objectChecksum" TEXT;
+                ALTER TABLE upload ADD COLUMN "versionID" TEXT;
+                ALTER TABLE upload ADD COLUMN "etagLearned" BOOLEAN NOT NULL DEFAULT 0;
+                UPDATE upload SET etagLearned = 1 WHERE etag IS NOT NULL;
+                CREATE TABLE foreignObject (
+                  "endpoint" TEXT NOT NULL, "bucket" TEXT NOT NULL, "key" TEXT NOT NULL, "etag" TEXT NOT NULL,
+                  "foundAt" DATETIME NOT NULL, PRIMARY KEY ("endpoint", "bucket", "key", "etag"));
+                """)
+        }
         return migrator
     }
 

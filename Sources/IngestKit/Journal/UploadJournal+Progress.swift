@@ -60,7 +60,10 @@ extension Journal {
     }
 
     /// The object is in the bucket and verified: the upload is completed, its parts are no
-    /// longer needed, and every file carrying this content is uploaded.
+    /// longer needed, and every file carrying this content is uploaded. `object`: what
+    /// identifies the object's bytes, as the look that verified it found them, recorded in
+    /// the same transaction (nil only where the destination has no such identity: a tus
+    /// server, or a destination that cannot copy, whose file counts as its content's upload).
     ///
     /// With `releasingStagedCopy`, the same transaction answers whether the content's staged
     /// copy may go now (no other file or upload still waits for it): one journal write per
@@ -72,18 +75,18 @@ extension Journal {
     /// the caller deletes the staged copy only after a ``sync()``.
     @discardableResult
     public func completeUpload(
-        id: String, etag: String?, releasingStagedCopy: Bool = false, at date: Date = Date()
+        id: String, object: StoredObject?, releasingStagedCopy: Bool = false, at date: Date = Date()
     ) async throws(JournalError) -> Fingerprint? {
-        try await completions.submit(Completion(id: id, etag: etag, releasingStagedCopy: releasingStagedCopy, date: date)) {
+        try await completions.submit(Completion(id: id, object: object, releasingStagedCopy: releasingStagedCopy, date: date)) {
             batch throws(JournalError) in
             try await self.writing(durable: false) { db in try batch.map { try Self.complete($0, in: db) } }
         }
     }
 
-    /// One upload's completion, as ``completeUpload(id:etag:releasingStagedCopy:at:)`` writes it.
+    /// One upload's completion, as ``completeUpload(id:object:releasingStagedCopy:at:)`` writes it.
     struct Completion: Sendable {
         var id: String
-        var etag: String?
+        var object: StoredObject?
         var releasingStagedCopy: Bool
         var date: Date
     }
@@ -94,10 +97,12 @@ extension Journal {
         guard
             let upload = try Row.fetchOne(
                 db.cachedStatement(sql: """
-                    UPDATE upload SET phase = 'completed', etag = COALESCE(?, etag), lastError = NULL, uploadID = NULL,
-                    failures = 0, quarantined = 0, updatedAt = ?, completedAt = ? WHERE id = ?
+                    UPDATE upload SET phase = 'completed', etag = ?, objectChecksum = ?, versionID = ?, etagLearned = 0,
+                    lastError = NULL, uploadID = NULL, failures = 0, quarantined = 0, updatedAt = ?, completedAt = ? WHERE id = ?
                     RETURNING fingerprint, partSize
-                    """), arguments: [completion.etag, date, date, id])
+                    """), arguments: [
+                        completion.object?.etag, completion.object?.checksum, completion.object?.versionID, date, date, id,
+                    ])
         else { return nil }
         // Only a multipart upload has parts journalled.
         if upload["partSize"] as Int64? != nil {
@@ -121,7 +126,8 @@ extension Journal {
         try await writing { db in
             try db.execute(
                 sql: """
-                    UPDATE upload SET key = ?, phase = 'created', uploadID = NULL, etag = NULL, completedAt = NULL,
+                    UPDATE upload SET key = ?, phase = 'created', uploadID = NULL, etag = NULL, objectChecksum = NULL,
+                    versionID = NULL, etagLearned = 0, completedAt = NULL,
                     updatedAt = ? WHERE id = ?
                     """, arguments: [key, JournalDate(date), id])
             try db.execute(sql: "DELETE FROM uploadPart WHERE upload = ?", arguments: [id])

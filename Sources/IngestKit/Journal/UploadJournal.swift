@@ -43,8 +43,14 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
     /// The first file that brought this content, for people reading `ingest status`.
     public var volumeKey: String?
     public var sourcePath: Data?
-    /// The object's ETag once completed.
+    /// The object's ETag once completed, as the look that verified it found it (or, for a
+    /// completion older than journal v15, learned by a later look: ``etagLearned``).
     public var etag: String?
+    /// The rest of the object's identity recorded with its completion (``recordedObject``),
+    /// by ``Journal/completeUpload(id:object:releasingStagedCopy:at:)``.
+    public var objectChecksum: String? = nil
+    public var versionID: String? = nil
+    public var etagLearned = false
     /// Why the last attempt failed; cleared when it completes.
     public var lastError: String?
     public var createdAt: Date
@@ -69,6 +75,12 @@ public struct UploadRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
 
     /// A server-side copy of its content's upload, not an upload of bytes.
     public var isCopy: Bool { !copyKey.isEmpty }
+
+    /// What identifies its object's bytes, as recorded (``StoredObject``); nil until completed
+    /// with one.
+    public var recordedObject: StoredObject? {
+        etag.map { StoredObject(etag: $0, size: size, checksum: objectChecksum, versionID: versionID) }
+    }
 
     public var target: S3Destination {
         S3Destination(endpoint: endpoint, bucket: bucket, region: region, addressing: addressing)
@@ -147,6 +159,9 @@ extension UploadRecord {
         volumeKey = try row.decode(forColumn: "volumeKey")
         sourcePath = try row.decode(forColumn: "sourcePath")
         etag = try row.decode(forColumn: "etag")
+        objectChecksum = try row.decode(forColumn: "objectChecksum")
+        versionID = try row.decode(forColumn: "versionID")
+        etagLearned = try row.decode(forColumn: "etagLearned")
         lastError = try row.decode(forColumn: "lastError")
         createdAt = try row.decode(JournalDate.self, forColumn: "createdAt").date
         updatedAt = try row.decode(JournalDate.self, forColumn: "updatedAt").date
@@ -188,7 +203,7 @@ extension UploadRecord {
     static let columns = [
         "id", "endpoint", "bucket", "region", "addressing", "key", "fingerprint", "size", "partSize", "checksum", "phase",
         "uploadID", "restartCount", "headers", "volumeKey", "sourcePath", "etag", "lastError", "createdAt", "updatedAt",
-        "completedAt", "failures", "quarantined", "cardChecksums", "copyKey",
+        "completedAt", "failures", "quarantined", "cardChecksums", "copyKey", "objectChecksum", "versionID", "etagLearned",
     ]
     /// Built once: the claim runs it for every file of a card.
     private static let insertUnlessPlannedSQL =
@@ -199,7 +214,8 @@ extension UploadRecord {
         [
             id, endpoint, bucket, region, addressing, key, fingerprint, size, partSize, checksum, phase,
             uploadID, restartCount, headers, volumeKey, sourcePath, etag, lastError, JournalDate(createdAt), JournalDate(updatedAt),
-            completedAt.map(JournalDate.init), failures, quarantined, cardChecksums, copyKey,
+            completedAt.map(JournalDate.init), failures, quarantined, cardChecksums, copyKey, objectChecksum, versionID,
+            etagLearned,
         ]
     }
 }

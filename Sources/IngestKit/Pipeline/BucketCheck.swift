@@ -24,12 +24,14 @@ public struct BucketCheckOutcome: Sendable, Equatable {
 
 /// The bucket is checked, not trusted: each card seen lately has its folder listed
 /// (`ListObjectsV2`, one request per 1,000 keys) and compared with the journal. An object
-/// missing, of another size, or with another ETag than the one a look proved ours, is a
-/// problem: its upload starts again (the file waits for it, so the card is not safe to
-/// erase), to be sent from its staged copy, or from the card when that is gone, to its own
-/// key or, when other bytes hold it, to its alternative key. An object whose ETag the
-/// journal does not know yet is looked at once (`HEAD`: size and recorded fingerprint), and
-/// its ETag kept: later checks need only the listing.
+/// missing, of another size, or with another ETag than the one its completion recorded
+/// (``StoredObject``), is a problem: its upload starts again (the file waits for it, so the
+/// card is not safe to erase), to be sent from its staged copy, or from the card when that
+/// is gone. A changed object is recorded as foreign first (``Journal/noteForeignObject(key:etag:target:)``),
+/// so the repair never takes it for ours, whatever metadata was copied onto it: the file goes
+/// to its alternative key. What the check finds is compared, never adopted. Only an upload
+/// whose completion recorded no ETag (a journal older than v15) is looked at once (`HEAD`:
+/// size and recorded fingerprint) and its ETag kept as learned.
 extension UploadService {
     public func checkBucket(days: Int, now: Date = Date()) async -> BucketCheckOutcome {
         var outcome = BucketCheckOutcome()
@@ -46,6 +48,24 @@ extension UploadService {
                 if outcome.error == nil { outcome.error = error }
                 logger.warning("could not check a card's folder in the bucket", metadata: ["volume": "\(card.volumeKey)", "error": "\(error)"])
             }
+        }
+        return outcome
+    }
+
+    /// The same check of one card, as its rerun begins (before its scan, so that a file whose
+    /// object went missing or changed is copied from the card again in this run when its
+    /// staged copy is gone): a rerun never believes the journal's word that the card's
+    /// objects are there.
+    public func checkCard(_ volumeKey: String) async -> BucketCheckOutcome {
+        var outcome = BucketCheckOutcome()
+        do throws(UploadError) {
+            let folder: String?
+            do { folder = try await journal.cardFolder(ofVolume: volumeKey) } catch { throw .journal(error) }
+            guard let folder else { return outcome }
+            try await check(volumeKey, folder: folder, into: &outcome)
+        } catch {
+            outcome.error = error
+            logger.warning("could not check the card's objects in the bucket", metadata: ["volume": "\(volumeKey)", "error": "\(error)"])
         }
         return outcome
     }
@@ -80,10 +100,12 @@ extension UploadService {
                     continue
                 }
                 if object.size != record.size {
-                    try await problem(.changed, record, volumeKey, "\(object.size) bytes, \(record.size) ingested", into: &outcome)
+                    try await problem(
+                        .changed, record, volumeKey, "\(object.size) bytes, \(record.size) ingested", found: object.etag, into: &outcome)
                 } else if let etag = record.etag {
                     if ETag.unquoted(etag) != ETag.unquoted(object.etag) {
-                        try await problem(.changed, record, volumeKey, "ETag \(object.etag), \(etag) when verified", into: &outcome)
+                        try await problem(
+                            .changed, record, volumeKey, "ETag \(object.etag), \(etag) when verified", found: object.etag, into: &outcome)
                     }
                 } else {
                     try await lookOnce(record, object: object, volumeKey: volumeKey, client: client, into: &outcome)
@@ -92,8 +114,9 @@ extension UploadService {
         }
     }
 
-    /// The first check of an object since it verified: a `HEAD` proves it ours (size and
-    /// recorded fingerprint), and its ETag is kept for the listings of later checks.
+    /// An object whose completion recorded no ETag (a journal older than v15): a `HEAD`
+    /// finds it ours by size and recorded fingerprint, and its ETag is kept, as learned, for
+    /// the listings of later checks.
     private func lookOnce(
         _ record: ObjectOnRecord, object: ListedObject, volumeKey: String, client: any ObjectStore,
         into outcome: inout BucketCheckOutcome
@@ -105,11 +128,13 @@ extension UploadService {
             }
             let found = try await client.recordedFingerprint(of: head, key: record.key)
             guard head.size == record.size, found == record.fingerprint else {
-                try await problem(.changed, record, volumeKey, "fingerprint \(found ?? "none"), \(record.fingerprint) ingested", into: &outcome)
+                try await problem(
+                    .changed, record, volumeKey, "fingerprint \(found ?? "none"), \(record.fingerprint) ingested",
+                    found: head.etag, into: &outcome)
                 return
             }
             if let etag = head.etag {
-                do { try await journal.noteObjectETag(etag, ofUpload: record.uploadID) } catch { throw UploadError.journal(error) }
+                do { try await journal.learnObjectETag(etag, ofUpload: record.uploadID) } catch { throw UploadError.journal(error) }
             }
         } catch let error as UploadError {
             throw error
@@ -120,9 +145,10 @@ extension UploadService {
         }
     }
 
+    /// `found`: the ETag of the object that holds the key now, for a changed one.
     private func problem(
         _ kind: BucketProblem.Kind, _ record: ObjectOnRecord, _ volumeKey: String, _ detail: String,
-        into outcome: inout BucketCheckOutcome
+        found: String? = nil, into outcome: inout BucketCheckOutcome
     ) async throws(UploadError) {
         let problem = BucketProblem(kind: kind, volumeKey: volumeKey, path: record.path, key: record.key, detail: detail)
         outcome.problems.append(problem)
@@ -133,7 +159,10 @@ extension UploadService {
         do {
             // Other bytes hold its key: it goes to its alternative key, which the card's next
             // generation lists. Missing, it comes back to the key its history lists already.
-            if kind == .changed { try await journal.unlist(record.path, ofVolume: volumeKey) }
+            if kind == .changed {
+                if let found { try await journal.noteForeignObject(key: record.key, etag: found, target: record.target) }
+                try await journal.unlist(record.path, ofVolume: volumeKey)
+            }
             if let staged, System.exists(staged) {
                 _ = try await journal.restartUpload(id: record.uploadID, key: record.key)
             } else {

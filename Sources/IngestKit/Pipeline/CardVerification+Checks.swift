@@ -129,10 +129,13 @@ extension CardVerification {
         }
         return .check(CardObjectCheck(
             path: read.path, size: read.size, fingerprint: fingerprint, key: upload.key, uploadID: upload.id,
-            target: upload.target))
+            target: upload.target, recorded: upload.recordedObject))
     }
 
-    /// `HEAD` of the file's object, and its recorded fingerprint (metadata, or its tag).
+    /// `HEAD` of the file's object: the same object as the one its completion recorded
+    /// (``StoredObject``: ETag, size, checksum, version), and its fingerprint label (metadata,
+    /// or its tag) the card's. The label alone proves nothing (anyone who can write the bucket
+    /// can copy it); the recorded identity is the server's word on the bytes.
     static func check(_ check: CardObjectCheck, in store: any ObjectStore) async -> CardVerdict {
         func problem(_ code: CardVerificationProblem.Code, _ message: String) -> CardVerdict {
             .problem(CardVerificationProblem(
@@ -158,6 +161,12 @@ extension CardVerification {
                     .objectDiffers,
                     "the object at \(place) records fingerprint \(recorded), the card's file has \(check.fingerprint.hex)")
             }
+            if let difference = check.recorded?.difference(from: head) {
+                return problem(
+                    .objectDiffers,
+                    "the object at \(place) is not the one verified when it was uploaded (\(difference)): it was replaced; "
+                        + "keep the card, and run ingest status --check-bucket to send the file to its alternative key")
+            }
             return .verified
         } catch {
             let sorted = UploadError(error, what: "checking \(place)", target: check.target)
@@ -180,6 +189,9 @@ struct CardObjectCheck: Sendable {
     var key: String
     var uploadID: String
     var target: S3Destination
+    /// The object's identity as its completion recorded it; nil for a journal older than v15
+    /// (then only the size and the label are compared).
+    var recorded: StoredObject?
 }
 
 enum CardVerdict: Sendable {

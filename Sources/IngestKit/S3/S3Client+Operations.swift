@@ -145,7 +145,8 @@ extension S3Client {
             checksumType: response[header: "x-amz-checksum-type"],
             serverSideEncryption: response[header: "x-amz-server-side-encryption"],
             customerKeyAlgorithm: response[header: "x-amz-server-side-encryption-customer-algorithm"],
-            tagCount: response[header: "x-amz-tagging-count"].flatMap { Int($0) })
+            tagCount: response[header: "x-amz-tagging-count"].flatMap { Int($0) },
+            versionID: response[header: "x-amz-version-id"].flatMap { $0 == "null" ? nil : $0 })
     }
 
     private func etag(of response: HTTPResponse) throws(S3ClientError) -> String {

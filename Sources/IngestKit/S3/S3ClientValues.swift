@@ -84,13 +84,16 @@ public struct ObjectHead: Sendable, Equatable {
     public var customerKeyAlgorithm: String?
     /// `x-amz-tagging-count`: how many tags the object has; nil when the server does not say.
     public var tagCount: Int?
+    /// `x-amz-version-id`: the version this look found, where the bucket keeps versions.
+    public var versionID: String?
 
     public init(
         size: Int64, etag: String?, metadata: [String: String] = [:], checksumCRC32C: String? = nil,
         checksumType: String? = nil, serverSideEncryption: String? = nil, customerKeyAlgorithm: String? = nil,
-        tagCount: Int? = nil
+        tagCount: Int? = nil, versionID: String? = nil
     ) {
         self.tagCount = tagCount
+        self.versionID = versionID
         self.size = size
         self.etag = etag
         self.metadata = metadata

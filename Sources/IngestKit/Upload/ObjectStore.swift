@@ -139,9 +139,12 @@ protocol UploadLog: Sendable {
     ) async throws(JournalError)
     /// A failed run of the upload; returns whether it is quarantined now.
     func noteFailure(_ message: String, ofUpload id: String, quarantineAfter: Int) async throws(JournalError) -> Bool
-    /// The object is in the bucket and verified. With `releasingStagedCopy`, returns the
-    /// content whose staged copy may go now (nothing else waits for it).
-    func completeUpload(id: String, etag: String?, releasingStagedCopy: Bool) async throws(JournalError) -> Fingerprint?
+    /// The object is in the bucket and verified, `object` its identity as the verifying look
+    /// found it. With `releasingStagedCopy`, returns the content whose staged copy may go now
+    /// (nothing else waits for it).
+    func completeUpload(id: String, object: StoredObject?, releasingStagedCopy: Bool) async throws(JournalError) -> Fingerprint?
+    /// Whether the object at `key` with this ETag was proven not ours (``Journal/noteForeignObject(key:etag:target:)``).
+    func isForeign(key: String, etag: String, target: S3Destination) async throws(JournalError) -> Bool
     /// These staged copies were deleted.
     func noteStagedCopiesRemoved(_ fingerprints: [Fingerprint]) async throws(JournalError)
     /// Every commit so far is on disk.
@@ -164,8 +167,8 @@ extension Journal: UploadLog {
         try await noteFailure(message, ofUpload: id, quarantineAfter: quarantineAfter, at: Date())
     }
 
-    func completeUpload(id: String, etag: String?, releasingStagedCopy: Bool) async throws(JournalError) -> Fingerprint? {
-        try await completeUpload(id: id, etag: etag, releasingStagedCopy: releasingStagedCopy, at: Date())
+    func completeUpload(id: String, object: StoredObject?, releasingStagedCopy: Bool) async throws(JournalError) -> Fingerprint? {
+        try await completeUpload(id: id, object: object, releasingStagedCopy: releasingStagedCopy, at: Date())
     }
 
     func noteStagedCopiesRemoved(_ fingerprints: [Fingerprint]) async throws(JournalError) {

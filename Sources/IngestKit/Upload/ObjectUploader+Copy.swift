@@ -26,7 +26,7 @@ extension ObjectUploader {
     /// upload: this file counts as that upload (dedupe by content per destination), and
     /// nothing is sent.
     func copyOnce(from source: UploadRecord) async -> Attempt {
-        guard client.capabilities.contains(.serverSideCopy) else { return .done(.uploaded(alreadyThere: true)) }
+        guard client.capabilities.contains(.serverSideCopy) else { return .verified(alreadyThere: true, object: nil) }
         if let decided = Self.decided(by: await lookAtKey()) { return decided }
         let condition = conditionalWrites ? [SigV4Header.ifNoneMatchAny] : []
         do {
@@ -53,7 +53,7 @@ extension ObjectUploader {
         }
         switch await lookAtKey() {
         case .failure(let error): return .done(.failed(error))
-        case .success(.ours): return .done(.uploaded(alreadyThere: false))
+        case .success(.ours(let head)): return .verified(alreadyThere: false, object: StoredObject(head))
         case .success(.free):
             return .done(.failed(UploadError(
                 exitStatus: .partial, scope: .object,

@@ -49,8 +49,8 @@ struct ObjectUploader: Sendable {
     enum KeyState: Sendable {
         /// No object at the key.
         case free
-        /// An object with this upload's size and fingerprint.
-        case ours
+        /// An object with this upload's size and fingerprint, as this look found it.
+        case ours(ObjectHead)
         /// An object with other bytes.
         case taken(ObjectHead)
     }
@@ -61,6 +61,11 @@ struct ObjectUploader: Sendable {
     /// `Complete` whose answer may have been lost. An object whose fingerprint goes in its
     /// tag (``UploadRecord/fingerprintGoesInTag``) and has none yet is then ours if the
     /// server's digest of it is that one: it is tagged, and counts as ours.
+    ///
+    /// A label is not a proof: an object the journal knows is not ours (another ETag than the
+    /// one its completion recorded, ``UploadLog/isForeign(key:etag:target:)``), or that
+    /// differs from what this upload's completion recorded, is taken, whatever metadata it
+    /// carries.
     func lookAtKey(completedFrom parts: WholeObjectDigest? = nil) async -> Result<KeyState, UploadError> {
         let head: ObjectHead?
         do { head = try await client.headObject(key: record.key, checksumMode: parts?.needsChecksumMode ?? false) } catch {
@@ -69,17 +74,31 @@ struct ObjectUploader: Sendable {
         guard var head else { return .success(.free) }
         do {
             let found = try await client.recordedFingerprint(of: head, key: record.key)
-            if head.size == record.size, found == record.fingerprint { return .success(.ours) }
+            head.metadata[ObjectLabelKeys.fingerprint] = found
+            if try await provenNotOurs(head) { return .success(.taken(head)) }
+            if head.size == record.size, found == record.fingerprint { return .success(.ours(head)) }
             if head.size == record.size, found == nil, fingerprintMayBeInTag, parts?.check(head) == .matches {
                 try await tagFingerprint()
-                return .success(.ours)
+                head.metadata[ObjectLabelKeys.fingerprint] = record.fingerprint
+                return .success(.ours(head))
             }
-            // What holds the key, with its fingerprint wherever ingest recorded it (for `key_taken`).
-            head.metadata[ObjectLabelKeys.fingerprint] = found
-        } catch {
+        } catch let error as JournalError {
+            return .failure(.journal(error))
+        } catch let error as S3ClientError {
             return .failure(UploadError(error, what: "the tags of \(record.key)", target: record.target))
+        } catch {
+            return .failure(UploadError(exitStatus: .software, scope: .object, message: "\(error)"))
         }
+        // What holds the key, with its fingerprint wherever ingest recorded it (for `key_taken`).
         return .success(.taken(head))
+    }
+
+    /// The object at the key is not this upload's, whatever its label says: its completion
+    /// recorded another object there, or a check proved this one foreign.
+    private func provenNotOurs(_ head: ObjectHead) async throws(JournalError) -> Bool {
+        guard let etag = head.etag else { return record.etag != nil }
+        if let recorded = record.etag, ETag.unquoted(recorded) != ETag.unquoted(etag) { return true }
+        return try await journal.isForeign(key: record.key, etag: etag, target: record.target)
     }
 
     /// The fingerprint of an object whose parts were sent while its file was read (see
@@ -112,6 +131,9 @@ struct ObjectUploader: Sendable {
     /// How one attempt at a copy (``copyOnce(from:)``) ended.
     enum Attempt: Sendable {
         case done(UploadResult)
+        /// The object at the key is this file's, found as `object` (nil where the destination
+        /// keeps no object of its own for it); `alreadyThere`: nothing was written.
+        case verified(alreadyThere: Bool, object: StoredObject?)
         /// The key holds an object with other bytes (found by `HEAD`, or by a `412`).
         case keyTaken(ObjectHead)
     }
@@ -120,7 +142,7 @@ struct ObjectUploader: Sendable {
     static func decided(by look: Result<KeyState, UploadError>) -> Attempt? {
         switch look {
         case .failure(let error): .done(.failed(error))
-        case .success(.ours): .done(.uploaded(alreadyThere: true))
+        case .success(.ours(let head)): .verified(alreadyThere: true, object: StoredObject(head))
         case .success(.taken(let head)): .keyTaken(head)
         case .success(.free): nil
         }
@@ -250,14 +272,17 @@ struct ObjectUploader: Sendable {
     /// reach the server while the process is stopping is the stop's own cut of the transfers
     /// (``CurlTransport/cut()``): the upload is left for later, not failed (a real failure
     /// shows again when it resumes).
-    func conclude(_ result: UploadResult) async -> UploadResult {
+    ///
+    /// `object`: the identity of the object an `.uploaded` result verified, recorded with the
+    /// completion (``StoredObject``).
+    func conclude(_ result: UploadResult, object: StoredObject? = nil) async -> UploadResult {
         if case .failed(let error) = result, stop.isRaised, error.exitStatus == .unavailable { return .interrupted }
         switch result {
         case .uploaded(let alreadyThere):
             await verified?()
             let releasable: Fingerprint?
             do {
-                releasable = try await journal.completeUpload(id: record.id, etag: nil, releasingStagedCopy: releases != nil)
+                releasable = try await journal.completeUpload(id: record.id, object: object, releasingStagedCopy: releases != nil)
             } catch {
                 return .failed(.journal(error))
             }

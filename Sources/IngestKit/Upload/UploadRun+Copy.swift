@@ -11,6 +11,8 @@ extension UploadRun {
             switch await copier.copyOnce(from: source) {
             case .done(let result):
                 return await copier.conclude(result)
+            case let .verified(alreadyThere, object):
+                return await copier.conclude(.uploaded(alreadyThere: alreadyThere), object: object)
             case .keyTaken(let head):
                 let found = head.metadata[ObjectLabelKeys.fingerprint]
                 switch UploadStateMachine.afterKeyTaken(

@@ -43,6 +43,9 @@ struct UploadRun {
     /// the handover never takes one of them over, so no answer of a part sent to an upload
     /// given up can count for the next.
     private var passedOver: Set<String> = []
+    /// The object the last look at the key found this upload's (``verify()``, ``lookAtKey(_:)``):
+    /// its identity is recorded with the completion.
+    private var found: StoredObject?
 
     private var record: UploadRecord { uploader.record }
     private var client: any ObjectStore { uploader.client }
@@ -252,6 +255,9 @@ struct UploadRun {
                     payloadHash: payloadHash, headers: record.requestHeaders + digest.headers + [.ifNoneMatchAny])
             }
             uploader.hooks.completed()
+            // Written under If-None-Match: the object is ours; a look after, if the answer
+            // does not confirm the bytes, records what it finds instead.
+            found = StoredObject(etag: written.etag, size: record.size, checksum: written.checksumCRC32C)
             return .more(machine.objectPut(
                 etag: written.etag, digest: digest.journalText,
                 confirmed: written.confirms(.expected(singlePut: digest))))
@@ -339,13 +345,14 @@ struct UploadRun {
             if case let .mismatch(want, found) = check {
                 mismatch = "the server's digest is \(found), the parts sent make \(want)"
             }
-            var found = head.metadata[ObjectLabelKeys.fingerprint]
-            if found == nil, uploader.fingerprintMayBeInTag {
-                found = try await uploader.taggedFingerprint(
+            var fingerprint = head.metadata[ObjectLabelKeys.fingerprint]
+            if fingerprint == nil, uploader.fingerprintMayBeInTag {
+                fingerprint = try await uploader.taggedFingerprint(
                     of: head, provenOurs: mismatch == nil && (check == .matches || machine.isConfirmingCompletion))
             }
+            found = StoredObject(head)
             return .more(machine.objectAlreadyExists(
-                size: head.size, fingerprint: found.flatMap(Fingerprint.init(hex:)), digestMismatch: mismatch))
+                size: head.size, fingerprint: fingerprint.flatMap(Fingerprint.init(hex:)), digestMismatch: mismatch))
         } catch where cutByStop(error) {
             return .instead(machine.stopped())
         } catch {
@@ -358,7 +365,9 @@ struct UploadRun {
     private mutating func lookAtKey(_ look: UploadStateMachine.KeyLook) async -> Step {
         switch await uploader.lookAtKey(completedFrom: look == .afterRefusedComplete ? wholeDigest : nil) {
         case .success(.free): return .more(machine.keyFree())
-        case .success(.ours): return .more(machine.keyOurs())
+        case .success(.ours(let head)):
+            found = StoredObject(head)
+            return .more(machine.keyOurs())
         case .success(.taken(let head)):
             return .more(machine.keyTaken(size: head.size, fingerprint: head.metadata[ObjectLabelKeys.fingerprint]))
         case .failure(let error):
@@ -434,7 +443,7 @@ struct UploadRun {
         case .notStreamed:
             preconditionFailure("UploadRun: an upload is no stream")
         }
-        return .end(await uploader.conclude(result))
+        return .end(await uploader.conclude(result, object: found))
     }
 
     // MARK: the parts' answers
