@@ -8,6 +8,11 @@ public struct KnownFile: Sendable, Equatable {
     /// As ``FileRecord/inode``.
     public var inode: Int64?
     public var state: FileState
+    /// The destination of its upload (`endpoint`, a newline, `bucket`); nil: none planned.
+    public var destination: String? = nil
+
+    /// How ``destination`` names `target`.
+    public static func destination(of target: S3Destination) -> String { "\(target.endpoint)\n\(target.bucket)" }
 }
 
 extension Journal {
@@ -22,14 +27,19 @@ extension Journal {
             return try database.read { db in
                 let marks = Array(repeating: "?", count: paths.count).joined(separator: ", ")
                 let statement = try db.cachedStatement(
-                    sql: "SELECT path, size, mtime, state, inode FROM file WHERE volumeKey = ? AND path IN (\(marks))")
+                    sql: """
+                        SELECT f.path, f.size, f.mtime, f.state, f.inode, u.endpoint || char(10) || u.bucket
+                        FROM file f LEFT JOIN upload u ON u.id = f.uploadID
+                        WHERE f.volumeKey = ? AND f.path IN (\(marks))
+                        """)
                 var known: [CardPath: KnownFile] = [:]
                 let arguments = StatementArguments([key]) + StatementArguments(paths.map { Data($0.bytes) })
                 let rows = try Row.fetchCursor(statement, arguments: arguments)
                 while let row = try rows.next() {
                     let path: Data = row[0]
                     guard let state = FileState(rawValue: row[3]) else { continue }
-                    known[CardPath(bytes: Array(path))] = KnownFile(size: row[1], mtime: row[2], inode: row[4], state: state)
+                    known[CardPath(bytes: Array(path))] = KnownFile(
+                        size: row[1], mtime: row[2], inode: row[4], state: state, destination: row[5])
                 }
                 return known
             }

@@ -37,7 +37,7 @@ struct CardRun<Sink: EventSink> {
         self.sink = sink
         self.stop = stop
         self.started = started
-        known = KnownFiles.journal(ingestor.journal, volumeKey: volume.key)
+        known = KnownFiles.journal(ingestor.journal, volumeKey: volume.key, target: ingestor.upload?.target)
         // Large files' parts go out as they are copied, with the CRC32Cs of that read, where
         // the destination can tag the object with the fingerprint known only at the end.
         let streaming =
@@ -152,6 +152,12 @@ struct CardRun<Sink: EventSink> {
     /// Scans the card, tells what it found, and journals what the card's history and its
     /// verdict rest on; whether it has files to stage.
     private mutating func scan() async throws(IngestError) -> Bool {
+        // A known card's objects are looked for first: one missing or changed is sent again
+        // (from the card, when its staged copy is gone: the scan below stages it again).
+        if let service = upload?.service, ingestor.checksKnownCards {
+            let checked = await service.checkCard(volume.key)
+            summary.bucketProblems = checked.problems.map(\.text)
+        }
         let plan = try await ScanPlan.make(volume: volume, rules: config.scan, known: known)
         for (path, reason) in plan.notableSkips { sink.emit(.skipped(path, reason)) }
         for notice in plan.notices { sink.emit(.notice(notice.0, code: notice.code, message: notice.message)) }

@@ -18,6 +18,10 @@ public struct Ingestor: Sendable {
     /// system has the UUID of one being ingested elsewhere is a second card (a clone), not
     /// a second trigger, and must be ingested too.
     public var volumeWait: Duration = .zero
+    /// A known card's objects are looked for in the bucket before its scan
+    /// (``UploadService/checkCard(_:)``); off where the caller checked them already (a rescan
+    /// checks every card of its window first).
+    public var checksKnownCards = true
 
     public init(config: Config, state: StateDirectory, journal: Journal, logger: Logger, upload: UploadRequest? = nil) {
         self.config = config

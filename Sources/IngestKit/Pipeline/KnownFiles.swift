@@ -1,7 +1,8 @@
 /// What the journal knows of a volume's files, as a scan sorts them: a file is to be staged
 /// when it is new, changed since it was journalled (size, time, or inode where the file
-/// system keeps inode numbers: ``VolumeIdentity/keepsInodeNumbers``), or still pending from
-/// an earlier run. The journal is asked a batch of files at a time (``Journal/knownFiles(ofVolume:paths:)``),
+/// system keeps inode numbers: ``VolumeIdentity/keepsInodeNumbers``), still pending from
+/// an earlier run, or ingested to another destination than the run's (a card's verdict
+/// belongs to a destination: run against another bucket, the card is ingested there too). The journal is asked a batch of files at a time (``Journal/knownFiles(ofVolume:paths:)``),
 /// so a rescan of a card of 100,000 files never holds the journal's record of all of them.
 public struct KnownFiles: Sendable {
     private enum Source: Sendable {
@@ -9,12 +10,16 @@ public struct KnownFiles: Sendable {
         case records([CardPath: FileRecord])
     }
     private let source: Source
+    /// The run's destination (``KnownFile/destination(of:)``); nil when the run uploads nothing.
+    private var destination: String?
     /// Files looked up in one query.
     static let batch = 512
 
     /// The journal's files of the volume `key`.
-    public static func journal(_ journal: Journal, volumeKey key: String) -> KnownFiles {
-        KnownFiles(source: .journal(journal, volumeKey: key))
+    /// With `target`, a file whose upload goes to another destination is to be staged again,
+    /// for `target`.
+    public static func journal(_ journal: Journal, volumeKey key: String, target: S3Destination? = nil) -> KnownFiles {
+        KnownFiles(source: .journal(journal, volumeKey: key), destination: target.map(KnownFile.destination(of:)))
     }
 
     /// Files known from `records` (none: every file is new).
@@ -34,7 +39,9 @@ public struct KnownFiles: Sendable {
         return files.map { file in
             guard let record = known(file.path) else { return true }
             if inodes, let was = record.inode, let now = file.inode, was != Int64(bitPattern: now) { return true }
-            return record.state == .pending || record.size != file.size || record.mtime != file.mtime
+            if record.state == .pending || record.size != file.size || record.mtime != file.mtime { return true }
+            if let destination, record.state != .forgotten, let theirs = record.destination, theirs != destination { return true }
+            return false
         }
     }
 

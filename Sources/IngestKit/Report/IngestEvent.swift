@@ -44,6 +44,9 @@ public struct RunSummary: Sendable, Equatable, Codable {
     public var safeToErase: Bool?
     /// Why the card is not safe to erase, the most pressing first.
     public var notSafeBecause: [String] = []
+    /// Objects of the card found missing or changed in the bucket as the run began (each
+    /// ``key: what was found``): sent again by the run, a changed one to its alternative key.
+    public var bucketProblems: [String] = []
     /// Generations of the card's ASC MHL history this run put in the bucket.
     public var historyGenerations = 0
     /// How long writing them took (rendering, the local copy, the journal, the uploads).
@@ -148,6 +151,7 @@ extension IngestEvent {
             }
             object["upload_error"] = summary.uploadError.map { .string($0.message) }
             object["not_ingested"] = .int(Int64(summary.scan.lost))
+            if !summary.bucketProblems.isEmpty { object["bucket_problems"] = .array(summary.bucketProblems.map(JSONValue.string)) }
             if let safe = summary.safeToErase {
                 object["safe_to_erase"] = .bool(safe)
                 object["not_safe_because"] = .array(summary.notSafeBecause.map(JSONValue.string))

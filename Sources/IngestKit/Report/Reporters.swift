@@ -150,6 +150,10 @@ public final class ConsoleReporter: EventSink, Sendable {
             line += "; \(summary.scan.known) already ingested; \(summary.failed) failed"
             line += String(format: " in %.1f s", summary.seconds)
             print(line)
+            if !summary.bucketProblems.isEmpty {
+                print("Found in the bucket as the run began, not as verified (sent again; a changed one to its alternative key):")
+                for problem in summary.bucketProblems.prefix(20) { print("  \(problem)") }
+            }
             if let uploads = summary.uploads { print(Self.uploadLine(uploads, failed: summary.uploadError != nil)) }
             if summary.scan.lost > 0 {
                 print("\(summary.scan.lost) \(summary.scan.lost == 1 ? "folder" : "folders") of the card not ingested (listed above): "
