@@ -50,12 +50,43 @@ public struct CardVerification: Sendable {
     }
 
     /// Verifies the card (or directory) at `path`, identified as an ingest identifies it.
+    /// A card the journal does not know, or a mount point with nothing mounted, is refused
+    /// (``known(_:path:)``) before a file is read.
     public func verify(
         path: String, progress: CardVerificationProgress, stop: StopFlag = StopFlag(),
         report: @escaping @Sendable (CardVerificationEvent) -> Void
     ) async throws(IngestError) -> CardVerificationSummary {
         let volume = try VolumeIdentity.identify(path: path)
+        try await known(volume, path: path)
         return await verify(volume: volume, progress: progress, stop: stop, report: report)
+    }
+
+    /// Where cards are mounted: a directory below one of these that is not a mount of its
+    /// own is where a card is not.
+    static let mountPlaces = ["/media/", "/mnt/", "/run/media/"]
+
+    /// The volume is a card this station ingested (the journal saw it, even with no file),
+    /// and, where its path is a place cards are mounted, a card is mounted there. An empty
+    /// directory, or a card that was never ingested here, holds nothing known to be anywhere:
+    /// a verdict of "safe" on it would have someone format a card that was never ingested.
+    func known(_ volume: VolumeIdentity, path: String) async throws(IngestError) {
+        if Self.mountPlaces.contains(where: { volume.rootPath.hasPrefix($0) }),
+            !Self.mountPlaces.contains(where: { (volume.mountPoint ?? "/").hasPrefix($0) })
+        {
+            throw .cardUnknown(
+                path: path, reason: "not mounted (no card's file system is mounted there; \(volume.rootPath) is a "
+                    + "directory of \(volume.mountPoint ?? "the system disk"))",
+                remedy: "Mount the card (or give its device: ingest verify-card --device /dev/sdX1) and check again.")
+        }
+        let seen: Date?
+        do { seen = try await journal?.firstSeen(ofVolume: volume.key) } catch { throw .upload(.journal(error)) }
+        guard seen != nil else {
+            throw .cardUnknown(
+                path: path, reason: "a card never ingested here (the journal\(journal.map { " \($0.path)" } ?? "") does not know "
+                    + "\(volume.key))",
+                remedy: "Ingest it first (ingest \(path)); a folder of a card is checked by the card's mount point, and "
+                    + "another station's journal is checked there.")
+        }
     }
 
     /// Verifies the card whose block device is `node`, taken as `ingest --device` takes it

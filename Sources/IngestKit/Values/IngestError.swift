@@ -43,7 +43,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable, Codable {
         case .usage: "the command line is wrong"
         case .dataError: "tags or metadata are invalid (a key with two values, a reserved key, S3's limits), or the card's scene file is refused"
         case .unavailable: "the S3 endpoint (or udev, for watch) cannot be reached or keeps failing; staged files wait for the next run"
-        case .noInput: "the path does not exist or cannot be read; or the device is not a card, is mounted at a system place, has a file-system type not allowed, or cannot be mounted or unmounted"
+        case .noInput: "the path does not exist or cannot be read (for verify-card: a card never ingested here, or nothing mounted at the path); or the device is not a card, is mounted at a system place, has a file-system type not allowed, or cannot be mounted or unmounted"
         case .software: "internal error (a bug: please report it)"
         case .cantCreate: "the state directory or staging area cannot be written or is full, or the journal cannot be read"
         case .ioError: "the card failed or was removed while it was read"
@@ -106,10 +106,13 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     case uploadRefused(id: String, reason: String)
     /// The metrics file (`ingest rescan`) cannot be written; the work it reports is done.
     case metricsUnwritable(path: String, reason: String)
+    /// `verify-card` was given a card this station never ingested, or a mount point with no
+    /// card mounted: nothing there is known to be anywhere, so nothing is safe to erase.
+    case cardUnknown(path: String, reason: String, remedy: String)
 
     public var exitStatus: ExitStatus {
         switch self {
-        case .sourceUnavailable: .noInput
+        case .sourceUnavailable, .cardUnknown: .noInput
         case .config: .config
         case .stagingFull, .stagingUnwritable, .stateUnusable, .journalUnreadable, .metricsUnwritable: .cantCreate
         case .volumeBusy, .deviceBusy: .busy
@@ -159,6 +162,8 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(problem) Nothing was uploaded; the files are staged and upload once this is fixed."
         case .runLabels(let problem):
             return "\(problem) Nothing was staged or uploaded: fix this, then run again."
+        case let .cardUnknown(path, reason, remedy):
+            return "\(path) is \(reason): NOT safe to erase. \(remedy)"
         case let .metricsUnwritable(path, reason):
             return "cannot write the metrics file \(path): \(reason). The rescan's work is done and recorded; "
                 + "make the directory exist and writable, or change [rescan] metrics_file or --metrics-file."
