@@ -199,3 +199,46 @@ extension Journal {
         }
     }
 }
+
+/// A card seen lately with files not in the bucket that only the card can bring: copied
+/// never, or restaged because their object went missing or changed in the bucket and their
+/// staged copy was gone. A rescan names it, and fails, until the card comes back.
+public struct CardAwaitingItself: Sendable, Equatable {
+    public var volumeKey: String
+    /// The card as people call it (its label, else its device or path).
+    public var name: String
+    /// Where it was last mounted.
+    public var rootPath: String
+    public var files: Int
+    public var bytes: Int64
+    /// One of the files, and why it waits.
+    public var firstPath: CardPath
+    public var reason: String?
+}
+
+extension Journal {
+    /// The cards seen since `date` with files waiting for the card (``CardAwaitingItself``), but
+    /// those of `volumeKeys` (the cards a rescan just ingested, which said their own verdict).
+    /// One indexed pass over the pending files, grouped by card.
+    public func cardsAwaitingThemselves(seenSince date: Date, except volumeKeys: Set<String>) async throws(JournalError)
+        -> [CardAwaitingItself]
+    {
+        try await reading { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT v.key, v.name, v.rootPath, COUNT(*), SUM(f.size), MIN(f.path), MAX(f.lastError)
+                    FROM file f JOIN volume v ON v.key = f.volumeKey
+                    WHERE f.state = 'pending' AND v.lastSeen >= ?
+                    GROUP BY v.key ORDER BY v.key
+                    """, arguments: [JournalDate(date)]
+            ).compactMap { row in
+                let key: String = row[0]
+                guard !volumeKeys.contains(key) else { return nil }
+                return CardAwaitingItself(
+                    volumeKey: key, name: row[1], rootPath: row[2], files: row[3], bytes: row[4] ?? 0,
+                    firstPath: CardPath(bytes: Array(row[5] as Data)), reason: row[6])
+            }
+        }
+    }
+}

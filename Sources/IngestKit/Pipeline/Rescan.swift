@@ -167,6 +167,9 @@ public struct RescanReport: Sendable, Equatable {
     public var cards: [CardOutcome] = []
     /// Known cards mounted where rescan does not take cards from: not ingested, only named.
     public var elsewhere: [KnownCardElsewhere] = []
+    /// Cards seen within the bucket check's window, not here, with files only they can bring
+    /// to the bucket: the rescan fails until they are ingested again.
+    public var awaiting: [CardAwaitingItself] = []
     public var sweep = StagingSweep()
     /// Multipart uploads no journal knows, aborted at the destinations.
     public var orphans = OrphanSweep()
@@ -176,10 +179,12 @@ public struct RescanReport: Sendable, Equatable {
 
     /// Success when everything pending finished. Otherwise the first failure that concerns
     /// more than single files (a destination, the staging area, a missing root…), in the
-    /// order the work ran; else `partial` when files failed. A busy card is not a failure.
+    /// order the work ran; else `partial` when files failed or a card must come back for its
+    /// files (``awaiting``), night after night until it does. A busy card is not a failure.
     public var exitStatus: ExitStatus {
         let bucketStatus: ExitStatus = bucket.error?.exitStatus ?? (bucket.problems.isEmpty ? .success : .integrity)
         let statuses = [resume.problem?.exitStatus ?? .success, bucketStatus] + cards.map(\.exitStatus)
+            + [awaiting.isEmpty ? .success : .partial]
         if let serious = statuses.first(where: { $0 != .success && $0 != .partial }) { return serious }
         return statuses.contains(.partial) ? .partial : .success
     }
@@ -265,6 +270,14 @@ public struct Rescanner: Sendable {
         }
         report.elsewhere = elsewhere
         for card in elsewhere { progress(.knownCardElsewhere(card, lookedIn: policy.removableRoots)) }
+        if config.rescan.bucketCheckDays > 0 {
+            let window = started.addingTimeInterval(-Double(config.rescan.bucketCheckDays) * 86_400)
+            do {
+                report.awaiting = try await journal.cardsAwaitingThemselves(
+                    seenSince: window, except: Set(report.cards.compactMap(\.volumeKey)))
+            } catch { throw .journal(error) }
+            for card in report.awaiting { progress(.cardAwaitingItself(card)) }
+        }
 
         // After every upload of this run ended, so that none of its own is in flight.
         report.orphans = try await sweepOrphans()
@@ -334,7 +347,9 @@ public struct Rescanner: Sendable {
     private func ingest(_ source: RescanSource, sink: some EventSink) async -> CardOutcome {
         var outcome = CardOutcome(source: source, name: source.path, status: .ingested)
         let upload = UploadRequest(target: target, service: uploads, scene: nil, tags: [:])
-        let ingestor = Ingestor(config: config, state: state, journal: journal, logger: logger, upload: upload)
+        var ingestor = Ingestor(config: config, state: state, journal: journal, logger: logger, upload: upload)
+        // The bucket check before the cards looked at theirs (as far as its window reaches).
+        ingestor.checksKnownCards = false
         let ingested = await ingestor.ingest(path: source.path, sink: sink)
         outcome.summary = ingested.summary
         if let error = ingested.error {
@@ -357,4 +372,9 @@ public struct Rescanner: Sendable {
         return outcome
     }
 
+}
+
+extension CardAwaitingItself {
+    /// What ingests the card again once it is mounted where it last was.
+    public var command: String { "ingest \(shellQuotedIfNeeded(rootPath))" }
 }

@@ -12,6 +12,8 @@ public enum RescanEvent: Sendable {
     /// A known card is mounted outside `lookedIn`, the places rescan takes cards from: it
     /// was not ingested.
     case knownCardElsewhere(KnownCardElsewhere, lookedIn: [String])
+    /// A card not here has files only it can bring to the bucket (``CardAwaitingItself``).
+    case cardAwaitingItself(CardAwaitingItself)
     /// Multipart uploads no journal knows were looked for at one destination, and the old
     /// ones aborted.
     case orphansSwept(OrphanSweepOutcome, age: Duration)
@@ -36,6 +38,15 @@ extension RescanEvent {
                 "problems": .array(outcome.problems.map { .string($0.text) }),
             ]
             object["error"] = outcome.error.map { .string($0.message) }
+            return object
+        case .cardAwaitingItself(let card):
+            var object: [String: JSONValue] = [
+                "event": "card_awaited", "key": .string(card.volumeKey), "name": .string(card.name),
+                "path": .string(card.rootPath), "files": .int(card.files), "bytes": .int(card.bytes),
+                "first": .string(card.firstPath.display), "safe_to_erase": .bool(false),
+                "command": .string(card.command),
+            ]
+            object["reason"] = card.reason.map(JSONValue.string)
             return object
         case .card(let card):
             var object: [String: JSONValue] = [
@@ -101,6 +112,7 @@ extension RescanEvent {
                 "exit_status": .int(exitStatus.rawValue),
                 "cards_safe_to_erase": .array(report.cards.filter { $0.summary?.safeToErase == true }.map { .string($0.name) }),
                 "known_cards_elsewhere": .int(report.elsewhere.count),
+                "cards_awaited": .array(report.awaiting.map { .string($0.name) }),
             ]
             object["metrics_file"] = metricsFile.map(JSONValue.string)
             return object
@@ -140,6 +152,11 @@ extension RescanEvent {
                 }
                 return line
             }
+        case .cardAwaitingItself(let card):
+            return "\(card.name) (\(card.volumeKey)): NOT safe to erase: \(counted(card.files, "file")) "
+                + "(\(ByteCount(card.bytes))) not in the bucket, which only the card can bring (\(card.firstPath.display)"
+                + (card.reason.map { ": \($0)" } ?? "") + "). Insert the card (it is ingested on insertion), or run: "
+                + card.command
         case let .knownCardElsewhere(card, lookedIn):
             let places = card.mountPoints.joined(separator: " and ")
             return "\(card.name) (\(card.volumeKey)), a card the journal knows, is mounted at \(places), not where rescan "
@@ -168,6 +185,11 @@ extension RescanEvent {
                     "  orphan multipart uploads aborted: \(report.orphans.aborted)"
                         + (report.orphans.failures > 0
                             ? " (\(counted(report.orphans.failures, "destination")) could not be swept)" : ""))
+            }
+            if !report.awaiting.isEmpty {
+                lines.append(
+                    "  cards to insert again (files only they can bring): "
+                        + report.awaiting.map { "\($0.name) (\($0.command))" }.joined(separator: ", "))
             }
             if !report.elsewhere.isEmpty {
                 lines.append(
