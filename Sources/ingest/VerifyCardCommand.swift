@@ -16,9 +16,16 @@ struct VerifyCardCommand: AsyncParsableCommand {
                 and fingerprint: unchanged since it was ingested;
               - uploaded: its upload completed;
               - in the bucket: its object, at the key and destination the journal
-                recorded, is there (HEAD) with the same size, and the fingerprint it
+                recorded, is there (HEAD) with the same size, the fingerprint it
                 carries (x-amz-meta-xxh128, or the xxh128 tag of a large file streamed
-                as it was read) is the one just computed.
+                as it was read) is the one just computed, and it is the object its
+                upload made: the ETag recorded when it was verified (and the server's
+                checksum and version id, where given) is the one the HEAD shows. The
+                label alone proves nothing: anyone who can write the bucket can copy it.
+            Only a card this station ingested can be proven: a path the journal never saw \
+            as a card (an empty directory, a folder of a card) and a directory below \
+            /media, /mnt or /run/media with no card mounted are refused with status 66 \
+            before anything is read.
             The card is walked as an ingest walks it ([scan] rules, --include and --exclude, \
             litter, links and special files skipped): a file the rules leave out is no \
             problem, a folder the walk cannot enter (too deep, unreadable) is one. Nothing is \
@@ -51,8 +58,9 @@ struct VerifyCardCommand: AsyncParsableCommand {
                   object-differs, no-fingerprint): keep the card and find out why
               69  the endpoint cannot be reached, 77 it refused the credentials, 78 the
                   bucket does not exist: the check did not finish
-              66  no card to read at the path or device; 74 the card failed or was
-                  removed during the check; 73 the journal cannot be read
+              66  no card to read at the path or device, a card never ingested here, or
+                  a mount point with nothing mounted; 74 the card failed or was removed
+                  during the check; 73 the journal cannot be read
             Problems of objects (76) outweigh problems of files (1).
 
             Examples:
