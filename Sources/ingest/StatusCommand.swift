@@ -13,7 +13,8 @@ struct StatusCommand: AsyncParsableCommand {
             card is safe to erase when every file of it has a verified object in the bucket, \
             none is quarantined, its last scan ingested every folder (none too deep or \
             unreadable), its ASC MHL history in the bucket lists every file, and, when the \
-            card is mounted now, no file changed on it since (one lstat per file). The \
+            card is mounted now, no file on it is new or changed since (one lstat per file, \
+            walked as an ingest walks it). The \
             journal's word: `ingest verify-card` re-reads the card and the bucket. \
             With --json, one `card` object per card with `safe_to_erase` and `reasons`.
 
@@ -68,7 +69,7 @@ struct StatusCommand: AsyncParsableCommand {
                 summary = try await journal.summary()
                 uploads = try await journal.uploadSummary()
                 quarantine = try await journal.quarantine()
-                cards = try await CardStandings.all(journal: journal)
+                cards = try await CardStandings.all(journal: journal, rules: config.scan)
             } catch {
                 throw .journal(error)
             }

@@ -437,6 +437,14 @@ final class CustodyTests {
         let changedLine = changed.result.stdoutText.split(separator: "\n").first { $0.contains(volume) }.map(String.init) ?? ""
         #expect(changedLine.contains("NOT safe to erase"), "\(changed.result.stdoutText)")
         #expect(try documents().count == 4, "status ran no ingest")
+
+        // A file added to the card present, never ingested: the card is judged whole.
+        _ = try ingest([card.path], state: state, config: config)
+        _ = try card.write("DCIM/IMG_NEW.JPG", randomBytes(1_000))
+        standing = try #require(try cards(state: state, config: config).first { $0.string("volume") == volume })
+        #expect(standing["safe_to_erase"] as? Bool == false)
+        #expect(standing.int("files_new") == 1)
+        #expect((standing["reasons"] as? [String] ?? []).contains { $0.contains("never ingested: DCIM/IMG_NEW.JPG") })
     }
 
     @Test(.timeLimit(.minutes(5)))

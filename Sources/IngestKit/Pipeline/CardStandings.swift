@@ -3,39 +3,79 @@ import Foundation
 /// The verdict of every card the journal knows (``CardStanding``), for `ingest status`.
 ///
 /// A card that is present (mounted where the journal last saw it, with the same identity)
-/// is looked at too: one `lstat` per verified file, so that a file changed on the card since
-/// it was ingested (size, modification time, or inode where the file system keeps inode
-/// numbers) turns the verdict to no before the next ingest of the card notices it. A file deleted from the card changes nothing: its object
-/// is in the bucket.
+/// is judged whole: it is walked as an ingest walks it (``Scanner``, the same rules, `lstat`
+/// only) and its files compared with the journal a batch at a time, so memory stays flat
+/// whatever the card. A file the journal does not know (added since the card was ingested)
+/// or a verified file changed since (size, modification time, or inode where the file system
+/// keeps inode numbers) turns the verdict to no before the next ingest of the card notices
+/// it. A file deleted from the card changes nothing: its object is in the bucket.
 public enum CardStandings {
-    public static func all(journal: Journal) async throws(JournalError) -> [CardStanding] {
+    /// `rules`: the scan's, so that a file an ingest leaves out is not counted as new.
+    public static func all(journal: Journal, rules: ScanRules = ScanRules()) async throws(JournalError) -> [CardStanding] {
         var standings: [CardStanding] = []
         for tally in try await journal.cardTallies() {
             var standing = CardStanding(tally: tally)
             if let present = try? VolumeIdentity.identify(path: tally.volume.rootPath), present.key == tally.volume.key {
-                let files = try await journal.files(ofVolume: tally.volume.key)
-                let root = present.rootPath
-                let inodes = present.keepsInodeNumbers
-                let changed = await onDedicatedThread("ingest-look") { () -> [CardPath] in
-                    files.values.filter { $0.state == .uploaded }.sorted { $0.path.lexicographicallyPrecedes($1.path) }
-                        .filter { record in Self.changed(record, under: root, comparingInode: inodes) }.map(\.cardPath)
+                let look = await onDedicatedThread("ingest-look") { () -> Result<Look, JournalError> in
+                    Result { () throws(JournalError) in try Look(of: present, journal: journal, rules: rules) }
                 }
-                standing.changedCount = changed.count
-                standing.changed = Array(changed.prefix(5))
+                let found = try look.get()
+                (standing.changedCount, standing.changed) = (found.changedCount, found.changed)
+                (standing.newCount, standing.new) = (found.newCount, found.new)
             }
             standings.append(standing)
         }
         return standings
     }
 
-    /// The file is on the card with another size, modification time or (where the file
-    /// system keeps them) inode than ingested: a file replaced by a copy of the same size
-    /// and time (`cp -p`) is another file, whatever its bytes.
-    static func changed(_ record: FileRecord, under root: String, comparingInode: Bool) -> Bool {
-        // The name's own bytes: a card's names need not be UTF-8.
-        let path = (Array(root.utf8) + [UInt8(ascii: "/")] + Array(record.path) + [0]).map { CChar(bitPattern: $0) }
-        guard let status = try? System.status(path, followingLinks: false) else { return false }
-        if comparingInode, let inode = record.inode, Int64(bitPattern: UInt64(status.st_ino)) != inode { return true }
-        return Int64(status.st_size) != record.size || status.mtimeNanoseconds != record.mtime
+    /// What a walk of a present card found against the journal: the first few of each kind.
+    struct Look {
+        static let kept = 5
+        var changed: [CardPath] = []
+        var changedCount = 0
+        var new: [CardPath] = []
+        var newCount = 0
+
+        init(of volume: VolumeIdentity, journal: Journal, rules: ScanRules) throws(JournalError) {
+            var batch: [ScannedFile] = []
+            var failure: JournalError?
+            func judge() {
+                guard failure == nil, !batch.isEmpty else { return }
+                do {
+                    let known = try journal.knownFiles(ofVolume: volume.key, paths: batch.map(\.path))
+                    for file in batch {
+                        if let record = known[file.path] {
+                            guard record.state == .uploaded,
+                                Self.changed(file, from: record, comparingInode: volume.keepsInodeNumbers)
+                            else { continue }
+                            changedCount += 1
+                            if changed.count < Self.kept { changed.append(file.path) }
+                        } else {
+                            newCount += 1
+                            if new.count < Self.kept { new.append(file.path) }
+                        }
+                    }
+                } catch {
+                    failure = error
+                }
+                batch.removeAll(keepingCapacity: true)
+            }
+            // A walk that fails (the card pulled) judges what it reached.
+            try? Scanner(rules: rules).scan(root: volume.rootPath, until: { failure != nil }) { finding in
+                guard case .file(let file) = finding else { return }
+                batch.append(file)
+                if batch.count == KnownFiles.batch { judge() }
+            }
+            judge()
+            if let failure { throw failure }
+        }
+
+        /// The file is on the card with another size, modification time or (where the file
+        /// system keeps them) inode than ingested: a file replaced by a copy of the same size
+        /// and time (`cp -p`) is another file, whatever its bytes.
+        static func changed(_ file: ScannedFile, from record: KnownFile, comparingInode: Bool) -> Bool {
+            if comparingInode, let inode = record.inode, let now = file.inode, Int64(bitPattern: now) != inode { return true }
+            return file.size != record.size || file.mtime != record.mtime
+        }
     }
 }

@@ -7,7 +7,8 @@ import Foundation
 /// `ingest forget`) has a verified object in the bucket, none is quarantined, its last scan
 /// found nothing it could not ingest (a folder too deep or unreadable), and every file is
 /// listed by an ASC MHL generation in the bucket, when the key template gives the card a
-/// folder to hold one. `changed` adds what a look at the card present found changed since.
+/// folder to hold one. `changed` and `new` add what a look at the card present found: files
+/// changed since they were ingested, and files the journal does not know.
 ///
 /// The journal's word only: `ingest verify-card` reads the card and the bucket again.
 public struct CardStanding: Sendable, Equatable {
@@ -15,6 +16,9 @@ public struct CardStanding: Sendable, Equatable {
     /// Files found changed on the card present (size or modification time), the first.
     public var changed: [CardPath] = []
     public var changedCount = 0
+    /// Files on the card present that the journal does not know (never ingested), the first.
+    public var new: [CardPath] = []
+    public var newCount = 0
 
     public init(tally: CardTally) { self.tally = tally }
 
@@ -33,6 +37,9 @@ public struct CardStanding: Sendable, Equatable {
         }
         if changedCount > 0 {
             reasons.append("\(changedCount) \(Self.files(changedCount)) changed on the card since ingested: \(changed[0].display)")
+        }
+        if newCount > 0 {
+            reasons.append("\(newCount) \(Self.files(newCount)) on the card never ingested: \(new[0].display) (ingest the card again)")
         }
         if t.notCopied > 0 {
             let first = t.firstWaiting.map { ": \($0.display)" } ?? ""
@@ -72,6 +79,7 @@ public struct CardStanding: Sendable, Equatable {
             "files_not_uploaded": .int(Int64(tally.notUploaded)), "files_quarantined": .int(Int64(tally.quarantined)),
             "files_not_in_history": .int(Int64(tally.folder == nil ? 0 : tally.unlisted)),
             "not_ingested": .int(Int64(tally.lostCount)), "files_changed": .int(Int64(changedCount)),
+            "files_new": .int(Int64(newCount)),
             "mhl_generations": .int(Int64(tally.generations)),
         ]
         object["fs_label"] = v.fsLabel.map(JSONValue.string)
