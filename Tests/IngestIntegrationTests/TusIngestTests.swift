@@ -105,6 +105,42 @@ final class TusIngestTests {
         #expect(try ingest(["status"], state: state, config: try config(in: dir)).events("pending_upload").isEmpty)
     }
 
+    /// `verify-card` asks the tus server, at the URL each completion recorded: a card whose
+    /// uploads are all whole there is safe; an upload terminated on the server is missing
+    /// (76); a server down is a check that cannot finish (69), never a verdict.
+    @Test(.timeLimit(.minutes(3)))
+    func verifyCardAsksTheTusServerAtEachUploadsRecordedURL() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        _ = try card.write("DCIM/DJI_0001.JPG", randomBytes(300_000))
+        _ = try card.write("DCIM/DJI_0002.MP4", randomBytes(Self.chunk + 77))
+        _ = try card.write("DCIM/copy of 0001.JPG", try Array(Data(contentsOf: URL(fileURLWithPath: card.path + "/DCIM/DJI_0001.JPG"))))
+        let state = TemporaryDirectory()
+        let config = try config(in: dir)
+        #expect(try ingest([card.path], state: state, config: config).status == 0)
+        func verify() throws -> IngestRun {
+            try IngestRun.ingest(["verify-card", card.path, "--state-dir", state.path, "--json"], environment: [:])
+        }
+
+        let whole = try verify()
+        #expect(whole.status == 0, "\(whole.stderr)")
+        #expect(whole.events("verify_summary").last?.int("verified") == 3)
+
+        // Terminated on the server (its files gone): the clip's upload is missing.
+        let clip = try #require(try stored().first { $0.key.hasSuffix("DJI_0002.MP4") })
+        try FileManager.default.removeItem(atPath: clip.value.path)
+        try? FileManager.default.removeItem(atPath: clip.value.path + ".info")
+        let lost = try verify()
+        #expect(lost.status == 76, "\(lost.stderr)")
+        let problems = lost.events("problem").map { "\($0.string("path") ?? "") \($0.string("code") ?? "")" }
+        #expect(problems == ["DCIM/DJI_0002.MP4 object-missing"], "\(problems)")
+
+        server.stop()
+        let down = try verify()
+        #expect(down.status == 69, "\(down.stderr)")
+        #expect(down.events("verify_summary").last?["safe_to_erase"] as? Bool == false)
+    }
+
     /// A kill -9 while a 48 MiB file streams to the server, at three points, then `ingest
     /// resume`: the server's offset is where sending goes on, so the bytes sent after the
     /// kill are what the server lacked, never more than one chunk beyond it.

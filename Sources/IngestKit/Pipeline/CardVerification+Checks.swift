@@ -129,7 +129,7 @@ extension CardVerification {
         }
         return .check(CardObjectCheck(
             path: read.path, size: read.size, fingerprint: fingerprint, key: upload.key, uploadID: upload.id,
-            target: upload.target, recorded: upload.recordedObject))
+            target: upload.target, recorded: upload.recordedObject, headers: upload.requestHeaders))
     }
 
     /// `HEAD` of the file's object: the same object as the one its completion recorded
@@ -142,10 +142,17 @@ extension CardVerification {
                 code: code, path: check.path, message: message, size: check.size, fingerprint: check.fingerprint,
                 key: check.key, uploadID: check.uploadID))
         }
-        let place = "s3://\(check.target.bucket)/\(check.key)"
+        let place = check.target.isTus ? check.recorded?.etag ?? check.key : "s3://\(check.target.bucket)/\(check.key)"
         do throws(S3ClientError) {
-            guard let head = try await store.headObject(key: check.key) else {
-                return problem(.objectMissing, "no object at \(place) (at \(check.target.endpoint)): the bucket lost it")
+            let found: ObjectHead?
+            if let recorded = check.recorded {
+                found = try await store.headObject(recorded: recorded, key: check.key, headers: check.headers)
+            } else {
+                found = try await store.headObject(key: check.key)
+            }
+            guard let head = found else {
+                return problem(
+                    .objectMissing, "no object at \(place) (at \(check.target.endpoint)): the destination lost it")
             }
             guard head.size == check.size else {
                 return problem(
@@ -192,6 +199,9 @@ struct CardObjectCheck: Sendable {
     /// The object's identity as its completion recorded it; nil for a journal older than v15
     /// (then only the size and the label are compared).
     var recorded: StoredObject?
+    /// What its upload was created with (a tus store, which cannot read every label back,
+    /// keeps them).
+    var headers: [SigV4Header] = []
 }
 
 enum CardVerdict: Sendable {

@@ -40,6 +40,11 @@ public protocol ObjectStore: Sendable {
     /// What the destination holds at `key`; nil when nothing. `checksumMode` asks for the
     /// object's checksums as well (`x-amz-checksum-mode: ENABLED` on S3).
     func headObject(key: String, checksumMode: Bool) async throws(S3ClientError) -> ObjectHead?
+    /// What the destination holds as the object a completed upload made, recorded as
+    /// `object` (``StoredObject``) and labelled with `headers` at its creation; nil when
+    /// nothing. S3 looks at the key; a tus server, which addresses an upload by its URL
+    /// (recorded as its identity), at that URL.
+    func headObject(recorded object: StoredObject, key: String, headers: [SigV4Header]) async throws(S3ClientError) -> ObjectHead?
     /// Writes the whole body at `key` in one request; returns what the answer says of the
     /// object written.
     func putObject(key: String, body: HTTPBody, payloadHash: PayloadHash, headers: [SigV4Header]) async throws(S3ClientError)
@@ -114,6 +119,12 @@ extension ObjectStore {
     public func resumingUpload(key: String, uploadID: String, headers: [SigV4Header]) {}
 
     public func headObject(key: String) async throws(S3ClientError) -> ObjectHead? {
+        try await headObject(key: key, checksumMode: false)
+    }
+
+    public func headObject(recorded object: StoredObject, key: String, headers: [SigV4Header]) async throws(S3ClientError)
+        -> ObjectHead?
+    {
         try await headObject(key: key, checksumMode: false)
     }
 

@@ -26,7 +26,8 @@ extension ObjectUploader {
     /// upload: this file counts as that upload (dedupe by content per destination), and
     /// nothing is sent.
     func copyOnce(from source: UploadRecord) async -> Attempt {
-        guard client.capabilities.contains(.serverSideCopy) else { return .verified(alreadyThere: true, object: nil) }
+        // The file's object is its content's: its identity is the source's.
+        guard client.capabilities.contains(.serverSideCopy) else { return .verified(alreadyThere: true, object: source.recordedObject) }
         if let decided = Self.decided(by: await lookAtKey()) { return decided }
         let condition = conditionalWrites ? [SigV4Header.ifNoneMatchAny] : []
         do {

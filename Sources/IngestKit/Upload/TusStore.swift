@@ -122,6 +122,18 @@ public final class TusStore: ObjectStore {
         return ObjectHead(size: length, etag: known.url, metadata: labels)
     }
 
+    /// The upload at the URL its completion recorded (its ``StoredObject/etag``: the URL is
+    /// what identifies an upload here), complete: every byte the server holds, with the
+    /// labels it gives back over those the upload was created with. What a tus server can
+    /// prove is that much: an upload of that length at that URL, finished; the `xxh128`
+    /// label is the server's word only where its `HEAD` gives `Upload-Metadata` back.
+    public func headObject(recorded object: StoredObject, key: String, headers: [SigV4Header]) async throws(S3ClientError)
+        -> ObjectHead?
+    {
+        resumingUpload(key: key, uploadID: object.etag, headers: headers)
+        return try await headObject(key: key, checksumMode: false)
+    }
+
     public func resumingUpload(key: String, uploadID url: String, headers: [SigV4Header]) {
         let labels = try? Self.metadata(key: key, headers: headers)
         uploads.withLock { $0[key] = Known(url: url, labels: labels, offset: nil) }
