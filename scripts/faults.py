@@ -2453,6 +2453,93 @@ for _fleet_row in (fleet_clones, fleet_gateway_killed, fleet_volume_killed, flee
     _fleet_row.context = FleetContext
 
 
+# ---------------------------------------------------------------------------
+# Verdicts: what a fault leaves of a card's "safe to erase" on the next run
+
+# Seconds after `staging_ended` at which the duplicate clip's repetitions are stopped, one each:
+# at once (the clip's parts still streaming), inside the clip's upload (96 MiB at 20 MiB/s takes
+# about 5 s), and about when the copy is made.
+DUPLICATE_CLIP_DELAYS = (0.0, 0.7, 1.8, 3.2, 4.6)
+
+
+def duplicate_clip(power: bool):
+    """Issue 50: a card with a 96 MiB clip and the same bytes in another folder, uploaded at
+    20 MiB/s (both are streamed while they are copied), stopped by kill -9 (or a power cut of the
+    state directory) at one of DUPLICATE_CLIP_DELAYS after `staging_ended`, a moment per
+    repetition. The next run of the card must exit 0 and leave, under the repetition's prefix,
+    exactly two objects, at the two files' keys, each carrying its xxh128 (x-amz-meta-xxh128 or
+    the xxh128 tag), none at an alternative key (`~` in the key); `ingest status` must say the
+    card is safe to erase (and the bucket back it). The audit downloads every byte."""
+    def scenario(ctx: Context) -> None:
+        delay = DUPLICATE_CLIP_DELAYS[ctx.rep % len(DUPLICATE_CLIP_DELAYS)]
+        card = os.path.join(ctx.dir, "card")
+        clip = random_bytes(ctx.rng, 96 * MiB)
+        F.write_file(card, "DCIM/CLIP_0001.MP4", clip, CARD_MTIME)
+        F.write_file(card, "DCIM/SUB/CLIP_copy.MP4", clip, CARD_MTIME)
+        del clip
+        ctx.expect(card)
+        staged = threading.Event()
+
+        def on_event(event: dict, run: F.Run) -> None:
+            if event.get("event") == "staging_ended":
+                staged.set()
+
+        def watch(kill, ended: threading.Event) -> None:
+            while not staged.is_set():
+                if ended.wait(0.002):
+                    return
+            if not ended.wait(delay):
+                kill()
+
+        def stopped(run: F.Run, state: str) -> None:
+            what = "power cut" if power else "kill -9"
+            if not staged.is_set():
+                ctx.row.checks_failed.append(f"no staging_ended (exit {run.status}): nothing was tested")
+            elif not run.killed:
+                ctx.row.notes.append(f"the run ended (exit {run.status}) before its {what} {delay} s after staging_ended")
+            again = ctx.run(card, state)
+            if again.status != 0:
+                ctx.row.checks_failed.append(f"{what} {delay} s after staging_ended: the next run exited "
+                                             f"{again.status}: {tail(again.stderr)}")
+                ctx.finish(card, state)
+            by_path = {F.key_path(f.path): f for f in ctx.files}
+            objects = card_objects(ctx)
+            if len(objects) != 2:
+                ctx.row.checks_failed.append(f"{what} {delay} s after staging_ended: {len(objects)} object(s) for 2 "
+                                             f"files: {sorted(objects)}")
+            for key in objects:
+                if "~" in key:
+                    ctx.row.checks_failed.append(f"{what} {delay} s after staging_ended: {key} is an alternative key")
+                    continue
+                file = next((f for path, f in by_path.items() if key.endswith("/" + path)), None)
+                if file is None:
+                    ctx.row.checks_failed.append(f"{key} is no file's key")
+                    continue
+                labelled = ctx.h.client.head_object(Bucket=BUCKET, Key=key).get("Metadata", {}).get("xxh128")
+                if labelled is None:
+                    tags = ctx.h.client.get_object_tagging(Bucket=BUCKET, Key=key).get("TagSet", [])
+                    labelled = next((tag["Value"] for tag in tags if tag["Key"] == "xxh128"), None)
+                if labelled != file.xxh128:
+                    ctx.row.checks_failed.append(f"{what} {delay} s after staging_ended: {key} carries fingerprint "
+                                                 f"{labelled or 'none'}, the card's file {file.xxh128}")
+            Verdicts(ctx).status(state, f"after the {what} {delay} s after staging_ended", expect_safe=True)
+            check_journal(ctx, state)
+            ctx.row.notes.append(f"{what} {delay} s after staging_ended"
+                                 f"{'' if run.killed else ' (run ended first)'}: next run exit {again.status}, "
+                                 f"{len(objects)} object(s)")
+
+        options = ["--max-rate", "20MiB/s"]
+        if power:
+            with PowerCuts(ctx, 512) as cuts:
+                run = cuts.run(card, options=options, on_event=on_event, watch=watch, timeout=120)
+                stopped(run, cuts.state)
+        else:
+            state = ctx.state()
+            run = ctx.run(card, state, options=options, on_event=on_event, watch=watch, timeout=120)
+            stopped(run, state)
+    return scenario
+
+
 def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
     r = reps or (1 if short else 3)
     out: list[tuple[str, object, int, bool]] = []
@@ -2534,6 +2621,13 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
     ]
     for percent in (25, 50, 75):
         out.append((f"fleet handover at {percent} % of a 600 MiB file", fleet_handover(percent), 1, percent == 50))
+    n = len(DUPLICATE_CLIP_DELAYS)
+    out += [
+        (f"verdict_duplicate_clip_kill: a 96 MiB clip and its copy at 20 MiB/s, kill -9 at {n} moments after "
+         f"staging_ended", duplicate_clip(False), n, True),
+        (f"verdict_duplicate_clip_power_cut: a 96 MiB clip and its copy at 20 MiB/s, power cut at {n} moments after "
+         f"staging_ended", duplicate_clip(True), n, False),
+    ]
     out += [
         ("fleet clones at once (two stations, two gateways)", fleet_clones, 1, False),
         ("fleet gateway killed (one station given both)", fleet_gateway_killed, 1, True),

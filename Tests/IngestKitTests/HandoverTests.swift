@@ -14,11 +14,13 @@ import Testing
 
     /// Another station's upload of the same file at the key, with `parts` sent: their
     /// bytes are the file's, except the numbers in `wrong`, which hold other bytes.
-    static func otherStation(_ bench: Bench, parts: [Int], wrong: Set<Int> = []) async throws -> String {
+    /// `streamed`: the other station sent the parts as it read the file, so its upload was
+    /// created without the fingerprint (``UploadRecord/fingerprintGoesInTag``).
+    static func otherStation(_ bench: Bench, parts: [Int], wrong: Set<Int> = [], streamed: Bool = false) async throws -> String {
         let store = bench.store
         let id = try await store.createMultipartUpload(
             key: key, size: Int64(bench.bytes.count),
-            headers: [SigV4Header("x-amz-meta-" + ObjectLabelKeys.fingerprint, bench.fingerprint.hex)])
+            headers: streamed ? [] : [SigV4Header("x-amz-meta-" + ObjectLabelKeys.fingerprint, bench.fingerprint.hex)])
         let plan = try PartPlan.recorded(fileSize: Int64(bench.bytes.count), partSize: partSize)
         for number in parts {
             let range = plan.range(ofPart: number)
@@ -45,6 +47,24 @@ import Testing
         let (record, _) = try await bench.journalled()
         #expect(record.phase == .completed)
         #expect(record.uploadID == nil || record.uploadID == theirs)
+    }
+
+    /// The upload taken over was the other station's stream: created without the
+    /// fingerprint, which the object then lacks in its metadata. Proven ours by the server's
+    /// digest of the parts, it carries the fingerprint in its `xxh128` tag.
+    @Test func anObjectCompletedFromAnotherStationsStreamCarriesTheFingerprintInItsTag() async throws {
+        let bench = try await Bench(size: Int(3 * Self.partSize) + 1000, partSize: Self.partSize)
+        _ = try await Self.otherStation(bench, parts: [1, 2], streamed: true)
+
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+
+        let object = try #require(bench.store.objects[Self.key])
+        #expect(object.bytes == bench.bytes)
+        #expect(object.metadata[ObjectLabelKeys.fingerprint] == nil, "the other station's upload was created without it")
+        #expect(object.tags[ObjectLabelKeys.fingerprint] == bench.fingerprint.hex)
+        #expect(bench.store.calls(.create) == 1, "taken over, not created again")
+        #expect(bench.store.objects.count == 1)
+        #expect(try await bench.journalled().0.phase == .completed)
     }
 
     @Test func anUploadStillBeingSentIsWaitedForAndTheFileIsNotSentTwice() async throws {

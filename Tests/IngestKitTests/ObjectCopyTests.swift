@@ -11,7 +11,7 @@ import Testing
 
     /// Stages and claims another file of the bench's content, at `key`.
     static func claimCopy(
-        _ bench: Bench, path: String, key: String, volume: String? = nil
+        _ bench: Bench, path: String, key: String, volume: String? = nil, headers: [SigV4Header]? = nil
     ) async throws -> ClaimResult {
         let file = ScannedFile(path: CardPath(path), size: Int64(bench.bytes.count), mtime: 2)
         try await bench.journal.record(
@@ -19,7 +19,8 @@ import Testing
             volumeKey: volume ?? bench.volume.key)
         let claim = UploadClaim(
             path: file.path, fingerprint: bench.fingerprint, size: file.size, target: Bench.target, key: key,
-            headers: [SigV4Header("x-amz-meta-" + ObjectLabelKeys.fingerprint, bench.fingerprint.hex), SigV4Header("x-amz-meta-path", path)],
+            headers: headers
+                ?? [SigV4Header("x-amz-meta-" + ObjectLabelKeys.fingerprint, bench.fingerprint.hex), SigV4Header("x-amz-meta-path", path)],
             partSize: bench.partSize)
         return try #require(try await bench.journal.claim([claim], volumeKey: volume ?? bench.volume.key).first)
     }
@@ -31,7 +32,7 @@ import Testing
         let (record, _) = try #require(try await bench.journal.upload(id: id))
         let source = try #require(try await bench.journal.contentUpload(of: record))
         var uploader = ObjectUploader(
-            record: record, client: bench.store, journal: bench.journal, stagedPath: "/nonexistent",
+            record: record, client: bench.store, journal: bench.journal, stagedPath: bench.stagedPath,
             limiter: TransferLimiter(maxRequests: 4, maxBytes: 1 << 30), settings: UploadSettings(), sink: DiscardingSink(),
             hooks: FaultHooks(), stop: StopFlag(), releases: nil, conditionalWrites: bench.store.honoursConditionalWrites)
         uploader.singleCopyLimit = singleCopyLimit
@@ -140,6 +141,126 @@ import Testing
         #expect(try await bench.run() == .uploaded(alreadyThere: false))
         #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: false))
         #expect(bench.store.objects["k/COPY.JPG"]?.bytes == bench.bytes)
+    }
+
+    // MARK: the fingerprint on every copy
+
+    /// The labels of a file planned as streamed (``UploadRecord/fingerprintGoesInTag``): every
+    /// one but the fingerprint, which was not known when its parts began to go.
+    static func streamedLabels(_ path: String) -> [SigV4Header] {
+        [SigV4Header("x-amz-meta-path", path), SigV4Header(ObjectLabels.taggingHeader, "device=station-7")]
+    }
+
+    @Test func aCopyOfAFilePlannedAsStreamedCarriesTheFingerprintInItsMetadataAndItsTag() async throws {
+        let bench = try await Bench(size: 1000, partSize: nil)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        guard
+            case let .copy(copy, _) = try await Self.claimCopy(
+                bench, path: "DCIM/SUB/CLIP_copy.MP4", key: "k/CLIP_copy.MP4", headers: Self.streamedLabels("DCIM/SUB/CLIP_copy.MP4"))
+        else {
+            Issue.record("not planned as a copy")
+            return
+        }
+        #expect(copy.fingerprintGoesInTag, "planned as streamed")
+
+        #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: false))
+
+        let object = try #require(bench.store.objects["k/CLIP_copy.MP4"])
+        #expect(object.bytes == bench.bytes)
+        #expect(object.metadata[ObjectLabelKeys.fingerprint] == bench.fingerprint.hex)
+        #expect(object.metadata["path"] == "DCIM/SUB/CLIP_copy.MP4")
+        #expect(object.tags == ["device": "station-7", ObjectLabelKeys.fingerprint: bench.fingerprint.hex])
+        #expect(bench.store.calls(.copy) == 1 && bench.store.calls(.putTagging) == 0, "labelled by the copy itself")
+        #expect(!bench.store.objects.keys.contains { $0.contains("~") }, "nothing at an alternative key")
+        #expect(try await bench.journal.upload(id: copy.id)?.0.phase == .completed)
+    }
+
+    @Test func aCopyInPartsOfAFilePlannedAsStreamedCarriesTheFingerprintInItsMetadata() async throws {
+        let bench = try await Bench(size: 2_500_000, partSize: nil)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        guard
+            case let .copy(copy, _) = try await Self.claimCopy(
+                bench, path: "DCIM/SUB/BIG_copy.MP4", key: "k/BIG_copy.MP4", headers: Self.streamedLabels("DCIM/SUB/BIG_copy.MP4"))
+        else {
+            Issue.record("not planned as a copy")
+            return
+        }
+        #expect(try await Self.copy(bench, copy.id, singleCopyLimit: 1_000_000, partSize: 1_000_000) == .uploaded(alreadyThere: false))
+        let object = try #require(bench.store.objects["k/BIG_copy.MP4"])
+        #expect(object.bytes == bench.bytes)
+        #expect(object.metadata[ObjectLabelKeys.fingerprint] == bench.fingerprint.hex)
+        #expect(bench.store.calls(.uploadPartCopy) == 3)
+    }
+
+    /// What an older ingest left: the copy of a streamed file made without its fingerprint.
+    /// It is the source's bytes (the server gives both one ETag), so it is tagged and
+    /// counts; nothing is copied again and nothing goes to an alternative key.
+    @Test func aCopyLeftWithoutItsFingerprintIsProvenOursByTheSourcesETagAndTagged() async throws {
+        let bench = try await Bench(size: 1000, partSize: nil)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        guard
+            case let .copy(copy, _) = try await Self.claimCopy(
+                bench, path: "DCIM/SUB/CLIP_copy.MP4", key: "k/CLIP_copy.MP4", headers: Self.streamedLabels("DCIM/SUB/CLIP_copy.MP4"))
+        else {
+            Issue.record("not planned as a copy")
+            return
+        }
+        bench.store.place("k/CLIP_copy.MP4", bytes: bench.bytes, metadata: ["path": "DCIM/SUB/CLIP_copy.MP4"])
+
+        #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: true))
+
+        #expect(bench.store.objects["k/CLIP_copy.MP4"]?.tags[ObjectLabelKeys.fingerprint] == bench.fingerprint.hex)
+        #expect(bench.store.calls(.copy) == 0)
+        #expect(bench.store.objects.count == 2, "one object per file")
+        #expect(try await bench.journal.upload(id: copy.id)?.0.key == "k/CLIP_copy.MP4")
+    }
+
+    @Test func anObjectOfOurSizeWithoutAFingerprintThatIsNoCopyOfTheSourceIsOtherBytes() async throws {
+        let bench = try await Bench(size: 1000, partSize: nil)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        guard
+            case let .copy(copy, _) = try await Self.claimCopy(
+                bench, path: "DCIM/SUB/CLIP_copy.MP4", key: "k/CLIP_copy.MP4", headers: Self.streamedLabels("DCIM/SUB/CLIP_copy.MP4"))
+        else {
+            Issue.record("not planned as a copy")
+            return
+        }
+        let theirs = randomBytes(1000)
+        bench.store.place("k/CLIP_copy.MP4", bytes: theirs)
+
+        #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: false))
+
+        let atKey = try #require(bench.store.objects["k/CLIP_copy.MP4"])
+        #expect(atKey.bytes == theirs && atKey.tags.isEmpty, "never tagged, never replaced")
+        let moved = try #require(try await bench.journal.upload(id: copy.id)?.0)
+        #expect(moved.key.contains("~" + bench.fingerprint.hex))
+        #expect(bench.store.objects[moved.key]?.metadata[ObjectLabelKeys.fingerprint] == bench.fingerprint.hex)
+    }
+
+    /// The source lost its fingerprint's tag (a kill between its `Complete` and the tagging):
+    /// the server's composite CRC32C of it is the one the staged copy's parts make, so it is
+    /// tagged and copied; its upload is not started again, nothing goes to an alternative key.
+    @Test func aSourceWithoutItsFingerprintIsProvenByTheServersDigestOfTheStagedCopyThenCopied() async throws {
+        let partSize: Int64 = 5 << 20
+        let bench = try await Bench(size: Int(3 * partSize) + 1000, partSize: partSize)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        bench.store.unlabel(ObjectUploaderTests.key)
+        #expect(bench.store.objects[ObjectUploaderTests.key]?.checksumCRC32C != nil)
+        guard
+            case let .copy(copy, _) = try await Self.claimCopy(
+                bench, path: "DCIM/SUB/CLIP_copy.MP4", key: "k/CLIP_copy.MP4", headers: Self.streamedLabels("DCIM/SUB/CLIP_copy.MP4"))
+        else {
+            Issue.record("not planned as a copy")
+            return
+        }
+
+        #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: false))
+
+        #expect(bench.store.objects[ObjectUploaderTests.key]?.tags[ObjectLabelKeys.fingerprint] == bench.fingerprint.hex)
+        #expect(bench.store.objects["k/CLIP_copy.MP4"]?.bytes == bench.bytes)
+        #expect(bench.store.objects["k/CLIP_copy.MP4"]?.metadata[ObjectLabelKeys.fingerprint] == bench.fingerprint.hex)
+        #expect(bench.store.objects.count == 2 && !bench.store.objects.keys.contains { $0.contains("~") })
+        #expect(try await bench.journal.upload(id: bench.uploadID)?.0.phase == .completed, "its upload not started again")
     }
 
     @Test func anEmptyFileIsItsOwnEmptyPutObjectNotACopy() async throws {

@@ -102,6 +102,15 @@ final class ScriptedStore: ObjectStore {
         state.withLock { $0.objects[key] = Object(bytes: bytes, metadata: metadata, etag: Self.etag(of: bytes), tags: tags) }
     }
 
+    /// Takes the fingerprint off an object, from its metadata and its tags, as a kill between
+    /// a `Complete` and its tagging, or a copy made by an older ingest, leaves it.
+    func unlabel(_ key: String) {
+        state.withLock {
+            $0.objects[key]?.metadata[ObjectLabelKeys.fingerprint] = nil
+            $0.objects[key]?.tags[ObjectLabelKeys.fingerprint] = nil
+        }
+    }
+
     /// Deletes an object, as a lifecycle rule or a person would.
     func remove(_ key: String) {
         state.withLock { $0.objects[key] = nil }
@@ -275,7 +284,9 @@ final class ScriptedStore: ObjectStore {
         }
     }
 
-    /// As S3 does with `x-amz-metadata-directive: REPLACE`: the source's bytes, the request's metadata.
+    /// As S3 does with `x-amz-metadata-directive: REPLACE` and `x-amz-tagging-directive:
+    /// REPLACE`: the source's bytes, ETag and checksum (as SeaweedFS keeps them), the
+    /// request's metadata and tags.
     func copyObject(key: String, from source: String, sourceETag: String, headers: [SigV4Header]) async throws(S3ClientError)
         -> String
     {
@@ -286,7 +297,10 @@ final class ScriptedStore: ObjectStore {
             }
             guard state.objects[source]?.etag == sourceETag else { throw Self.preconditionFailed() }
             if honours, headers.contains(.ifNoneMatchAny), state.objects[key] != nil { throw Self.preconditionFailed() }
-            let object = Object(bytes: bytes, metadata: Self.metadata(headers), etag: Self.etag(of: bytes))
+            let original = state.objects[source]
+            let object = Object(
+                bytes: bytes, metadata: Self.metadata(headers), etag: original?.etag ?? Self.etag(of: bytes),
+                tags: Self.tags(headers), checksumCRC32C: original?.checksumCRC32C)
             state.objects[key] = object
             return object.etag
         }
@@ -386,6 +400,18 @@ final class ScriptedStore: ObjectStore {
             metadata[String(header.name.lowercased().dropFirst("x-amz-meta-".count))] = header.value
         }
         return metadata
+    }
+
+    /// The tags of an `x-amz-tagging` header.
+    private static func tags(_ headers: [SigV4Header]) -> [String: String] {
+        guard let header = headers.first(where: { $0.name.lowercased() == ObjectLabels.taggingHeader }) else { return [:] }
+        var tags: [String: String] = [:]
+        for pair in header.value.split(separator: "&") {
+            let sides = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let key = sides.first?.removingPercentEncoding else { continue }
+            tags[key] = sides.count == 2 ? (sides[1].removingPercentEncoding ?? "") : ""
+        }
+        return tags
     }
 
     static func etag(of bytes: [UInt8]) -> String {

@@ -9,15 +9,20 @@ extension ObjectUploader {
     ///
     /// The source is looked at first (size and recorded fingerprint), and copied only while
     /// its ETag is the one seen (`x-amz-copy-source-if-match`): the copy's metadata is the
-    /// file's own, fingerprint included, so a copy of bytes written over the source since
-    /// would carry a fingerprint they do not have. A source gone or holding other bytes
-    /// starts the content's upload again, and the copy waits for it.
+    /// file's own, fingerprint included (``copyHeaders``), so a copy of bytes written over
+    /// the source since would carry a fingerprint they do not have. A source that carries no
+    /// fingerprint is not other bytes on that alone: proven ours by what the server says of
+    /// it (``lookAtKey(completedFrom:copiedFrom:)``) it is tagged and copied. A source gone,
+    /// holding other bytes, or unproven starts the content's upload again, and the copy
+    /// waits for it.
     ///
     /// The same no-replace rule as a write: the key is looked at first (a copy request's
     /// `If-None-Match` is not honoured by every server that honours it on `PutObject`, so
     /// the look is what keeps an object there), and the copy is sent with `If-None-Match: *`
-    /// where the server honours it. A key holding other bytes sends the copy to its
-    /// alternative key. An empty file is one empty `PutObject` rather than a copy.
+    /// where the server honours it. An object at the key that is a copy of the source
+    /// without a fingerprint (made before copies carried one) is proven ours by the
+    /// server's ETag or checksum of both, and tagged. A key holding other bytes sends the
+    /// copy to its alternative key. An empty file is one empty `PutObject` rather than a copy.
     ///
     /// A copy has nothing on the server to resume: an unfinished one starts again.
     ///
@@ -28,31 +33,43 @@ extension ObjectUploader {
     func copyOnce(from source: UploadRecord) async -> Attempt {
         // The file's object is its content's: its identity is the source's.
         guard client.capabilities.contains(.serverSideCopy) else { return .verified(alreadyThere: true, object: source.recordedObject) }
-        if let decided = Self.decided(by: await lookAtKey()) { return decided }
+        if let decided = Self.decided(by: await lookAtKey(copiedFrom: source)) { return decided }
         let condition = conditionalWrites ? [SigV4Header.ifNoneMatchAny] : []
         do {
             if record.size == 0 {
                 _ = try await client.putObject(
-                    key: record.key, body: .bytes([]), payloadHash: .emptyBody, headers: record.requestHeaders + condition)
+                    key: record.key, body: .bytes([]), payloadHash: .emptyBody, headers: copyHeaders + condition)
             } else {
-                guard let head = try await client.headObject(key: source.key), let etag = head.etag,
-                    head.size == source.size, try await client.recordedFingerprint(of: head, key: source.key) == source.fingerprint
+                guard let head = try await client.headObject(key: source.key), let etag = head.etag, head.size == source.size
                 else { return .done(await sourceGone(source)) }
+                let recorded = try await client.recordedFingerprint(of: head, key: source.key)
+                if recorded == nil {
+                    // Its fingerprint's tag never set (a kill between its `Complete` and the
+                    // tagging): proven ours by what the server says of its bytes, it is
+                    // tagged and copied; unproven, its content is sent again.
+                    switch await acting(for: source).lookAtKey() {
+                    case .success(.ours): break
+                    case .success(.free), .success(.taken): return .done(await sourceGone(source))
+                    case .failure(let error): return .done(.failed(error))
+                    }
+                } else if recorded != source.fingerprint {
+                    return .done(await sourceGone(source))
+                }
                 if record.size <= singleCopyLimit {
                     _ = try await client.copyObject(
-                        key: record.key, from: source.key, sourceETag: etag, headers: record.requestHeaders + condition)
+                        key: record.key, from: source.key, sourceETag: etag, headers: copyHeaders + condition)
                 } else {
                     try await copyInParts(from: source, sourceETag: etag)
                 }
             }
         } catch {
-            if error.isPreconditionFailed { return await afterPreconditionFailed() }
+            if error.isPreconditionFailed { return await afterPreconditionFailed(copiedFrom: source) }
             if case .server(let problem, _) = error, problem.code == .noSuchKey || problem.status == 404 {
                 return .done(await sourceGone(source))
             }
             return .done(.failed(UploadError(error, what: "CopyObject \(source.key) to \(record.key)", target: record.target)))
         }
-        switch await lookAtKey() {
+        switch await lookAtKey(copiedFrom: source) {
         case .failure(let error): return .done(.failed(error))
         case .success(.ours(let head)): return .verified(alreadyThere: false, object: StoredObject(head))
         case .success(.free):
@@ -69,11 +86,47 @@ extension ObjectUploader {
         }
     }
 
+    /// The headers a copy's object is made with (`x-amz-metadata-directive` and
+    /// `x-amz-tagging-directive: REPLACE`: the file's own labels, not the source's): the
+    /// record's, with the content's fingerprint in its metadata (`x-amz-meta-xxh128`) and,
+    /// where the record puts it in a tag (``UploadRecord/fingerprintGoesInTag``: planned as
+    /// streamed, its parts to be sent before the fingerprint was known), in its `xxh128` tag
+    /// too. At the time of a copy the content's fingerprint is known, so whatever the record
+    /// was planned as, the object carries it from its first byte: a server that does not
+    /// tag on a copy, or a kill before a tagging, can never leave it without one.
+    ///
+    /// The metadata gets the fingerprint only within S3's 2 KB of user metadata (a streamed
+    /// record's labels were checked without it); beyond, the tag alone carries it.
+    var copyHeaders: [SigV4Header] {
+        let metadataName = ObjectLabels.metadataPrefix + ObjectLabelKeys.fingerprint
+        var headers = record.requestHeaders
+        let taggedToo = record.fingerprintGoesInTag
+        if !headers.contains(where: { $0.name.lowercased() == metadataName }) {
+            let metadataBytes = headers.reduce(0) { total, header in
+                let name = header.name.lowercased()
+                guard name.hasPrefix(ObjectLabels.metadataPrefix) else { return total }
+                return total + name.utf8.count - ObjectLabels.metadataPrefix.utf8.count + header.value.utf8.count
+            }
+            if metadataBytes + ObjectLabelKeys.fingerprint.utf8.count + record.fingerprint.utf8.count
+                <= ObjectLabels.maximumMetadataBytes
+            {
+                headers.append(SigV4Header(metadataName, record.fingerprint))
+            }
+        }
+        if taggedToo {
+            var tags = record.objectTags
+            tags[ObjectLabelKeys.fingerprint] = record.fingerprint
+            headers.removeAll { $0.name.lowercased() == ObjectLabels.taggingHeader }
+            headers.append(SigV4Header(ObjectLabels.taggingHeader, ObjectTagging.header(tags)))
+        }
+        return headers
+    }
+
     /// A copy above ``S3UploadLimits/maxSingleCopySize``: a multipart upload whose parts are
     /// ranges of the source, completed with `If-None-Match` where honoured. Aborted if any
     /// step fails, so no unfinished upload is left at the key.
     private func copyInParts(from source: UploadRecord, sourceETag: String) async throws(S3ClientError) {
-        let uploadID = try await client.createMultipartUpload(key: record.key, size: record.size, headers: record.requestHeaders)
+        let uploadID = try await client.createMultipartUpload(key: record.key, size: record.size, headers: copyHeaders)
         do {
             var parts: [CompletedPart] = []
             var offset: Int64 = 0

@@ -57,16 +57,24 @@ struct ObjectUploader: Sendable {
 
     /// `HEAD` the key: free, ours, or taken by other bytes.
     ///
+    /// An object of our size that carries no fingerprint (neither in its metadata nor in its
+    /// `xxh128` tag) is not taken for other bytes on that alone: a run killed between a
+    /// `Complete` and its tagging leaves one, and so did the copies of streamed files made
+    /// before every copy carried its fingerprint. It is ours when what the server says of it
+    /// proves it (``proofOfOurs(_:completedFrom:copiedFrom:)``); it is then given its
+    /// fingerprint's tag where the destination tags objects, and counts as ours.
+    ///
     /// `parts`: the digest the parts this upload completed add up to, when it sent a
-    /// `Complete` whose answer may have been lost. An object whose fingerprint goes in its
-    /// tag (``UploadRecord/fingerprintGoesInTag``) and has none yet is then ours if the
-    /// server's digest of it is that one: it is tagged, and counts as ours.
+    /// `Complete` whose answer may have been lost. `source`: the verified upload a copy is
+    /// made from (``copyOnce(from:)``).
     ///
     /// A label is not a proof: an object the journal knows is not ours (another ETag than the
     /// one its completion recorded, ``UploadLog/isForeign(key:etag:target:)``), or that
     /// differs from what this upload's completion recorded, is taken, whatever metadata it
     /// carries.
-    func lookAtKey(completedFrom parts: WholeObjectDigest? = nil) async -> Result<KeyState, UploadError> {
+    func lookAtKey(completedFrom parts: WholeObjectDigest? = nil, copiedFrom source: UploadRecord? = nil) async
+        -> Result<KeyState, UploadError>
+    {
         let head: ObjectHead?
         do { head = try await client.headObject(key: record.key, checksumMode: parts?.needsChecksumMode ?? false) } catch {
             return .failure(UploadError(error, what: "HeadObject \(record.key)", target: record.target))
@@ -77,8 +85,10 @@ struct ObjectUploader: Sendable {
             head.metadata[ObjectLabelKeys.fingerprint] = found
             if try await provenNotOurs(head) { return .success(.taken(head)) }
             if head.size == record.size, found == record.fingerprint { return .success(.ours(head)) }
-            if head.size == record.size, found == nil, fingerprintMayBeInTag, parts?.check(head) == .matches {
-                try await tagFingerprint()
+            if head.size == record.size, found == nil,
+                try await proofOfOurs(head, completedFrom: parts, copiedFrom: source) != nil
+            {
+                if client.capabilities.contains(.tagging) { try await tagFingerprint() }
                 head.metadata[ObjectLabelKeys.fingerprint] = record.fingerprint
                 return .success(.ours(head))
             }
@@ -99,6 +109,81 @@ struct ObjectUploader: Sendable {
         guard let etag = head.etag else { return record.etag != nil }
         if let recorded = record.etag, ETag.unquoted(recorded) != ETag.unquoted(etag) { return true }
         return try await journal.isForeign(key: record.key, etag: etag, target: record.target)
+    }
+
+    /// What proves an object of our size without a fingerprint ours.
+    enum ProofOfOurs: Sendable, Equatable {
+        /// The server's digest of it is the one the parts this upload completed make.
+        case completedParts
+        /// Its ETag is the one the journal recorded when this upload completed.
+        case recordedETag
+        /// The server's digest of it is the one the staged copy's parts make (their CRC32Cs,
+        /// cut as the upload cut them): the content, sent before this run.
+        case stagedCopy
+        /// It is a copy of `source`, the content's verified upload: the server gives both
+        /// the same ETag or the same checksum, and the source carries our fingerprint.
+        case copyOfSource
+    }
+
+    /// Why the object `head` describes at the key, of our size and with no fingerprint
+    /// recorded, is ours; nil when nothing proves it (then it is other bytes, and nothing of
+    /// it is replaced). Each proof is what the server said of the bytes it holds, never a
+    /// label: cheapest first, the staged copy read only when nothing else answers.
+    func proofOfOurs(
+        _ head: ObjectHead, completedFrom parts: WholeObjectDigest?, copiedFrom source: UploadRecord?
+    ) async throws(S3ClientError) -> ProofOfOurs? {
+        if parts?.check(head) == .matches { return .completedParts }
+        if let recorded = record.etag, let etag = head.etag, ETag.unquoted(recorded) == ETag.unquoted(etag) { return .recordedETag }
+        // The server's checksums are given only when asked for.
+        var described = head
+        if described.checksumCRC32C == nil, let again = try await client.headObject(key: record.key, checksumMode: true) {
+            described = again
+        }
+        guard described.size == record.size else { return nil }
+        if let source, try await isCopy(described, of: source) { return .copyOfSource }
+        if !record.isCopy, let expected = await stagedCopyDigest(), expected.check(described) == .matches { return .stagedCopy }
+        return nil
+    }
+
+    /// Whether the object `head` describes holds `source`'s bytes: `source` is in the bucket
+    /// with our size and fingerprint, and the server gives both objects one ETag or one
+    /// CRC32C (a server-side copy keeps them on SeaweedFS, and on S3 for a single-part
+    /// source). A checksum of one kind only on one side proves nothing.
+    private func isCopy(_ head: ObjectHead, of source: UploadRecord) async throws(S3ClientError) -> Bool {
+        guard source.fingerprint == record.fingerprint, source.key != record.key,
+            let original = try await client.headObject(key: source.key, checksumMode: true), original.size == head.size,
+            try await client.recordedFingerprint(of: original, key: source.key) == record.fingerprint
+        else { return false }
+        if let mine = head.etag, let theirs = original.etag, ETag.unquoted(mine) == ETag.unquoted(theirs) { return true }
+        if let mine = head.checksumCRC32C, let theirs = original.checksumCRC32C, mine == theirs { return true }
+        return false
+    }
+
+    /// What the server's digest of this upload's object must be, from the staged copy: the
+    /// CRC32Cs of its parts journalled when the card was read, or else computed by reading
+    /// the copy (whose fingerprint is checked in the same pass). Nil when the upload sends
+    /// no CRC32C, or the copy cannot be read or no longer has its fingerprint.
+    private func stagedCopyDigest() async -> WholeObjectDigest? {
+        guard record.checksum == .crc32c, let plan = try? PartPlan.recorded(fileSize: record.size, partSize: record.partSize)
+        else { return nil }
+        let checksums: PartChecksums
+        if let journalled = record.partChecksums, journalled.partSize == record.partSize {
+            checksums = journalled
+        } else {
+            guard case .success(let read?) = await checkStagedCopy() else { return nil }
+            checksums = read
+        }
+        let digests = plan.partNumbers.compactMap { checksums.digest(ofPart: $0, partSize: record.partSize) }
+        guard digests.count == plan.partCount, !digests.isEmpty else { return nil }
+        return plan.isSinglePut ? .expected(singlePut: digests[0]) : .expected(parts: digests)
+    }
+
+    /// This performer, acting for `other`: the upload a copy is made from, looked at and
+    /// tagged with the same client, journal and staged copy (one content, one copy).
+    func acting(for other: UploadRecord) -> ObjectUploader {
+        var performer = self
+        performer.record = other
+        return performer
     }
 
     /// The fingerprint of an object whose parts were sent while its file was read (see
@@ -149,8 +234,8 @@ struct ObjectUploader: Sendable {
     }
 
     /// A copy's conditional write was refused (`412`): look at what holds the key.
-    func afterPreconditionFailed() async -> Attempt {
-        Self.decided(by: await lookAtKey()) ?? .done(.failed(refusedThenFree))
+    func afterPreconditionFailed(copiedFrom source: UploadRecord) async -> Attempt {
+        Self.decided(by: await lookAtKey(copiedFrom: source)) ?? .done(.failed(refusedThenFree))
     }
 
     /// A conditional write was refused as taken (`412`), then the key had no object.
