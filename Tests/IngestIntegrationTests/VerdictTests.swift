@@ -204,6 +204,10 @@ final class VerdictTests {
         // The card is away: the rescan has no root, and the card is no mount.
         let first = try ingest(["rescan"])
         #expect(first.status == 76, "found missing: \(first.stderr)")
+        // verify-card agrees: an object the journal says was there is missing (76), not a file never staged.
+        let checked = try verify()
+        #expect(checked.status == 76, "\(checked.stderr)")
+        #expect(checked.events("problem").map { $0.string("code") } == ["object-missing"], "\(checked.events("problem"))")
         for night in 1...2 {
             let rescan = try ingest(["rescan"])
             #expect(rescan.status != 0, "night \(night): \(rescan.stderr)")

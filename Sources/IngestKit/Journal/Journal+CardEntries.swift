@@ -8,6 +8,8 @@ struct CardJournalEntry: Sendable {
     var fingerprint: String?
     var state: FileState
     var lastError: String?
+    /// Its object was verified, then found missing or changed while its staged copy was gone.
+    var objectLost: String? = nil
     var uploadID: String?
     var upload: UploadRecord?
 }
@@ -26,7 +28,7 @@ extension Journal {
             return try database.read { db in
                 let marks = Array(repeating: "?", count: paths.count).joined(separator: ", ")
                 let statement = try db.cachedStatement(sql: """
-                    SELECT path, size, mtime, fingerprint, state, lastError, uploadID FROM file
+                    SELECT path, size, mtime, fingerprint, state, lastError, uploadID, objectLost FROM file
                     WHERE volumeKey = ? AND path IN (\(marks))
                     """)
                 var entries: [CardPath: CardJournalEntry] = [:]
@@ -39,7 +41,8 @@ extension Journal {
                     let uploadID: String? = row[6]
                     if let uploadID { uploadIDs.insert(uploadID) }
                     entries[CardPath(bytes: Array(path))] = CardJournalEntry(
-                        size: row[1], mtime: row[2], fingerprint: row[3], state: state, lastError: row[5], uploadID: uploadID)
+                        size: row[1], mtime: row[2], fingerprint: row[3], state: state, lastError: row[5], objectLost: row[7],
+                        uploadID: uploadID)
                 }
                 guard !uploadIDs.isEmpty else { return entries }
                 let ids = Array(uploadIDs)

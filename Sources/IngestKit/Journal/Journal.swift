@@ -456,12 +456,15 @@ public final class Journal: Sendable {
         // `etagLearned`: the ETag was learned by a later look, not recorded when the object
         // was made; every ETag of an older journal is such. `foreignObject`: objects at our
         // keys proven not ours (another ETag than the one recorded); a look that finds one
-        // never takes it for ours, whatever metadata it carries.
+        // never takes it for ours, whatever metadata it carries. `file.objectLost`: why a
+        // verified file's object went missing or changed while its staged copy was gone (the
+        // file waits for its card): `verify-card` says so as an object's problem.
         migrator.registerMigration("v15: the identity of each verified object, objects proven foreign") { db in
             try db.execute(sql: """
                 ALTER TABLE upload ADD COLUMN "objectChecksum" TEXT;
                 ALTER TABLE upload ADD COLUMN "versionID" TEXT;
                 ALTER TABLE upload ADD COLUMN "etagLearned" BOOLEAN NOT NULL DEFAULT 0;
+                ALTER TABLE file ADD COLUMN "objectLost" TEXT;
                 UPDATE upload SET etagLearned = 1 WHERE etag IS NOT NULL;
                 CREATE TABLE foreignObject (
                   "endpoint" TEXT NOT NULL, "bucket" TEXT NOT NULL, "key" TEXT NOT NULL, "etag" TEXT NOT NULL,
@@ -562,6 +565,7 @@ public final class Journal: Sendable {
               fingerprint = excluded.fingerprint,
               uploadID = CASE WHEN file.fingerprint IS excluded.fingerprint THEN file.uploadID END,
               state = excluded.state, lastError = excluded.lastError, updatedAt = excluded.updatedAt,
+              objectLost = CASE WHEN excluded.state = 'pending' THEN file.objectLost END,
               failures = CASE WHEN ?9 = 0 THEN 0 ELSE file.failures + 1 END,
               quarantined = CASE WHEN ?9 = 0 THEN 0 ELSE file.failures + 1 >= ?10 END
             """).execute(arguments: [

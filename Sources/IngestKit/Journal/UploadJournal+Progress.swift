@@ -140,14 +140,19 @@ extension Journal {
 
     /// The staged copy of an upload is gone or no longer matches its fingerprint: its files
     /// go back to pending, so the next ingest of the card copies them again, and the upload
-    /// is removed (the caller aborted it on the server first).
-    public func restage(uploadID id: String, reason: String, at date: Date = Date()) async throws(JournalError) {
+    /// is removed (the caller aborted it on the server first). `objectLost`: the object was
+    /// verified, then found missing or changed in the bucket (`reason` says which), which the
+    /// files keep until they are staged again (``FileRecord``'s `objectLost` column).
+    public func restage(uploadID id: String, reason: String, objectLost: Bool = false, at date: Date = Date())
+        async throws(JournalError)
+    {
         try await writing { db in
             try db.execute(
                 sql: """
-                    UPDATE file SET state = 'pending', fingerprint = NULL, uploadID = NULL, lastError = ?, updatedAt = ?
-                    WHERE uploadID = ?
-                    """, arguments: [reason, JournalDate(date), id])
+                    UPDATE file SET state = 'pending', fingerprint = NULL, uploadID = NULL, lastError = ?1, updatedAt = ?2,
+                    objectLost = CASE WHEN ?4 THEN ?1 END
+                    WHERE uploadID = ?3
+                    """, arguments: [reason, JournalDate(date), id, objectLost])
             try db.execute(sql: "DELETE FROM upload WHERE id = ?", arguments: [id])
         }
     }

@@ -166,7 +166,7 @@ extension UploadService {
             if let staged, System.exists(staged) {
                 _ = try await journal.restartUpload(id: record.uploadID, key: record.key)
             } else {
-                try await journal.restage(uploadID: record.uploadID, reason: problem.text)
+                try await journal.restage(uploadID: record.uploadID, reason: problem.text, objectLost: true)
             }
         } catch { throw .journal(error) }
     }

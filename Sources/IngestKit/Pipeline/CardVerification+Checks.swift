@@ -98,6 +98,12 @@ extension CardVerification {
         if entry.state == .forgotten {
             return problem(.pending, "given up with `ingest forget`: not in the bucket")
         }
+        if let lost = entry.objectLost {
+            return problem(
+                .objectMissing,
+                "its object was verified, then found not as verified in the bucket (\(lost)), and its staged copy is "
+                    + "gone: keep the card, and ingest it again to send the file")
+        }
         guard let recorded = entry.fingerprint.flatMap(Fingerprint.init(hex:)) else {
             let why = entry.lastError.map { " (last error: \($0))" } ?? ""
             return problem(.notInJournal, "known to the journal but not staged yet\(why); ingest the card again")
