@@ -1004,7 +1004,7 @@ def download(client, arguments: dict, path: str, patience: float = 60) -> str | 
 
 def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: str, versioned: bool,
                  known: list[CardFile] = (), forbidden: list[CardFile] = (), history: str = "if-present",
-                 ascmhl: str | None = None, generations: int | None = None) -> Count:
+                 ascmhl: str | None = None, generations: int | None = None, tampered: set[str] = frozenset()) -> Count:
     """Downloads every version of every object under `prefix` and counts against the card files
     (`files`: expected in the bucket; `known`: on a card, but not expected; `forbidden`: the
     host's files, off the card, each of which in the bucket counts as corrupt and is named).
@@ -1015,7 +1015,9 @@ def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: 
     no card file) are no card file's objects: they are checked by `check_history` instead, in
     each folder that holds one (`history` "if-present"), and, with "required", every card
     folder (`card_folder`) must hold one; "off" checks none. `generations`: how many each
-    folder's history must have. Their failures go to `history_problems`."""
+    folder's history must have. Their failures go to `history_problems`. `tampered`: keys the
+    scenario wrote as someone else would (a forgery of an object), whose versions are no
+    ingest's: they are left out, and the card files must be found elsewhere."""
     count = Count(expected=len(files))
     versions: list[dict] = []  # Key, VersionId, IsLatest, DeleteMarker
     if versioned:
@@ -1032,6 +1034,7 @@ def audit_prefix(client, bucket: str, prefix: str, files: list[CardFile], work: 
         for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
             for item in page.get("Contents", []):
                 versions.append({"Key": item["Key"], "VersionId": None, "IsLatest": True, "DeleteMarker": False})
+    versions = [v for v in versions if v["Key"] not in tampered]
     downloads = tempfile.mkdtemp(dir=work, prefix="download.")
     try:
         paths: list[bytes] = []

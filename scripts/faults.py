@@ -237,6 +237,7 @@ reserve = "1MiB"
         self.history = "required"
         self.generations: int | None = None  # how many generations each history must have
         self.states: list[str] = []  # the state directories made by state(): asked for their verdicts
+        self.tampered: set[str] = set()  # keys the scenario forged, as someone with write access would
         harness.proxy.rules([])
         harness.proxy.reset()
 
@@ -330,7 +331,7 @@ reserve = "1MiB"
     def audit(self) -> F.Count:
         count = F.audit_prefix(self.h.client, BUCKET, self.device_id + "/", self.files, self.dir, self.h.versioned,
                                self.known, self.forbidden, history="off" if self.expect_empty else self.history,
-                               ascmhl=self.h.ascmhl, generations=self.generations)
+                               ascmhl=self.h.ascmhl, generations=self.generations, tampered=self.tampered)
         stats = self.h.proxy.stats()
         count.sent_bytes = stats["bytes_to_upstream"]
         self.row.resent += stats.get("resent_acknowledged_bytes", 0)
@@ -2540,6 +2541,158 @@ def duplicate_clip(power: bool):
     return scenario
 
 
+def backed_by_download(ctx: Context) -> list[str]:
+    """Why the bucket, read back, does not hold the card: a card file whose bytes no current
+    object under the repetition's prefix holds (each object downloaded and fingerprinted with
+    xxh128sum, the external oracle; labels and ETags are not looked at). Empty if it holds it."""
+    objects = card_objects(ctx)
+    downloads = tempfile.mkdtemp(dir=ctx.dir, prefix="readback.")
+    try:
+        paths = []
+        for index, key in enumerate(sorted(objects)):
+            path = os.path.join(downloads, str(index))
+            F.download(ctx.h.client, {"Bucket": BUCKET, "Key": key}, path)
+            paths.append(os.fsencode(path))
+        held = set(F.hash_files(paths))
+    finally:
+        shutil.rmtree(downloads, ignore_errors=True)
+    return [f"{f.path!r} ({f.xxh128}) is in no object" for f in ctx.files if f.xxh128 not in held]
+
+
+class ProvenVerdicts:
+    """Every "safe" a command says of the card (a run's summary, `status`, `verify-card` exit
+    0), held against a download of the card's objects: none may be said while the bucket,
+    read back, lacks a card file's bytes."""
+
+    def __init__(self, ctx: Context, state: str) -> None:
+        self.ctx, self.state = ctx, state
+        self.claims = 0
+
+    def hold(self, where: str, safe: bool) -> None:
+        if not safe:
+            return
+        self.claims += 1
+        missing = backed_by_download(self.ctx)
+        if missing:
+            self.ctx.row.checks_failed.append(f"{where} said safe while {missing[0]}")
+
+    def run(self, card: str, where: str, options: list[str] = ()) -> F.Run:
+        run = self.ctx.run(card, self.state, options=options)
+        summary = next((e for e in run.events if e.get("event") == "summary"), {})
+        self.hold(f"{where}: the run's summary", summary.get("safe_to_erase") is True)
+        return run
+
+    def status(self, where: str, check_bucket: bool = False) -> bool:
+        args = ["status", "--state-dir", self.state, "--config", self.ctx.config, "--json"]
+        run = self.ctx.command(args + (["--check-bucket"] if check_bucket else []), timeout=60)
+        if run.status not in (0, 76):
+            self.ctx.row.checks_failed.append(f"{where}: status exited {run.status}: {tail(run.stderr)}")
+        cards = [event for event in run.events if event.get("event") == "card"]
+        safe = bool(cards) and all(card.get("safe_to_erase") is True for card in cards)
+        self.hold(f"{where}: status{' --check-bucket' if check_bucket else ''}", safe)
+        return safe
+
+    def verify(self, path: str, where: str) -> F.Run:
+        run = self.ctx.command(["verify-card", path, "--state-dir", self.state, "--config", self.ctx.config, "--json"],
+                               timeout=120)
+        self.hold(f"{where}: verify-card (exit {run.status})", run.status == 0)
+        return run
+
+
+def forge(ctx: Context, key: str, size: int) -> None:
+    """Other bytes of the same size at `key`, with the object's own metadata and tags copied,
+    as someone with write access to the bucket would: only the bytes tell them apart."""
+    head = ctx.h.client.head_object(Bucket=BUCKET, Key=key)
+    tags = ctx.h.client.get_object_tagging(Bucket=BUCKET, Key=key).get("TagSet", [])
+    arguments = {"Bucket": BUCKET, "Key": key, "Body": random_bytes(ctx.rng, size), "Metadata": head.get("Metadata", {})}
+    if tags:
+        arguments["Tagging"] = "&".join(f"{tag['Key']}={tag['Value']}" for tag in tags)
+    ctx.h.client.put_object(**arguments)
+    ctx.tampered.add(key)
+
+
+def verdict_tampered(kind: str):
+    """Issue 50: "safe to erase" only on proof. A card (a 12 MiB clip, multipart and streamed,
+    and three photos) is ingested, then its bucket or its place is tampered with: `deleted`
+    (a photo's object), `replaced-single` / `replaced-multipart` (other bytes of the same size
+    at a photo's or the clip's key, metadata and tags copied), `replaced-reingested` (the
+    same, then the card ingested again before any check), `other-bucket` (the card run with
+    `--bucket` another, empty bucket), `empty-mount` (verify-card on an empty directory under
+    /media). Every command's verdict is held against a download of the card's objects
+    (ProvenVerdicts); the card must be repaired by its next run (a replaced file to its
+    alternative key, the forgery never replaced) and then be safe."""
+    def scenario(ctx: Context) -> None:
+        # `status --check-bucket` takes its destination from the configuration.
+        ctx.configure("s3", f'endpoint = "{ctx.h.proxy.endpoint}"')
+        ctx.configure("s3", f'bucket = "{BUCKET}"')
+        card = ctx.card("card", [("DCIM/CLIP_0001.MP4", 12 * MiB + 5), ("DCIM/IMG_0001.JPG", 300_000),
+                                 ("DCIM/IMG_0002.JPG", 200_000), ("MISC/notes.txt", 900)])
+        ctx.expect(card)
+        state = ctx.state()
+        verdicts = ProvenVerdicts(ctx, state)
+        first = verdicts.run(card, "the first run")
+        if first.status != 0:
+            ctx.row.checks_failed.append(f"the first run exited {first.status}: {tail(first.stderr)}")
+            return
+        objects = card_objects(ctx)
+        key_of = {path: next((k for k in objects if k.endswith("/" + path)), None)
+                  for path in ("DCIM/CLIP_0001.MP4", "DCIM/IMG_0001.JPG")}
+        if kind == "empty-mount":
+            place = f"/media/ingest-faults-{secrets.token_hex(4)}"
+            os.makedirs(place)
+            try:
+                run = verdicts.verify(place, "an empty mount point")
+                if run.status != 66:
+                    ctx.row.checks_failed.append(f"verify-card of an empty mount point exited {run.status}, not 66")
+            finally:
+                os.rmdir(place)
+            return
+        if kind == "other-bucket":
+            other = f"{BUCKET}-{ctx.device_id}"
+            ctx.h.client.create_bucket(Bucket=other)
+            run = ctx.command([card, "--endpoint", ctx.h.proxy.endpoint, "--bucket", other, "--state-dir", state,
+                               "--config", ctx.config, "--json"])
+            summary = next((e for e in run.events if e.get("event") == "summary"), {})
+            held = {item["Key"] for page in ctx.h.client.get_paginator("list_objects_v2").paginate(Bucket=other)
+                    for item in page.get("Contents", []) if not F.HISTORY_KEY.match(item["Key"])
+                    and not item["Key"].startswith(".ingest/")}
+            if summary.get("safe_to_erase") is True and len(held) < len(ctx.files):
+                ctx.row.checks_failed.append(f"safe for {other} with {len(held)} of {len(ctx.files)} objects there")
+            if run.status != 0 or len(held) != len(ctx.files):
+                ctx.row.checks_failed.append(f"the run to {other} exited {run.status} with {len(held)} objects there")
+            ctx.row.notes.append(f"to {other}: exit {run.status}, {len(held)} objects, safe {summary.get('safe_to_erase')}")
+            return
+        if kind == "deleted":
+            # Gone for good: its version removed, not hidden behind a delete marker.
+            key = key_of["DCIM/IMG_0001.JPG"]
+            version = ctx.h.client.head_object(Bucket=BUCKET, Key=key).get("VersionId")
+            ctx.h.client.delete_object(Bucket=BUCKET, Key=key, **({"VersionId": version} if version else {}))
+        else:
+            path = "DCIM/CLIP_0001.MP4" if kind == "replaced-multipart" else "DCIM/IMG_0001.JPG"
+            forge(ctx, key_of[path], objects[key_of[path]])
+            # The forged key is left out of the audit, so its history cannot be held against
+            # the bucket there; verify-card after the repair checks every file's object.
+            ctx.history = "off"
+        if kind != "replaced-reingested":
+            run = verdicts.verify(card, "after the tampering")
+            if run.status != 76:
+                ctx.row.checks_failed.append(f"verify-card after the tampering exited {run.status}, not 76")
+            verdicts.status("after the tampering", check_bucket=True)
+            verdicts.status("after the check")
+        rerun = verdicts.run(card, "the rerun")
+        if rerun.status != 0:
+            ctx.row.checks_failed.append(f"the rerun exited {rerun.status}: {tail(rerun.stderr)}")
+        summary = next((e for e in rerun.events if e.get("event") == "summary"), {})
+        if summary.get("already_in_bucket", 0) != 0:
+            ctx.row.checks_failed.append(f"the rerun counted {summary.get('already_in_bucket')} already in the bucket")
+        if not verdicts.status("after the rerun"):
+            ctx.row.checks_failed.append("the card is not safe after the rerun repaired it")
+        if verdicts.verify(card, "after the rerun").status != 0:
+            ctx.row.checks_failed.append("verify-card after the repair does not say safe")
+        ctx.row.notes.append(f"{kind}: {verdicts.claims} safe verdict(s) held against a download")
+    return scenario
+
+
 def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
     r = reps or (1 if short else 3)
     out: list[tuple[str, object, int, bool]] = []
@@ -2628,6 +2781,15 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
         (f"verdict_duplicate_clip_power_cut: a 96 MiB clip and its copy at 20 MiB/s, power cut at {n} moments after "
          f"staging_ended", duplicate_clip(True), n, False),
     ]
+    for kind, what, in_short in (
+            ("deleted", "a photo's object deleted", True),
+            ("replaced-single", "a photo's object replaced, same size, metadata copied", True),
+            ("replaced-multipart", "the clip's object replaced, same size, metadata and tags copied", True),
+            ("replaced-reingested", "a photo's object replaced, then the card ingested again", False),
+            ("other-bucket", "the card run against another, empty bucket", False),
+            ("empty-mount", "verify-card on an empty directory under /media", True)):
+        out.append((f"verdict_{kind.replace('-', '_')}: {what}; every verdict held against a download",
+                    verdict_tampered(kind), 1, in_short))
     out += [
         ("fleet clones at once (two stations, two gateways)", fleet_clones, 1, False),
         ("fleet gateway killed (one station given both)", fleet_gateway_killed, 1, True),

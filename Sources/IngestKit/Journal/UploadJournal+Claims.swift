@@ -169,7 +169,7 @@ extension Journal {
         let done = existing.phase == .completed
         try db.cachedStatement(sql: """
             UPDATE file SET uploadID = ?1, state = ?2, updatedAt = ?3,
-            manifestGeneration = CASE WHEN uploadID IS ?1 THEN manifestGeneration END
+            manifestGeneration = CASE WHEN uploadID IS NULL OR uploadID IS ?1 THEN manifestGeneration END
             WHERE volumeKey = ?4 AND path = ?5
             """).execute(arguments: [
                 existing.id, done ? FileState.uploaded : FileState.staged, JournalDate(date), volumeKey, Data(claim.path.bytes),
@@ -178,12 +178,13 @@ extension Journal {
     }
 
     /// The file's upload is `id`, new: its failures are forgotten. A file whose upload was of
-    /// another destination (or none) is listed by the next generation of the card's history
-    /// there (the manifests of a card are per bucket), as in ``join(_:_:_:volumeKey:at:)``.
+    /// another destination is listed by the next generation of the card's history there (the
+    /// manifests of a card are per bucket), as in ``join(_:_:_:volumeKey:at:)``; one staged
+    /// again (no upload) keeps its listing: its object comes back to the key listed.
     private static func link(_ db: Database, _ claim: UploadClaim, to id: String, volumeKey: String, at date: Date) throws {
         try db.cachedStatement(sql: """
             UPDATE file SET uploadID = ?1, updatedAt = ?2, lastError = NULL, failures = 0, quarantined = 0,
-            manifestGeneration = CASE WHEN uploadID IS ?1 THEN manifestGeneration END
+            manifestGeneration = CASE WHEN uploadID IS NULL OR uploadID IS ?1 THEN manifestGeneration END
             WHERE volumeKey = ?3 AND path = ?4
             """).execute(arguments: [id, JournalDate(date), volumeKey, Data(claim.path.bytes)])
     }
