@@ -50,6 +50,7 @@ import Testing
         func completeUpload(id: String, etag: String?, releasingStagedCopy: Bool) async throws(JournalError) -> Fingerprint? { nil }
         func restartUpload(id: String, key: String) async throws(JournalError) -> UploadRecord? { nil }
         func restage(uploadID id: String, reason: String) async throws(JournalError) {}
+        func isKeyTaken(_ key: String, at target: S3Destination) async throws(JournalError) -> Bool { false }
     }
 
     /// `count` staged copies of one byte each.

@@ -450,6 +450,19 @@ public final class Journal: Sendable {
                   SELECT DISTINCT endpoint, bucket, endpoint FROM custodyGeneration WHERE endpoint NOT LIKE 'tus+%';
                 """)
         }
+        // Reading objects back (`verify-card --read-back`, `[rescan] read_back_bytes`): when
+        // each object was last read back and its bytes hashed to its fingerprint (NULL:
+        // never, or made again since), each night taking those read back longest ago first;
+        // and the keys found holding other bytes under a copy of our label, whose label is
+        // never again taken for the object (``Journal/isKeyTaken(_:at:)``).
+        migrator.registerMigration("v17: objects read back, keys taken under a copied label") { db in
+            try db.execute(sql: """
+                ALTER TABLE upload ADD COLUMN "readBackAt" DATETIME;
+                CREATE TABLE takenKey (
+                  "endpoint" TEXT NOT NULL, "bucket" TEXT NOT NULL, "key" TEXT NOT NULL, "foundAt" DATETIME NOT NULL,
+                  PRIMARY KEY ("endpoint", "bucket", "key")) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

@@ -122,7 +122,7 @@ extension Journal {
             try db.execute(
                 sql: """
                     UPDATE upload SET key = ?, phase = 'created', uploadID = NULL, etag = NULL, completedAt = NULL,
-                    updatedAt = ? WHERE id = ?
+                    readBackAt = NULL, updatedAt = ? WHERE id = ?
                     """, arguments: [key, JournalDate(date), id])
             try db.execute(sql: "DELETE FROM uploadPart WHERE upload = ?", arguments: [id])
             try db.execute(

@@ -92,6 +92,11 @@ public protocol ObjectStore: Sendable {
     func uploadPartCopy(
         key: String, uploadID: String, partNumber: Int, from source: String, sourceETag: String, range: ClosedRange<Int64>
     ) async throws(S3ClientError) -> String
+    /// The bytes `range` of the object at `key`, only while its ETag is `ifMatch` when one is
+    /// given (a replaced object fails with a precondition error); nil when there is no
+    /// object. The caller bounds the range: it is held whole in memory. Needs
+    /// ``StoreCapabilities/rangedReads``.
+    func getObject(key: String, range: ClosedRange<Int64>, ifMatch: String?) async throws(S3ClientError) -> ObjectRange?
     /// The object's tags; nil when there is no object at `key`. Needs
     /// ``StoreCapabilities/tagging``.
     func getObjectTagging(key: String) async throws(S3ClientError) -> [String: String]?
@@ -150,6 +155,9 @@ protocol UploadLog: Sendable {
     func restartUpload(id: String, key: String) async throws(JournalError) -> UploadRecord?
     /// The staged copy is gone or wrong: the files go back to pending, the upload goes.
     func restage(uploadID id: String, reason: String) async throws(JournalError)
+    /// Whether `key` was found holding other bytes under a copy of our label (a read-back
+    /// found them): our label there is no proof that the object is ours.
+    func isKeyTaken(_ key: String, at target: S3Destination) async throws(JournalError) -> Bool
 }
 
 extension Journal: UploadLog {

@@ -69,7 +69,14 @@ struct ObjectUploader: Sendable {
         guard var head else { return .success(.free) }
         do {
             let found = try await client.recordedFingerprint(of: head, key: record.key)
-            if head.size == record.size, found == record.fingerprint { return .success(.ours) }
+            if head.size == record.size, found == record.fingerprint {
+                // Unless a read-back found other bytes under a copy of our label there.
+                let taken: Bool
+                do { taken = try await journal.isKeyTaken(record.key, at: record.target) } catch {
+                    return .failure(.journal(error))
+                }
+                if !taken { return .success(.ours) }
+            }
             if head.size == record.size, found == nil, fingerprintMayBeInTag, parts?.check(head) == .matches {
                 try await tagFingerprint()
                 return .success(.ours)
