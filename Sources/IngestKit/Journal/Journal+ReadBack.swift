@@ -85,12 +85,13 @@ extension Journal {
             let rows = try Row.fetchCursor(
                 db,
                 sql: """
-                    SELECT u.id, u.key, u.size, u.fingerprint, u.endpoint, u.bucket, u.region, u.addressing, u.readBackAt,
+                    SELECT u.id, u.key, u.size, u.fingerprint, u.endpoint, u.bucket, u.region, u.addressing, r.readAt,
                       f.volumeKey, v.name, f.path
                     FROM upload u JOIN file f ON f.uploadID = u.id JOIN volume v ON v.key = f.volumeKey
+                      LEFT JOIN readBack r ON r.upload = u.id
                     WHERE u.phase = 'completed' AND f.state = 'uploaded' AND v.lastSeen >= ?
                     GROUP BY u.id
-                    ORDER BY u.readBackAt IS NOT NULL, u.readBackAt, u.completedAt, u.id
+                    ORDER BY r.readAt IS NOT NULL, r.readAt, u.completedAt, u.id
                     """,
                 arguments: [JournalDate(date)])
             while !selection.isFull, let row = try rows.next() {
@@ -108,7 +109,8 @@ extension Journal {
     /// The object of the upload was read back now, and its bytes hashed to its fingerprint.
     public func noteReadBack(ofUpload id: String, at date: Date = Date()) async throws(JournalError) {
         try await writing(durable: false) { db in
-            try db.execute(sql: "UPDATE upload SET readBackAt = ? WHERE id = ?", arguments: [JournalDate(date), id])
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO readBack (upload, readAt) VALUES (?, ?)", arguments: [id, JournalDate(date)])
         }
     }
 

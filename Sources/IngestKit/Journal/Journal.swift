@@ -451,13 +451,14 @@ public final class Journal: Sendable {
                 """)
         }
         // Reading objects back (`verify-card --read-back`, `[rescan] read_back_bytes`): when
-        // each object was last read back and its bytes hashed to its fingerprint (NULL:
-        // never, or made again since), each night taking those read back longest ago first;
-        // and the keys found holding other bytes under a copy of our label, whose label is
-        // never again taken for the object (``Journal/isKeyTaken(_:at:)``).
+        // each upload's object was last read back and its bytes hashed to its fingerprint (no
+        // row: never, or made again since), each night taking those read back longest ago
+        // first; and the keys found holding other bytes under a copy of our label, whose
+        // label is never again taken for the object (``Journal/isKeyTaken(_:at:)``).
         migrator.registerMigration("v17: objects read back, keys taken under a copied label") { db in
             try db.execute(sql: """
-                ALTER TABLE upload ADD COLUMN "readBackAt" DATETIME;
+                CREATE TABLE readBack (
+                  "upload" TEXT PRIMARY KEY NOT NULL REFERENCES upload(id) ON DELETE CASCADE, "readAt" DATETIME NOT NULL);
                 CREATE TABLE takenKey (
                   "endpoint" TEXT NOT NULL, "bucket" TEXT NOT NULL, "key" TEXT NOT NULL, "foundAt" DATETIME NOT NULL,
                   PRIMARY KEY ("endpoint", "bucket", "key")) WITHOUT ROWID;

@@ -122,9 +122,11 @@ extension Journal {
             try db.execute(
                 sql: """
                     UPDATE upload SET key = ?, phase = 'created', uploadID = NULL, etag = NULL, completedAt = NULL,
-                    readBackAt = NULL, updatedAt = ? WHERE id = ?
+                    updatedAt = ? WHERE id = ?
                     """, arguments: [key, JournalDate(date), id])
             try db.execute(sql: "DELETE FROM uploadPart WHERE upload = ?", arguments: [id])
+            // Its next object has not been read back.
+            try db.execute(sql: "DELETE FROM readBack WHERE upload = ?", arguments: [id])
             try db.execute(
                 sql: "UPDATE file SET state = 'staged', updatedAt = ? WHERE uploadID = ? AND state = 'uploaded'",
                 arguments: [JournalDate(date), id])
