@@ -83,12 +83,18 @@ public struct ObjectReadBack: Sendable {
             while hashed < count, outcome == nil {
                 while started < count, started - hashed < Int64(rangesPerObject), !stop.isRaised {
                     let index = started
+                    let bytes = range(index)
+                    // The result is made first and returned after the `do`: Swift 6.3.1's release
+                    // build returned index 0 from every child that returned its tuple from
+                    // inside a typed-throws `do` (the ranges were hashed out of order).
                     group.addTask {
+                        let result: Result<ObjectRange?, S3ClientError>
                         do throws(S3ClientError) {
-                            return (index, .success(try await store.getObject(key: key, range: range(index), ifMatch: etag)))
+                            result = .success(try await store.getObject(key: key, range: bytes, ifMatch: etag))
                         } catch {
-                            return (index, .failure(error))
+                            result = .failure(error)
                         }
+                        return (index, result)
                     }
                     started += 1
                 }
