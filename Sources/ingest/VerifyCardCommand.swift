@@ -44,7 +44,7 @@ struct VerifyCardCommand: AsyncParsableCommand {
             Each problem is one line on standard error; with --json, a `problem` object on \
             standard output with a stable `code`, the `path`, a `message` and, when known, \
             `size`, `xxh128` (read now), `key` and `upload_id`. The codes:
-            \(CardVerificationProblem.Code.allCases.map { "  \($0.rawValue.padding(toLength: 17, withPad: " ", startingAt: 0))\($0.meaning)" }.joined(separator: "\n"))
+            \(CardVerificationProblem.Code.allCases.map { "  \($0.rawValue.padding(toLength: 19, withPad: " ", startingAt: 0))\($0.meaning)" }.joined(separator: "\n"))
             The last line says "Verified N files (SIZE) of CARD: all in the bucket with the \
             same fingerprint — safe to erase" (with --read-back: ", every byte read back \
             (SIZE)"), or how many problems stand in the way; with --json, a `verify_summary` \

@@ -107,6 +107,8 @@ extension RescanEvent {
                 "uploads_pending": .int(report.totals.pendingUploads.count),
                 "staged_copies_removed": .int(report.sweep.copiesRemoved),
                 "orphan_uploads_aborted": .int(report.orphans.aborted),
+                "read_back_objects": .int(report.readBack.objects), "read_back_bytes": .int(report.readBack.bytes),
+                "read_back_problems": .int(report.readBack.problems.count),
                 "orphan_sweeps_failed": .int(report.orphans.failures), "seconds": .double(report.seconds),
                 "exit_status": .int(exitStatus.rawValue),
                 "cards_safe_to_erase": .array(report.cards.filter { $0.summary?.safeToErase == true }.map { .string($0.name) }),
