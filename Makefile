@@ -38,7 +38,7 @@ STATEDIR        = /var/lib/ingest
 UNITS           = ingest@.service ingest-rescan.service ingest-rescan.timer
 SUBST           = sed -e 's|@BINDIR@|$(BINDIR)|g'
 
-.PHONY: help deps venv build release test layers faults faults-short demo bench bench-stage bench-upload bench-tus bench-card clean install uninstall deb
+.PHONY: help deps venv build release test layers faults faults-short demo bench bench-stage bench-upload bench-tus bench-card bench-readback clean install uninstall deb
 
 help: ## List the targets
 	@echo "Usage: make TARGET   (start with 'make demo' or 'make test')"
@@ -102,6 +102,9 @@ bench-upload: release venv ## Upload time, CPU, peak RSS against aws s3 cp, rclo
 
 bench-tus: release venv ## Upload to a tus server (tuspyserver): time, CPU, peak RSS against tuspy (FILES=100 of 4 MiB + BIG=1G, REPEAT=3)
 	INGEST=$(INGEST) VENV=$(VENV) bash scripts/bench-tus.sh
+
+bench-readback: release venv ## verify-card --read-back against aws s3 cp --recursive of the same objects, from SeaweedFS (FILES=8 of SIZE=128M, REPEAT=3)
+	INGEST=$(INGEST) VENV=$(VENV) bash scripts/bench-readback.sh
 
 # Root: the card is a loop device whose reads a cgroup throttles (v1 blkio or v2 io).
 bench-card: release venv ## Card to verified objects at card speed (CARD_MBPS=90) ÷ one plain read, against the peers (LAYOUTS, SCALE)

@@ -15,6 +15,13 @@ struct RescanCommand: AsyncParsableCommand {
                 each directory of [rescan] roots and --root, one after another, like
                 `ingest PATH`; a known card mounted anywhere else is only named, with
                 the command that ingests it (`ingest MOUNT-POINT`);
+              - lists the bucket folder of each card seen in the last [rescan]
+                bucket_check_days (default 30) and compares it with the journal;
+              - reads back [rescan] read_back_bytes (default "off") of the recent
+                cards' verified objects, those read back longest ago first, and
+                fingerprints their bytes: other bytes under a copied xxh128 label
+                are found, reported with card and key, and the file is sent again
+                to its alternative key;
               - aborts the multipart uploads under [s3] prefix, at the configured
                 destination and every one the journal has uploads for, that the
                 journal does not know and that are older than [rescan]
@@ -41,6 +48,7 @@ struct RescanCommand: AsyncParsableCommand {
               roots = ["/srv/incoming"]
               metrics_file = "/var/lib/prometheus/node-exporter/ingest.prom"
               orphan_upload_age = "1d"
+              read_back_bytes = "1GiB"
 
             The metrics file, for node_exporter's textfile collector, is replaced \
             atomically (mode 0644) and computed from the journal: files and bytes staged, \
@@ -51,7 +59,8 @@ struct RescanCommand: AsyncParsableCommand {
 
             Exit status: 0 when everything pending finished. Otherwise the status of the \
             first failure that concerns more than single files, in the order the work \
-            ran: 69 endpoint unreachable, 77 credentials refused, 73 staging area or \
+            ran: 76 an object missing or changed in the bucket (bucket check, read-back), \
+            69 endpoint unreachable, 77 credentials refused, 73 staging area or \
             metrics file not writable (the work is done all the same), 66 a root missing, \
             74 a card failed; else 1 when files could not be read (they stay pending).
 

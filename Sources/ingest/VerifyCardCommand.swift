@@ -26,6 +26,14 @@ struct VerifyCardCommand: AsyncParsableCommand {
             as a card (an empty directory, a folder of a card) and a directory below \
             /media, /mnt or /run/media with no card mounted are refused with status 66 \
             before anything is read.
+            With --read-back, each object that passed those checks is also read back whole \
+            (ranged GETs of 8 MiB, a few at once, in bounded memory) and its bytes \
+            fingerprinted: the proof that the bytes are the card's, which survives someone \
+            who copies the metadata too (a difference: read-back-differs). It costs a download of the card: \
+            on a cloud store, the egress and request charges of its size. A destination that \
+            cannot read objects back (a tus server) says so once, and its objects are proven \
+            by their HEAD alone.
+
             The card is walked as an ingest walks it ([scan] rules, --include and --exclude, \
             litter, links and special files skipped): a file the rules leave out is no \
             problem, a folder the walk cannot enter (too deep, unreadable) is one. Nothing is \
@@ -42,20 +50,22 @@ struct VerifyCardCommand: AsyncParsableCommand {
             Each problem is one line on standard error; with --json, a `problem` object on \
             standard output with a stable `code`, the `path`, a `message` and, when known, \
             `size`, `xxh128` (read now), `key` and `upload_id`. The codes:
-            \(CardVerificationProblem.Code.allCases.map { "  \($0.rawValue.padding(toLength: 17, withPad: " ", startingAt: 0))\($0.meaning)" }.joined(separator: "\n"))
+            \(CardVerificationProblem.Code.allCases.map { "  \($0.rawValue.padding(toLength: 19, withPad: " ", startingAt: 0))\($0.meaning)" }.joined(separator: "\n"))
             The last line says "Verified N files (SIZE) of CARD: all in the bucket with the \
-            same fingerprint — safe to erase", or how many problems stand in the way; with \
-            --json, a `verify_summary` object (files, bytes, verified, problems, a count per \
-            code, safe_to_erase, exit_status). The progress line on a terminal shows files, \
-            bytes, the read rate and the ETA (--no-progress: none; with --json, a `progress` \
-            event every --progress-interval).
+            same fingerprint — safe to erase" (with --read-back: ", every byte read back \
+            (SIZE)"), or how many problems stand in the way; with --json, a `verify_summary` \
+            object (files, bytes, verified, problems, a count per code, safe_to_erase, \
+            exit_status, read_back, read_back_files, read_back_bytes). The progress line on \
+            a terminal shows files, bytes, the read rate, the bytes read back and the ETA \
+            (--no-progress: none; with --json, a `progress` event every --progress-interval).
 
             Exit status, for scripts (erase the card only after 0):
               0   every file has its object in the bucket, same fingerprint: safe to erase
               1   files not safely in the bucket yet (changed, not-in-journal, pending,
                   unreadable, lost, object-unchecked): ingest the card again, or resume
               76  the bucket lacks what the journal says was uploaded (object-missing,
-                  object-differs, no-fingerprint): keep the card and find out why
+                  object-differs, read-back-differs, no-fingerprint): keep the card and
+                  find out why
               69  the endpoint cannot be reached, 77 it refused the credentials, 78 the
                   bucket does not exist: the check did not finish
               66  no card to read at the path or device, a card never ingested here, or
@@ -66,6 +76,7 @@ struct VerifyCardCommand: AsyncParsableCommand {
             Examples:
               ingest verify-card /media/sd && mkfs.exfat -n CARD /dev/sdb1
               ingest verify-card --device /dev/sdb1 --json | jq 'select(.event=="problem")'
+              ingest verify-card --read-back /media/sd
             """)
 
     @OptionGroup var common: CommonOptions
@@ -87,6 +98,11 @@ struct VerifyCardCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("Leave out files or directories matching this pattern, as the ingest did (repeatable).", valueName: "glob"))
     var exclude: [String] = []
+
+    @Flag(
+        name: .customLong("read-back"),
+        help: "Also read each object back from the bucket and fingerprint its bytes (a download of the card's size).")
+    var readBack = false
 
     func validate() throws {
         switch (path, device) {
@@ -112,7 +128,8 @@ struct VerifyCardCommand: AsyncParsableCommand {
             }
             let journal = try common.readJournal(config)
             let stores = try await common.makeStores(config: config, journal: journal, logger: logger)
-            let verification = CardVerification(journal: journal, rules: config.scan, logger: logger, store: stores.store)
+            var verification = CardVerification(journal: journal, rules: config.scan, logger: logger, store: stores.store)
+            if readBack { verification.readBack = ObjectReadBack() }
             let drawn = progress.progress ?? (!json && ReportOutput.standardError.isTerminal)
             let line = drawn ? ProgressLine(output: .standardError) : nil
             PrintableLogHandler.progressLine.withLock { $0 = line }
@@ -132,6 +149,13 @@ struct VerifyCardCommand: AsyncParsableCommand {
                 case .problem(let problem):
                     if json { return ReportOutput.standardOutput.writeSoon(JSONValue.line(problem.json) + "\n") }
                     if let line { line.print(problem.text) } else { ReportOutput.standardError.line(problem.text) }
+                case .readBackUnavailable(let destination):
+                    if json {
+                        let event: [String: JSONValue] = ["event": "read_back_unavailable", "destination": .string(destination)]
+                        return ReportOutput.standardOutput.writeSoon(JSONValue.line(event) + "\n")
+                    }
+                    let text = "\(destination) cannot read objects back: its objects are checked by their HEAD alone (size, fingerprint label)"
+                    if let line { line.print(text) } else { ReportOutput.standardError.line(text) }
                 }
             }
             reports.start()

@@ -220,6 +220,27 @@ final class TusIngestTests {
 
     /// `ingest check` of a tus station asks the server what it is (OPTIONS), needs no AWS
     /// credentials, and says why it skips the checks that only S3 needs.
+    @Test(.timeLimit(.minutes(3)))
+    func readBackOfATusCardSaysOnceThatTheServerCannotReadBackAndChecksWhatItCan() throws {
+        let dir = TemporaryDirectory()
+        let card = TemporaryDirectory()
+        for i in 1...3 { _ = try card.write("DCIM/DJI_000\(i).JPG", randomBytes(100_000 * i)) }
+        let config = try config(in: dir)
+        let state = TemporaryDirectory()
+        #expect(try ingest([card.path], state: state, config: config).status == 0)
+
+        let labels = try ingest(["verify-card", card.path], state: state, config: config)
+        let checked = try ingest(["verify-card", card.path, "--read-back"], state: state, config: config)
+        #expect(checked.status == labels.status, "the read-back changes no verdict it cannot give: \(checked.stderr)")
+        let unavailable = checked.events("read_back_unavailable")
+        #expect(unavailable.count == 1, "said once, not per file: \(unavailable)")
+        #expect(unavailable.first?.string("destination")?.contains("tus") == true, "\(unavailable)")
+        let summary = try #require(checked.events("verify_summary").last)
+        #expect(summary.int("read_back_bytes") == 0)
+        #expect((summary["read_back_unavailable"] as? [String])?.count == 1)
+        #expect(summary.int("files") == 3)
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func checkOfATusStationAsksTheServerAndNeedsNoAWSCredentials() throws {
         let dir = TemporaryDirectory()

@@ -22,7 +22,7 @@ import Synchronization
 final class ScriptedStore: ObjectStore {
     enum Operation: Hashable, Sendable, CaseIterable {
         case head, put, create, uploadPart, listParts, complete, abort, abortUploads, getTagging, putTagging, copy, uploadPartCopy
-        case headBucket, probe, putDocument, getDocument, listObjects, listUploads
+        case headBucket, probe, putDocument, getDocument, listObjects, listUploads, getRange
     }
 
     /// When a scripted failure strikes.
@@ -330,6 +330,17 @@ final class ScriptedStore: ObjectStore {
             let ids = state.uploads.filter { $0.key == known || ($0.value.key == key && $0.value.initiated < othersBefore) }.map(\.key)
             for id in ids { state.uploads[id] = nil }
             return ids.count
+        }
+    }
+
+    func getObject(key: String, range: ClosedRange<Int64>, ifMatch: String?) async throws(S3ClientError) -> ObjectRange? {
+        try perform(.getRange) { state throws(S3ClientError) in
+            guard let object = state.objects[key] else { return nil }
+            if let ifMatch, ifMatch != object.etag { throw Self.preconditionFailed() }
+            guard range.lowerBound >= 0, range.upperBound < object.bytes.count else {
+                throw .server(S3Error(status: 416, code: nil, message: "InvalidRange"), attempts: 1)
+            }
+            return ObjectRange(bytes: Array(object.bytes[Int(range.lowerBound)...Int(range.upperBound)]), etag: object.etag)
         }
     }
 

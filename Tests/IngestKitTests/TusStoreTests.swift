@@ -82,6 +82,6 @@ import Testing
 
     @Test func aTusStoreCanDoNothingButWriteAndAnS3BucketEverything() {
         #expect(TusStore.capabilities.isEmpty)
-        #expect(S3Client.capabilities == [.listing, .tagging, .serverSideCopy, .documents, .partsInAnyOrder])
+        #expect(S3Client.capabilities == [.listing, .tagging, .serverSideCopy, .documents, .partsInAnyOrder, .rangedReads])
     }
 }

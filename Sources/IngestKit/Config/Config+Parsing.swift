@@ -156,7 +156,12 @@ extension Config {
             if let count = try watch.integer("max_cards", in: WatchSettings.maxCardsRange) { config.watch.maxCards = count }
         }
         if let rescan = try root.table("rescan") {
-            try rescan.allowOnly(["roots", "metrics_file", "orphan_upload_age", "bucket_check_days"])
+            try rescan.allowOnly(["roots", "metrics_file", "orphan_upload_age", "bucket_check_days", "read_back_bytes"])
+            if let budget = try rescan.string("read_back_bytes") {
+                config.rescan.readBackBytes =
+                    budget.trimmingCharacters(in: .whitespaces) == "off"
+                    ? 0 : try parseSize(budget, key: "rescan.read_back_bytes", file: file)
+            }
             if let days = try rescan.integer("bucket_check_days", in: 0...36_500) { config.rescan.bucketCheckDays = days }
             config.rescan.roots = try rescan.absolutePaths("roots", example: "/srv/incoming") ?? []
             config.rescan.metricsFile = try rescan.absolutePath(

@@ -186,6 +186,12 @@ public struct RescanSettings: Sendable, Equatable {
     /// Cards seen in this many days have their folder in the bucket listed by every rescan
     /// and compared with the journal (``UploadService/checkBucket(days:)``); 0: never.
     public var bucketCheckDays = 30
+    /// Bytes every rescan reads back from the bucket and fingerprints
+    /// (``UploadService/readBack(budget:days:reader:now:)``), rotating through the verified
+    /// objects of the cards seen in the last 30 days, those read back longest ago first; 0
+    /// (`"off"`): none. Off by default: on a cloud store every byte read back is billed
+    /// (egress, and a request per 8 MiB), so the station's owner chooses the budget.
+    public var readBackBytes: Int64 = 0
     public init() {}
 }
 

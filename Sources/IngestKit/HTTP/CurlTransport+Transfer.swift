@@ -187,6 +187,13 @@ final class Transfer: @unchecked Sendable {
             tooLarge = true
             return 0  // aborts the transfer
         }
+        // A body of a stated length (an object's range read back, 8 MiB) is held in one
+        // allocation of that length, not grown by doubling through copies of twice its size.
+        if responseBody.isEmpty, let stated = responseHeaders["content-length"].flatMap(Int.init),
+            stated > bytes.count, stated <= settings.maxResponseBytes
+        {
+            responseBody.reserveCapacity(stated)
+        }
         responseBody.append(contentsOf: bytes)
         return bytes.count
     }

@@ -471,6 +471,16 @@ public final class Journal: Sendable {
                   "foundAt" DATETIME NOT NULL, PRIMARY KEY ("endpoint", "bucket", "key", "etag"));
                 """)
         }
+        // Reading objects back (`verify-card --read-back`, `[rescan] read_back_bytes`): when
+        // each upload's object was last read back and its bytes hashed to its fingerprint (no
+        // row: never, or made again since), each night taking those read back longest ago
+        // first. An object read back as other bytes is recorded as foreign (v15).
+        migrator.registerMigration("v16: objects read back") { db in
+            try db.execute(sql: """
+                CREATE TABLE readBack (
+                  "upload" TEXT PRIMARY KEY NOT NULL REFERENCES upload(id) ON DELETE CASCADE, "readAt" DATETIME NOT NULL);
+                """)
+        }
         return migrator
     }
 

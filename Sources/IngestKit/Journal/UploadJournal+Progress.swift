@@ -131,6 +131,8 @@ extension Journal {
                     updatedAt = ? WHERE id = ?
                     """, arguments: [key, JournalDate(date), id])
             try db.execute(sql: "DELETE FROM uploadPart WHERE upload = ?", arguments: [id])
+            // Its next object has not been read back.
+            try db.execute(sql: "DELETE FROM readBack WHERE upload = ?", arguments: [id])
             try db.execute(
                 sql: "UPDATE file SET state = 'staged', updatedAt = ? WHERE uploadID = ? AND state = 'uploaded'",
                 arguments: [JournalDate(date), id])

@@ -8,7 +8,7 @@ extension CardVerification {
     /// if anything did.
     func judge(
         _ batches: Batches<CardFinding>, into summary: inout CardVerificationSummary, progress: CardVerificationProgress,
-        report: @escaping @Sendable (CardVerificationEvent) -> Void
+        stop: StopFlag, report: @escaping @Sendable (CardVerificationEvent) -> Void
     ) async -> IngestError? {
         var stores: [S3Destination: any ObjectStore] = [:]
         var failure: IngestError?
@@ -16,9 +16,13 @@ extension CardVerification {
             summary.files += 1
             summary.bytes = summary.bytes.addingSaturating(size)
             switch verdict {
-            case .verified:
+            case .verified, .readBack:
                 summary.verified += 1
                 summary.verifiedBytes = summary.verifiedBytes.addingSaturating(size)
+                if case .readBack(let bytes) = verdict {
+                    summary.readBackFiles += 1
+                    summary.readBackBytes = summary.readBackBytes.addingSaturating(bytes)
+                }
             case .problem(let problem):
                 summary.counts[problem.code, default: 0] += 1
                 progress.problems.add(1, ordering: .relaxed)
@@ -59,13 +63,24 @@ extension CardVerification {
                                     break taking
                                 }
                                 stores[check.target] = store
+                                if readBack != nil, !store.capabilities.contains(.rangedReads) {
+                                    summary.readBackUnavailable.append(check.target.displayName)
+                                    report(.readBackUnavailable(destination: check.target.displayName))
+                                }
                             }
                             if inFlight >= headsInFlight, let (verdict, size) = await group.next() {
                                 inFlight -= 1
                                 settle(verdict, size: size)
                                 guard failure == nil else { break taking }
                             }
-                            group.addTask { (await Self.check(check, in: store), check.size) }
+                            let readBack = store.capabilities.contains(.rangedReads) ? readBack : nil
+                            group.addTask {
+                                var verdict = await Self.check(check, in: store)
+                                if case .verified(let head?) = verdict, let readBack {
+                                    verdict = await Self.readBack(check, head: head, in: store, with: readBack, progress: progress, stop: stop)
+                                }
+                                return (verdict, check.size)
+                            }
                             inFlight += 1
                         }
                     }
@@ -142,6 +157,7 @@ extension CardVerification {
     /// (``StoredObject``: ETag, size, checksum, version), and its fingerprint label (metadata,
     /// or its tag) the card's. The label alone proves nothing (anyone who can write the bucket
     /// can copy it); the recorded identity is the server's word on the bytes.
+    /// A verified object's verdict carries its `HEAD`, for a read-back to follow.
     static func check(_ check: CardObjectCheck, in store: any ObjectStore) async -> CardVerdict {
         func problem(_ code: CardVerificationProblem.Code, _ message: String) -> CardVerdict {
             .problem(CardVerificationProblem(
@@ -180,7 +196,7 @@ extension CardVerification {
                     "the object at \(place) is not the one verified when it was uploaded (\(difference)): it was replaced; "
                         + "keep the card, and run ingest status --check-bucket to send the file to its alternative key")
             }
-            return .verified
+            return .verified(head: head)
         } catch {
             let sorted = UploadError(error, what: "checking \(place)", target: check.target)
             if sorted.scope == .destination { return .destination(sorted) }
@@ -211,7 +227,10 @@ struct CardObjectCheck: Sendable {
 }
 
 enum CardVerdict: Sendable {
-    case verified
+    /// In the bucket with the card's size and fingerprint label, as its `HEAD` showed.
+    case verified(head: ObjectHead?)
+    /// Read back too: every byte, this many, hashed to the card's fingerprint.
+    case readBack(bytes: Int64)
     case problem(CardVerificationProblem)
     /// The destination cannot be asked (unreachable, credentials, no bucket): the check stops.
     case destination(UploadError)

@@ -27,6 +27,10 @@ public struct CardVerification: Sendable {
     public let logger: Logger
     /// Object checks in flight at once.
     public var headsInFlight = 8
+    /// With `--read-back`: each object that passes the checks of its `HEAD` is read back
+    /// whole (ranged `GetObject`) and its bytes fingerprinted (``CardVerification+ReadBack``);
+    /// nil: the labels are trusted.
+    public var readBack: ObjectReadBack?
     /// The store of each destination the journal names, made once per destination.
     let store: @Sendable (S3Destination) throws(IngestError) -> any ObjectStore
 
@@ -135,7 +139,8 @@ public struct CardVerification: Sendable {
             }
         }
         var summary = CardVerificationSummary(volume: volume)
-        let failure = await judge(batches, into: &summary, progress: progress, report: report)
+        summary.readBack = readBack != nil
+        let failure = await judge(batches, into: &summary, progress: progress, stop: stop, report: report)
         if failure != nil {
             halt.raise()
             batches.discard()
@@ -152,7 +157,7 @@ public struct CardVerification: Sendable {
             "verified card",
             metadata: [
                 "volume": "\(volume.key)", "files": "\(summary.files)", "problems": "\(summary.problems)",
-                "safe_to_erase": "\(summary.safeToErase)",
+                "safe_to_erase": "\(summary.safeToErase)", "read_back_bytes": "\(summary.readBackBytes)",
             ])
         return summary
     }

@@ -4,6 +4,9 @@ public enum CardVerificationEvent: Sendable {
     case volume(VolumeIdentity)
     /// A file (or folder) that stands between the card and its erasure.
     case problem(CardVerificationProblem)
+    /// `--read-back` was asked for, and this destination cannot read objects back (a tus
+    /// server): its objects are proven by what their `HEAD` shows. Once per destination.
+    case readBackUnavailable(destination: String)
 }
 
 /// One thing that makes a card not safe to erase, with a stable code for scripts.
@@ -20,6 +23,10 @@ public struct CardVerificationProblem: Sendable, Equatable {
         case objectMissing = "object-missing"
         /// The object at its key has another size, or records another fingerprint.
         case objectDiffers = "object-differs"
+        /// Read back (`--read-back`), the object's bytes hash to another fingerprint than the
+        /// card's file, though its size and its label (metadata) match: other bytes were put
+        /// at its key with the label copied, or the object was replaced while it was read.
+        case readBackDiffers = "read-back-differs"
         /// The object at its key carries no fingerprint: not the object ingest uploaded.
         case noFingerprint = "no-fingerprint"
         /// The server refused to say (an error about this object alone).
@@ -33,7 +40,7 @@ public struct CardVerificationProblem: Sendable, Equatable {
         /// The bucket does not hold what the journal says was uploaded and verified.
         public var isIntegrity: Bool {
             switch self {
-            case .objectMissing, .objectDiffers, .noFingerprint: true
+            case .objectMissing, .objectDiffers, .readBackDiffers, .noFingerprint: true
             default: false
             }
         }
@@ -49,6 +56,7 @@ public struct CardVerificationProblem: Sendable, Equatable {
             case .pending: "not uploaded yet (ingest resume), or given up (forget)"
             case .objectMissing: "no object at its key, though the journal says uploaded"
             case .objectDiffers: "its object has another size or another fingerprint"
+            case .readBackDiffers: "read back, its object's bytes have another fingerprint"
             case .noFingerprint: "its object carries no xxh128 fingerprint"
             case .objectUnchecked: "the server answered an error about its object"
             case .unreadable: "the card's file could not be read"

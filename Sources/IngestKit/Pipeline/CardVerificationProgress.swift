@@ -6,6 +6,8 @@ import Synchronization
 public final class CardVerificationProgress: Sendable {
     let filesChecked = Atomic<Int>(0)
     let bytesRead = Atomic<Int64>(0)
+    /// Bytes of objects read back from the bucket and hashed (`--read-back`).
+    let bytesReadBack = Atomic<Int64>(0)
     let problems = Atomic<Int>(0)
     /// The card's files and bytes; -1 until counted.
     private let totalFiles = Atomic<Int>(-1)
@@ -25,6 +27,7 @@ public final class CardVerificationProgress: Sendable {
         var snapshot = CardVerificationSnapshot(seconds: (now - started).inSeconds)
         snapshot.filesChecked = filesChecked.load(ordering: .relaxed)
         snapshot.bytesRead = read
+        snapshot.bytesReadBack = bytesReadBack.load(ordering: .relaxed)
         snapshot.problems = problems.load(ordering: .relaxed)
         let files = totalFiles.load(ordering: .relaxed)
         if files >= 0 {
@@ -44,6 +47,8 @@ public struct CardVerificationSnapshot: Sendable, Equatable {
     public var seconds: Double
     public var filesChecked = 0
     public var bytesRead: Int64 = 0
+    /// Bytes of objects read back from the bucket (`--read-back`).
+    public var bytesReadBack: Int64 = 0
     public var problems = 0
     public var totalFiles: Int?
     public var totalBytes: Int64?
@@ -58,12 +63,13 @@ public struct CardVerificationSnapshot: Sendable, Equatable {
         return Double(max(totalBytes - bytesRead, 0)) / rate
     }
 
-    /// Like `verified 120/201 files (1.2 GiB/1.8 GiB, 150.0 MiB/s) · 1 problem · ETA 0:42`.
+    /// Like `verified 120/201 files (1.2 GiB/1.8 GiB, 150.0 MiB/s) · read back 1.1 GiB · 1 problem · ETA 0:42`.
     public var text: String {
         var piece = "verified \(filesChecked)" + (totalFiles.map { "/\($0)" } ?? "") + " files ("
             + "\(ByteCount(bytesRead))" + (totalBytes.map { "/\(ByteCount($0))" } ?? "")
         if let rate { piece += ", \(ProgressSnapshot.rate(rate))" }
         var pieces = [piece + ")"]
+        if bytesReadBack > 0 { pieces.append("read back \(ByteCount(bytesReadBack))") }
         if problems > 0 { pieces.append(problems == 1 ? "1 problem" : "\(problems) problems") }
         if let eta { pieces.append("ETA \(ProgressSnapshot.clock(eta))") }
         return pieces.joined(separator: " · ")
@@ -73,7 +79,7 @@ public struct CardVerificationSnapshot: Sendable, Equatable {
     public var json: [String: JSONValue] {
         var object: [String: JSONValue] = [
             "event": "progress", "seconds": .double(seconds), "files_checked": .int(Int64(filesChecked)),
-            "bytes_read": .int(bytesRead), "problems": .int(Int64(problems)),
+            "bytes_read": .int(bytesRead), "bytes_read_back": .int(bytesReadBack), "problems": .int(Int64(problems)),
         ]
         object["files_total"] = totalFiles.map { .int(Int64($0)) }
         object["bytes_total"] = totalBytes.map { .int($0) }
@@ -110,7 +116,7 @@ public final class CardVerificationReports: Sendable {
                 try? await Task.sleep(for: tick)
                 let now = ContinuousClock.now
                 let snapshot = progress.snapshot(now: now)
-                if let line, snapshot.filesChecked > 0 || snapshot.bytesRead > 0 { line.draw(snapshot.text) }
+                if let line, snapshot.filesChecked > 0 || snapshot.bytesRead > 0 || snapshot.bytesReadBack > 0 { line.draw(snapshot.text) }
                 if now >= due, let events {
                     due = now + interval
                     state.withLock { if !$0.stopped { events.write(JSONValue.line(snapshot.json) + "\n") } }

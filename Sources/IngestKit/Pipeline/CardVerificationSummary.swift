@@ -8,6 +8,15 @@ public struct CardVerificationSummary: Sendable {
     /// Of them, those in the bucket with the same size and fingerprint.
     public var verified = 0
     public var verifiedBytes: Int64 = 0
+    /// Whether objects were to be read back (`--read-back`); of the verified files, those
+    /// whose objects' bytes were read back and hashed to the card's fingerprint, and their
+    /// bytes.
+    public var readBack = false
+    public var readBackFiles = 0
+    public var readBackBytes: Int64 = 0
+    /// Destinations that cannot read objects back (a tus server): their objects are proven
+    /// by their `HEAD` alone.
+    public var readBackUnavailable: [String] = []
     public var counts: [CardVerificationProblem.Code: Int] = [:]
     /// What ended the check before its end (the card gone, the journal or the destination
     /// unusable); the verdict is then "not safe".
@@ -48,7 +57,16 @@ public struct CardVerificationSummary: Sendable {
                 + (problems > 0 ? "\(problemWords) (\(breakdown))" : "no problem") + " so far: not safe to erase"
         }
         let checked = "Verified \(counted(files, "file")) (\(ByteCount(bytes))) of \(card): "
-        if problems == 0 { return checked + "all in the bucket with the same fingerprint — safe to erase" }
+        if problems == 0 {
+            var proof = "all in the bucket with the same fingerprint"
+            if readBack {
+                proof += readBackFiles == verified
+                    ? ", every byte read back (\(ByteCount(readBackBytes)))"
+                    : ", \(counted(readBackFiles, "file")) read back (\(ByteCount(readBackBytes))), "
+                        + "\(counted(verified - readBackFiles, "file")) by their labels alone"
+            }
+            return checked + proof + " — safe to erase"
+        }
         return checked + "\(problemWords) (\(breakdown)): not safe to erase"
     }
 
@@ -59,8 +77,12 @@ public struct CardVerificationSummary: Sendable {
             "path": .string(volume.rootPath), "files": .int(Int64(files)), "bytes": .int(bytes),
             "verified": .int(Int64(verified)), "verified_bytes": .int(verifiedBytes), "problems": .int(Int64(problems)),
             "safe_to_erase": .bool(safeToErase), "exit_status": .int(Int64(exitStatus.rawValue)),
-            "seconds": .double(seconds), "stopped": .bool(stopped),
+            "seconds": .double(seconds), "stopped": .bool(stopped), "read_back": .bool(readBack),
+            "read_back_files": .int(Int64(readBackFiles)), "read_back_bytes": .int(readBackBytes),
         ]
+        if !readBackUnavailable.isEmpty {
+            object["read_back_unavailable"] = .array(readBackUnavailable.map(JSONValue.string))
+        }
         for code in CardVerificationProblem.Code.allCases { object[code.countKey] = .int(Int64(counts[code] ?? 0)) }
         object["error"] = failure.map { .string($0.description) }
         return object

@@ -164,6 +164,8 @@ public struct RescanReport: Sendable, Equatable {
     public var resume: ResumeOutcome
     /// What the check of the cards' folders in the bucket found (``UploadService/checkBucket(days:now:)``).
     public var bucket = BucketCheckOutcome()
+    /// What the night's read-back of objects found (``UploadService/readBack(budget:days:reader:now:)``).
+    public var readBack = ReadBackOutcome()
     public var cards: [CardOutcome] = []
     /// Known cards mounted where rescan does not take cards from: not ingested, only named.
     public var elsewhere: [KnownCardElsewhere] = []
@@ -183,7 +185,7 @@ public struct RescanReport: Sendable, Equatable {
     /// files (``awaiting``), night after night until it does. A busy card is not a failure.
     public var exitStatus: ExitStatus {
         let bucketStatus: ExitStatus = bucket.error?.exitStatus ?? (bucket.problems.isEmpty ? .success : .integrity)
-        let statuses = [resume.problem?.exitStatus ?? .success, bucketStatus] + cards.map(\.exitStatus)
+        let statuses = [resume.problem?.exitStatus ?? .success, bucketStatus, readBack.exitStatus] + cards.map(\.exitStatus)
             + [awaiting.isEmpty ? .success : .partial]
         if let serious = statuses.first(where: { $0 != .success && $0 != .partial }) { return serious }
         return statuses.contains(.partial) ? .partial : .success
@@ -262,6 +264,12 @@ public struct Rescanner: Sendable {
         // ingest when the card is here, and the card's verdict says so either way.
         report.bucket = await uploads.checkBucket(days: config.rescan.bucketCheckDays)
         progress(.bucketChecked(report.bucket))
+        // Then the night's read-back: an object whose bytes are not the ones ingested is sent
+        // again, by its card's ingest when the card is here.
+        if config.rescan.readBackBytes > 0 {
+            report.readBack = await uploads.readBack(budget: config.rescan.readBackBytes, days: JournalTotals.recentCardDays)
+            progress(.readBack(report.readBack))
+        }
 
         for source in sources {
             let outcome = await ingest(source, sink: sink)

@@ -7,6 +7,8 @@ public enum RescanEvent: Sendable {
     case resumed(ResumeOutcome)
     /// The folders of the cards seen lately were listed and compared with the journal.
     case bucketChecked(BucketCheckOutcome)
+    /// The night's budget of objects was read back (`[rescan] read_back_bytes`).
+    case readBack(ReadBackOutcome)
     /// One card or root is done, or was skipped.
     case card(CardOutcome)
     /// A known card is mounted outside `lookedIn`, the places rescan takes cards from: it
@@ -47,6 +49,14 @@ extension RescanEvent {
                 "command": .string(card.command),
             ]
             object["reason"] = card.reason.map(JSONValue.string)
+            return object
+        case .readBack(let outcome):
+            var object: [String: JSONValue] = [
+                "event": "read_back", "budget_bytes": .int(outcome.budget), "objects": .int(outcome.objects),
+                "bytes": .int(outcome.bytes), "problems": .array(outcome.problems.map { .string($0.text) }),
+                "unavailable": .array(outcome.unavailable.map(JSONValue.string)),
+            ]
+            object["error"] = outcome.error.map { .string($0.message) }
             return object
         case .card(let card):
             var object: [String: JSONValue] = [
@@ -108,6 +118,8 @@ extension RescanEvent {
                 "uploads_pending": .int(report.totals.pendingUploads.count),
                 "staged_copies_removed": .int(report.sweep.copiesRemoved),
                 "orphan_uploads_aborted": .int(report.orphans.aborted),
+                "read_back_objects": .int(report.readBack.objects), "read_back_bytes": .int(report.readBack.bytes),
+                "read_back_problems": .int(report.readBack.problems.count),
                 "orphan_sweeps_failed": .int(report.orphans.failures), "seconds": .double(report.seconds),
                 "exit_status": .int(exitStatus.rawValue),
                 "cards_safe_to_erase": .array(report.cards.filter { $0.summary?.safeToErase == true }.map { .string($0.name) }),
@@ -132,6 +144,16 @@ extension RescanEvent {
             ]
             lines += outcome.problems.prefix(20).map { "  " + $0.text }
             if let error = outcome.error { lines.append("  could not check: \(error)") }
+            return lines.joined(separator: "\n")
+        case .readBack(let outcome):
+            var lines = [
+                "Read back: \(counted(outcome.objects, "object")) (\(ByteCount(outcome.bytes)) of a budget of "
+                    + "\(ByteCount(outcome.budget))), \(outcome.problems.count) not the bytes ingested"
+                    + (outcome.problems.isEmpty ? "" : " (sent again to their alternative keys; not safe to erase meanwhile):")
+            ]
+            lines += outcome.problems.prefix(20).map { "  " + $0.text }
+            lines += outcome.unavailable.map { "  \($0) cannot read objects back: its objects were not read back" }
+            if let error = outcome.error { lines.append("  could not read back: \(error)") }
             return lines.joined(separator: "\n")
         case .card(let card):
             let head = "\(card.name) (\(card.volumeKey ?? card.source.path), \(card.source.origin.rawValue))"

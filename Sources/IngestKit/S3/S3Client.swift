@@ -65,12 +65,13 @@ public final class S3Client: Sendable {
     }
 
     /// Signs and sends one request, retrying as `policy` decides; returns a 2xx answer (or
-    /// a 404 to a HEAD when `notFoundIsAnswer`).
+    /// a 404 to a HEAD when `notFoundIsAnswer`). With `answerIsContent` a 2xx body is an
+    /// object's bytes, taken as they are (not read as a possible `<Error>` document).
     func perform(
         _ method: String, key: String, query: [S3QueryItem] = [], headers: [SigV4Header] = [],
         body: HTTPBody = .empty, payloadHash: PayloadHash = .emptyBody, policy: RetryPolicy = .control,
         notFoundIsAnswer: Bool = false, isPayload: Bool = false, expectContinue: Bool = false,
-        through pinned: S3Gateways.Gateway? = nil
+        answerIsContent: Bool = false, through pinned: S3Gateways.Gateway? = nil
     ) async throws(S3ClientError) -> HTTPResponse {
         var state = RetryState()
         // Sends through another gateway spend no attempt; bounded so that gateways failing
@@ -127,6 +128,8 @@ public final class S3Client: Sendable {
                 let response = try await transport.send(request)
                 gateways.markUp(gateway)
                 if notFoundIsAnswer, response.status == 404 { return response }
+                // An object's own bytes are never probed for an `<Error>`: they may be anything.
+                if answerIsContent, (200..<300).contains(response.status) { return response }
                 let parsedError = S3Error.parse(status: response.status, body: Data(response.body))
                 if (200..<300).contains(response.status), parsedError == nil { return response }
                 failure = .response(

@@ -97,6 +97,11 @@ public protocol ObjectStore: Sendable {
     func uploadPartCopy(
         key: String, uploadID: String, partNumber: Int, from source: String, sourceETag: String, range: ClosedRange<Int64>
     ) async throws(S3ClientError) -> String
+    /// The bytes `range` of the object at `key`, only while its ETag is `ifMatch` when one is
+    /// given (a replaced object fails with a precondition error); nil when there is no
+    /// object. The caller bounds the range: it is held whole in memory. Needs
+    /// ``StoreCapabilities/rangedReads``.
+    func getObject(key: String, range: ClosedRange<Int64>, ifMatch: String?) async throws(S3ClientError) -> ObjectRange?
     /// The object's tags; nil when there is no object at `key`. Needs
     /// ``StoreCapabilities/tagging``.
     func getObjectTagging(key: String) async throws(S3ClientError) -> [String: String]?

@@ -27,6 +27,12 @@ public struct StoreCapabilities: OptionSet, Sendable {
     /// is one byte stream, appended at its offset) the parts go one at a time, in order.
     public static let partsInAnyOrder = StoreCapabilities(rawValue: 1 << 4)
 
+    /// It reads an object's bytes back, a range at a time
+    /// (``ObjectStore/getObject(key:range:ifMatch:)``): `verify-card --read-back` and the
+    /// nightly read-back prove an object by its bytes. Without it (a tus server writes, and
+    /// reads nothing back) they prove what the object's `HEAD` shows.
+    public static let rangedReads = StoreCapabilities(rawValue: 1 << 5)
+
     /// What an S3 bucket can do: everything.
-    public static let all: StoreCapabilities = [.listing, .tagging, .serverSideCopy, .documents, .partsInAnyOrder]
+    public static let all: StoreCapabilities = [.listing, .tagging, .serverSideCopy, .documents, .partsInAnyOrder, .rangedReads]
 }

@@ -247,6 +247,10 @@ public final class TusStore: ObjectStore {
         throw Self.cannot("copy")
     }
 
+    public func getObject(key: String, range: ClosedRange<Int64>, ifMatch: String?) async throws(S3ClientError) -> ObjectRange? {
+        throw Self.cannot("read objects back")
+    }
+
     public func getObjectTagging(key: String) async throws(S3ClientError) -> [String: String]? { throw Self.cannot("tag") }
 
     public func putObjectTagging(key: String, tags: [String: String]) async throws(S3ClientError) { throw Self.cannot("tag") }
