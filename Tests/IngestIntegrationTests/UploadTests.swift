@@ -57,10 +57,14 @@ final class UploadTests {
 
     func json(_ arguments: [String]) throws -> [String: Any] { try server.json(arguments) }
 
-    /// The listing of the cards' objects in `bucket`, their ASC MHL histories aside.
+    /// The listing of the cards' objects in `bucket`, their ASC MHL histories and the
+    /// bucket's marker (`.ingest/bucket-id`) aside.
     func cardObjects(in bucket: String) throws -> [[String: Any]] {
         let listed = try json(["s3api", "list-objects-v2", "--bucket", bucket])["Contents"] as? [[String: Any]] ?? []
-        return listed.filter { ($0["Key"] as? String)?.contains("/ascmhl/") != true }
+        return listed.filter {
+            let key = $0["Key"] as? String
+            return key?.contains("/ascmhl/") != true && key?.hasPrefix(".ingest/") != true
+        }
     }
 
     /// The object's tags, as `aws s3api get-object-tagging` reads them.
