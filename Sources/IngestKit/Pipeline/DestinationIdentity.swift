@@ -1,3 +1,5 @@
+import Logging
+
 /// What a run found of its configured destination before anything is sent: which gateways
 /// belong (those showing the bucket id the journal recorded, ``GatewayMembership``), the name
 /// the journal knows it by, and whether it is new to this station.
@@ -66,7 +68,7 @@ extension UploadService {
     /// by its URLs and its gateways are checked by their first requests. A tus server is
     /// named as configured.
     public func identify(_ configured: S3Destination, sink: any EventSink) async throws(IngestError) -> DestinationIdentity {
-        let identity = try await DestinationIdentity.identify(configured, stores: stores, journal: journal)
+        let identity = try await DestinationIdentity.identify(configured, stores: stores, journal: journal, logger: logger)
         for (url, shows) in identity.foreign {
             sink.emit(.upload(.foreignGateway(identity.target, gateway: url, shows: shows, bucketID: identity.bucketID)))
         }
@@ -79,7 +81,7 @@ extension UploadService {
 
 extension DestinationIdentity {
     static func identify(
-        _ configured: S3Destination, stores: StoreFactory, journal: Journal
+        _ configured: S3Destination, stores: StoreFactory, journal: Journal, logger: Logger
     ) async throws(IngestError) -> DestinationIdentity {
         if configured.isTus {
             return DestinationIdentity(target: configured, bucketID: nil, isNew: false, foreign: [], answered: false)
@@ -109,12 +111,16 @@ extension DestinationIdentity {
         }
         var shown = Set(zip(urls, membership.verdicts).filter { $0.1 == .belongs }.map(\.0))
         if membership.needsMarker, let first = membership.verdicts.firstIndex(of: .belongs) {
+            // A marker that cannot be written now is written by a later run: the gateways
+            // showing none stay those of the destination, as they would without it.
             do {
                 membership.markerWritten(try await client.writeMarker(through: urls[first]), through: first)
+                shown = [urls[first]]
             } catch {
-                throw .upload(UploadError(error, what: "PutObject \(S3Gateways.markerKey)", target: configured))
+                logger.warning(
+                    "cannot write the bucket's marker now; a later run writes it",
+                    metadata: ["key": "\(S3Gateways.markerKey)", "gateway": "\(urls[first])", "error": "\(error)"])
             }
-            shown = [urls[first]]
         }
         let usable = zip(urls, membership.verdicts).filter {
             if case .foreign = $0.1 { return false }
