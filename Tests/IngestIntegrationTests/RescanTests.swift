@@ -71,11 +71,13 @@ final class RescanTests {
 
     func openMultipartUploads() throws -> [[String: Any]] { try server.openMultipartUploads(bucket: bucket) }
 
-    /// Every object of the cards in the bucket (their ASC MHL histories aside), downloaded
-    /// (`aws s3 cp --recursive`) and fingerprinted with xxh128sum, by key.
+    /// Every object of the cards in the bucket (their ASC MHL histories and the bucket's
+    /// marker aside), downloaded (`aws s3 cp --recursive`) and fingerprinted with xxh128sum,
+    /// by key.
     func objectDigests(into dir: TemporaryDirectory) throws -> [String: String] {
         let download = dir.path + "/download-\(UUID().uuidString)"
-        let result = try server.aws(["s3", "cp", "--recursive", "--only-show-errors", "s3://\(bucket)/", download])
+        let result = try server.aws(
+            ["s3", "cp", "--recursive", "--only-show-errors", "--exclude", ".ingest/*", "s3://\(bucket)/", download])
         guard result.status == 0 else { throw CommandFailed(command: "aws s3 cp --recursive", result: result) }
         guard FileManager.default.fileExists(atPath: download) else { return [:] }
         defer { try? FileManager.default.removeItem(atPath: download) }

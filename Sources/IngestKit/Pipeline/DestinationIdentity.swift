@@ -76,7 +76,6 @@ extension UploadService {
         await destinations.note(identity)
         return identity
     }
-
 }
 
 extension DestinationIdentity {
