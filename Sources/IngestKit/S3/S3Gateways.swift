@@ -197,8 +197,9 @@ public final class S3Gateways: Sendable {
             }
             return refusals
         }
+        // The caller tells the person (a run's foreign_gateway line, a check's gateway line).
         for (url, reason) in refusals {
-            logger.warning("S3 gateway refused", metadata: ["gateway": "\(url)", "reason": "\(reason)"])
+            logger.info("S3 gateway refused", metadata: ["gateway": "\(url)", "reason": "\(reason)"])
         }
     }
 

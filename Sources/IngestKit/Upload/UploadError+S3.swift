@@ -62,8 +62,7 @@ extension UploadError {
         UploadError(
             exitStatus: .config, scope: .destination,
             message: "the bucket \(target.bucket) does not exist at \(target.gatewayURLs.joined(separator: ", ")) "
-                + "(404 NoSuchBucket). Create it, or correct --bucket (INGEST_BUCKET, [s3] bucket); nothing was sent, "
-                + "and the files stay staged.")
+                + "(404 NoSuchBucket). Create it, or correct --bucket (INGEST_BUCKET, [s3] bucket); nothing was sent to it.")
     }
 
     /// Gateways answered, and none shows the bucket id the journal recorded for the
