@@ -98,16 +98,18 @@ struct RescanCommand: AsyncParsableCommand {
             metrics.apply(to: &config)
             let configured = try uploadTarget(config)
             let (state, journal) = try common.openState(config)
-            let target = try await common.named(configured, in: journal)
             let (sink, reports) = common.makeReporting(progress, uploads: true, systemd: systemd)
+            let uploads = try await common.makeUploadService(
+                config: config, state: state, journal: journal, events: sink, wire: reports.progress.wire, logger: logger)
+            reports.start()
+            defer { reports.stop() }
+            // The bucket is there, and its gateways are those of the journal's cluster (exit 78
+            // otherwise), before anything is sent.
+            let target = try await uploads.identify(configured, sink: sink).target
             let rescanner = Rescanner(
                 config: config, state: state, journal: journal, logger: logger, target: target,
                 policy: MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems),
-                uploads: try await common.makeUploadService(
-                    config: config, state: state, journal: journal, events: sink, wire: reports.progress.wire, logger: logger),
-                makeStore: try await common.makeStores(config: config, journal: journal, logger: logger).store)
-            reports.start()
-            defer { reports.stop() }
+                uploads: uploads, makeStore: try await common.makeStores(config: config, journal: journal, logger: logger).store)
             let report = try await rescanner.run(sink: sink) { show($0, line: reports.line) }
             reports.stop()
             status = report.exitStatus

@@ -136,21 +136,22 @@ struct RunCommand: AsyncParsableCommand {
         do throws(IngestError) {
             var config = try common.loadConfig()
             try apply(to: &config)
-            var target = noUpload ? nil : try config.s3.target(alternative: "use --no-upload to stage only")
+            let configured = noUpload ? nil : try config.s3.target(alternative: "use --no-upload to stage only")
             let tags = try parsedTags()
             let (state, journal) = try common.openState(config)
-            if let configured = target { target = try await common.named(configured, in: journal) }
-            let (sink, reports) = common.makeReporting(progress, uploads: target != nil, systemd: systemd)
+            let (sink, reports) = common.makeReporting(progress, uploads: configured != nil, systemd: systemd)
+            var upload: UploadRequest?
+            if let configured {
+                let service = try await common.makeUploadService(
+                    config: config, state: state, journal: journal, events: sink, wire: reports.progress.wire, logger: logger)
+                // Every run: the bucket is there, and its gateways are those of the journal's
+                // cluster (exit 78 otherwise), before a card is read. The card's progress
+                // starts after it, with the card's own clock.
+                let identity = try await service.identify(configured, sink: sink)
+                upload = UploadRequest(target: identity.target, service: service, scene: scene, tags: tags)
+            }
             reports.start()
             defer { reports.stop() }
-            var upload: UploadRequest?
-            if let target {
-                upload = UploadRequest(
-                    target: target,
-                    service: try await common.makeUploadService(
-                        config: config, state: state, journal: journal, events: sink, wire: reports.progress.wire, logger: logger),
-                    scene: scene, tags: tags)
-            }
             let ingestor = Ingestor(config: config, state: state, journal: journal, logger: logger, upload: upload)
             if let device {
                 let policy = MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems)

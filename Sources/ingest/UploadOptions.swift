@@ -9,7 +9,7 @@ struct DestinationOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "S3 endpoint URL, like https://s3.example.net, or tus+https://HOST/PATH/ for a tus server (INGEST_ENDPOINT, [s3] endpoint, [tus] url). Give it again for each further S3 gateway of the same bucket: requests go through the first that answers.",
+            "S3 endpoint URL, like https://s3.example.net, or tus+https://HOST/PATH/ for a tus server (INGEST_ENDPOINT, [s3] endpoint, [tus] url). Give it again for each further S3 gateway of the same bucket: requests go through the first that answers, among those showing the bucket id (.ingest/bucket-id) the journal recorded.",
             valueName: "url"))
     var endpoint: [String] = []
 
@@ -84,26 +84,13 @@ extension CommonOptions {
             journal: journal.flatMap { $0.isReadOnly ? nil : $0 }, logger: logger)
     }
 
-    /// The configured destination under the name the journal knows it by
-    /// (``Journal/nameDestination(_:)``), its gateways recorded under that name: what a run
-    /// journals its uploads under, so that they go on through any gateway of the bucket.
-    func named(_ target: S3Destination, in journal: Journal) async throws(IngestError) -> S3Destination {
-        do { return try await journal.nameDestination(target) } catch { throw .journal(error) }
-    }
-
-    /// Every gateway the journal records, by destination, after recording the configured
-    /// ones (when the configuration names a usable S3 destination and the journal is
-    /// writable): the store of a journalled destination goes through its recorded gateways
-    /// and the configured gateways of the same bucket, whichever one names it.
+    /// Every gateway the journal records, by destination: the store of a journalled
+    /// destination goes through its recorded gateways, and each must show the bucket id the
+    /// journal recorded. The configured gateways are recorded only by a run that found them
+    /// showing the destination's bucket (``UploadService/identify(_:sink:)``): a gateway of
+    /// another cluster is never recorded as one of the destination's.
     func knownGateways(config: Config, journal: Journal) async throws(IngestError) -> KnownGateways {
-        do {
-            if !journal.isReadOnly, !config.s3.isTus, let target = try? config.s3.target() {
-                _ = try await journal.nameDestination(target)
-            }
-            return try await journal.knownGateways()
-        } catch {
-            throw .journal(error)
-        }
+        do { return try await journal.knownGateways() } catch { throw .journal(error) }
     }
 
     /// The lock of an upload a command acts on; refused while another process runs it.

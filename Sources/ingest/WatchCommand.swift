@@ -71,11 +71,12 @@ struct WatchCommand: AsyncParsableCommand {
             if let maxCards { config.watch.maxCards = maxCards }
             let configured = try config.s3.target()
             let (state, journal) = try common.openState(config)
-            let target = try await common.named(configured, in: journal)
             // Shared by every card: one connection pool, one set of credentials, one bound on
             // what is on the wire.
             let uploads = try await common.makeUploadService(
                 config: config, state: state, journal: journal, events: DiscardingSink(), logger: logger)
+            let identity = try await uploads.identify(configured, sink: common.makeReporter())
+            let target = identity.target
             let devices = DeviceIngest(state: state, policy: MountPolicy(environment: common.environment, fileSystems: config.device.fileSystems), logger: logger)
             let settings = config
 

@@ -62,7 +62,8 @@ final class CustodyTests {
             as? [[String: Any]] ?? []
         var objects: [String: String] = [:]
         for object in listed {
-            guard let key = object["Key"] as? String else { continue }
+            // The bucket's marker is no card's object.
+            guard let key = object["Key"] as? String, !key.hasPrefix(".ingest/") else { continue }
             objects[key] = "\(object["ETag"] ?? "") \(object["LastModified"] ?? "")"
         }
         return objects

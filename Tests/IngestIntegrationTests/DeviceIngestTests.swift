@@ -41,8 +41,8 @@ final class CardDestination {
             let json = try JSONSerialization.jsonObject(with: listed.stdout) as? [String: Any],
             let contents = json["Contents"] as? [[String: Any]]
         else { return [] }
-        // The card's objects; its ASC MHL history aside.
-        return contents.compactMap { $0["Key"] as? String }.filter { !$0.contains("/ascmhl/") }
+        // The card's objects; its ASC MHL history and the bucket's marker aside.
+        return contents.compactMap { $0["Key"] as? String }.filter { !$0.contains("/ascmhl/") && !$0.hasPrefix(".ingest/") }
     }
 
     func tags(_ key: String) throws -> [String: String] {

@@ -82,7 +82,7 @@ struct GatewayFailoverTests {
     }
 
     @Test(.timeLimit(.minutes(3)))
-    func gatewaysOfOneBucketShowOneIdentityWrittenOnceAtItsRoot() async throws {
+    func stationsRacingToWriteTheMarkerEndWithOneIdentityWhichTheirRequestsThenCheck() async throws {
         let server = try SeaweedFS()
         defer { server.stop() }
         let forwarder = try FaultProxy(upstreamPort: server.s3Port)
@@ -90,17 +90,35 @@ struct GatewayFailoverTests {
         let gateways = [forwarder.endpoint, server.endpoint]
         let first = try Self.client(server, gateways: gateways)
         let second = try Self.client(server, gateways: gateways.reversed())
-        let body = Array("x".utf8)
-        async let a: Void = { for i in 0..<5 { _ = try await first.putObject(key: "a\(i)", body: .bytes(body), payloadHash: .unsigned) } }()
-        async let b: Void = { for i in 0..<5 { _ = try await second.putObject(key: "b\(i)", body: .bytes(body), payloadHash: .unsigned) } }()
-        _ = try await (a, b)
+        let (one, other) = (forwarder.endpoint, server.endpoint)
+        let written = Task { try await first.writeMarker(through: one) }
+        let raced = Task { try await second.writeMarker(through: other) }
+        let (a, b) = (try await written.value, try await raced.value)
+        #expect(a == b, "one write wins (If-None-Match: *); the other reads it back")
 
+        let body = Array("x".utf8)
+        for i in 0..<3 {
+            _ = try await first.putObject(key: "a\(i)", body: .bytes(body), payloadHash: .unsigned)
+            _ = try await second.putObject(key: "b\(i)", body: .bytes(body), payloadHash: .unsigned)
+        }
         let marker = try #require(try await first.getDocument(key: S3Gateways.markerKey))
-        #expect(first.gateways.bucketID == marker.bytes)
-        #expect(second.gateways.bucketID == marker.bytes, "two processes racing to write it end with one identity")
+        #expect(marker.bytes == a && first.gateways.bucketID == a && second.gateways.bucketID == a)
         #expect(UUID(uuidString: String(decoding: marker.bytes, as: UTF8.self)) != nil)
         #expect(first.gateways.refusals.isEmpty && second.gateways.refusals.isEmpty)
         #expect(try forwarder.stats().events.isEmpty, "no fault injected")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func requestsNeverWriteTheMarker() async throws {
+        let server = try SeaweedFS()
+        defer { server.stop() }
+        let forwarder = try FaultProxy(upstreamPort: server.s3Port)
+        defer { forwarder.stop() }
+        let client = try Self.client(server, gateways: [forwarder.endpoint, server.endpoint])
+        let body = Array("x".utf8)
+        _ = try await client.putObject(key: "a", body: .bytes(body), payloadHash: .unsigned)
+        #expect(try await client.getDocument(key: S3Gateways.markerKey) == nil, "only a run's identification writes it")
+        #expect(client.gateways.refusals.isEmpty, "gateways showing none, where none is known, are used")
     }
 
     @Test(.timeLimit(.minutes(3)))

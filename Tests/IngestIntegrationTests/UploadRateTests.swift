@@ -32,6 +32,10 @@ extension UploadTests {
             [card.path, "--endpoint", proxy.endpoint, "--bucket", bucket, "--state-dir", state.path + "/state", "--json"],
             environment: environment)
         defer { if process.isRunning { kill(process.pid, SIGKILL) } }
+        // The run first reads, then writes, the bucket's marker (a new destination), before
+        // the card is read: the rate is the uploads', so the proxy counts from after them.
+        while process.isRunning, try proxy.stats().forwarded < 2 { usleep(10_000) }
+        try proxy.resetStats()
         // Copying is not slowed by the cap: the card is staged while most of it is still to send.
         var sentWhenStaged: Int?
         while process.isRunning, sentWhenStaged == nil {

@@ -127,4 +127,34 @@ import Testing
         let gateways = try S3Gateways(urls: [urls[0]], logger: Logger(label: "test"))
         #expect(!gateways.needsCheck(try #require(gateways.pick())))
     }
+
+    @Test func aLoneGatewayIsCheckedOnceTheBucketsIdIsKnown() throws {
+        let gateways = try S3Gateways(urls: [urls[0]], logger: Logger(label: "test"))
+        gateways.expect(bucketID: Array("journalled".utf8))
+        #expect(gateways.needsCheck(try #require(gateways.pick())))
+    }
+
+    @Test func theDecisionOnTheGatewaysHoldsForEveryRequest() throws {
+        let gateways = try gateways()
+        let id = Array("x".utf8)
+        let membership = GatewayMembership(
+            recorded: id, recognised: [:], anyGatewayKnown: true, sights: [.noMarker, .noAnswer("refused"), .marker(id)])
+        gateways.apply(membership, to: urls)
+        let all = gateways.all
+        #expect(gateways.bucketID == id)
+        #expect(gateways.pick()?.url == urls[1], "the foreign gateway listed first is never picked")
+        #expect(gateways.needsCheck(all[1]), "the one that did not answer is checked by its first request")
+        #expect(!gateways.needsCheck(all[2]), "the one that showed the id is not asked again")
+        #expect(gateways.refusals.contains(urls[0]) && gateways.refusals.contains("bucket id is x"), "\(gateways.refusals)")
+        gateways.markDown(all[1], reason: "refused")
+        #expect(gateways.pick()?.url == urls[2])
+    }
+
+    @Test func withoutAKnownIdAGatewayShowingNoMarkerIsUsedAndNothingIsWritten() throws {
+        let gateways = try gateways()
+        let all = gateways.all
+        #expect(gateways.settle(all[0], shows: nil) == nil)
+        #expect(gateways.pick()?.url == urls[0] && gateways.refusals.isEmpty)
+        #expect(gateways.bucketID == nil)
+    }
 }

@@ -15,7 +15,7 @@ import Testing
 /// however the test ends.
 public final class SeaweedFS {
     public let accessKey = "ingest-test-access"
-    public let secretKey = "ingest-test-secret-\(UInt32.random(in: 0...UInt32.max))"
+    public let secretKey: String
     /// The bucket created at start, empty.
     public let bucket: String
     public let directory = TemporaryDirectory()
@@ -30,8 +30,13 @@ public final class SeaweedFS {
     /// `timeout`. Ports are free when picked but may be taken before weed binds them (other
     /// tests start servers at the same time): a server that exits at start is started again
     /// on new ports, at most three times.
-    public init(bucket: String = "cards", timeout: TimeInterval = 60) throws {
+    ///
+    /// `secretKey`: the secret of the access key, random unless given. Two servers given the
+    /// same (`SeaweedFS(secretKey: first.secretKey)`) take the same credentials, as two clusters
+    /// of one organisation may: one station's configuration can then list gateways of both.
+    public init(bucket: String = "cards", secretKey: String? = nil, timeout: TimeInterval = 60) throws {
         self.bucket = bucket
+        self.secretKey = secretKey ?? "ingest-test-secret-\(UInt32.random(in: 0...UInt32.max))"
         let weed = try TestVenv.tool("weed")
         try FileManager.default.createDirectory(atPath: directory.path + "/data", withIntermediateDirectories: true)
         for attempt in 1...3 {

@@ -101,4 +101,52 @@ extension Journal {
                 arguments: [id, target.endpoint, target.bucket])
         }
     }
+
+    /// The gateways the journal records for `bucket`: each URL, the name of the destination
+    /// it is recorded under, and the bucket id it showed (nil when none is recorded). What a
+    /// run identifies its configured gateways against (``GatewayMembership``).
+    public func gatewayRecords(bucket: String) async throws(JournalError) -> [GatewayRecord] {
+        try await reading { db in
+            guard try db.tableExists("gateway") else { return [] }
+            return try Row.fetchAll(
+                db, sql: "SELECT url, endpoint, cluster FROM gateway WHERE bucket = ? ORDER BY rowid", arguments: [bucket]
+            ).map { GatewayRecord(url: $0[0], name: $0[1], bucketID: $0[2]) }
+        }
+    }
+
+    /// Records the gateways at `urls` as gateways of `bucket` under the destination `name`,
+    /// those of `shown` with the bucket id they showed (`id`): what a run found of its
+    /// configured gateways (``DestinationIdentity``). A gateway already recorded keeps its
+    /// name; its id is set where none was recorded.
+    public func recordGateways(
+        _ urls: [String], shown: Set<String>, id: String?, bucket: String, name: String
+    ) async throws(JournalError) {
+        try await writing { db in
+            for url in urls {
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO gateway (url, bucket, endpoint) VALUES (?, ?, ?)",
+                    arguments: [url, bucket, name])
+                if let id, shown.contains(url) {
+                    try db.execute(
+                        sql: "UPDATE gateway SET cluster = ? WHERE url = ? AND bucket = ? AND cluster IS NULL",
+                        arguments: [id, url, bucket])
+                }
+            }
+        }
+    }
+}
+
+/// One gateway the journal records (``Journal/gatewayRecords(bucket:)``).
+public struct GatewayRecord: Sendable, Equatable {
+    public var url: String
+    /// The destination it is recorded under (the `endpoint` column of uploads).
+    public var name: String
+    /// The bucket id it showed; nil before one was recorded.
+    public var bucketID: String?
+
+    public init(url: String, name: String, bucketID: String?) {
+        self.url = url
+        self.name = name
+        self.bucketID = bucketID
+    }
 }

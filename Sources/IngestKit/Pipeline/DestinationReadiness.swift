@@ -14,6 +14,9 @@ struct DestinationReadiness {
     /// For a tus destination, where its request headers come from (`[tus] headers_file`,
     /// already read when `stores` was made), for the credentials check.
     var tusHeaders = "no extra headers"
+    /// What the journal records of the bucket's gateways (``Journal/gatewayRecords(bucket:)``):
+    /// the bucket id its gateways must show.
+    var records: [GatewayRecord] = []
 
     /// How far the clocks may be apart before S3 refuses a signed request
     /// (`RequestTimeTooSkewed`).
@@ -50,6 +53,28 @@ struct DestinationReadiness {
                 .skipped(.clock, because: "needs an answer from the server"),
             ]
         }
+        // What each gateway shows, decided against the journal before any request: the
+        // requests below (the conditional write among them) go only through gateways that
+        // belong to the destination.
+        var membership: GatewayMembership?
+        var sights: [MarkerSight] = []
+        if let s3 = client as? S3Client {
+            do { sights = try await s3.sights(of: target.gatewayURLs) } catch {
+                return [
+                    .passed(.credentials, found),
+                    .failed(.bucket, "\(error)", remedy: "correct --endpoint (INGEST_ENDPOINT, [s3] endpoint)", status: .config),
+                    .skipped(.conditionalWrite, because: "needs the bucket"),
+                    .skipped(.clock, because: "needs an answer from the server"),
+                ]
+            }
+            let decided = DestinationIdentity.membership(of: target.gatewayURLs, records: records, sights: sights)
+            // A bucket missing everywhere is the bucket check's to say (HeadBucket: 404).
+            if decided.refusal != .missingBucket {
+                s3.gateways.apply(decided, to: target.gatewayURLs)
+                membership = decided
+            }
+        }
+        let gatewayLines = membership.map { gateways($0, sights: sights) } ?? []
         let head: BucketHead
         do { head = try await client.headBucket() } catch {
             let refused = UploadError(error, what: "HeadBucket", target: target).exitStatus == .noPermission
@@ -63,7 +88,7 @@ struct DestinationReadiness {
                 refused ? .skipped(.bucket, because: "needs credentials the server accepts") : bucketFailure(error),
                 .skipped(.conditionalWrite, because: "needs the bucket"),
                 .skipped(.clock, because: "needs an answer from the server"),
-            ]
+            ] + gatewayLines
         }
         guard head.exists else {
             return [
@@ -76,62 +101,74 @@ struct DestinationReadiness {
                 clock(head),
             ]
         }
+        var exists = "\(target.bucket) exists at \(s3Gateway(client) ?? target.endpoint)"
+        if let membership, membership.isNew {
+            exists += "; a new destination: no card ingested with this state directory went there"
+        }
         return [
             .passed(.credentials, found + ", accepted"),
-            .passed(.bucket, "\(target.bucket) exists at \(target.endpoint)"),
+            .passed(.bucket, exists),
             await conditionalWrite(client),
             clock(head),
-        ] + (target.gatewayURLs.count > 1 ? await gateways(client) : [])
+        ] + gatewayLines
     }
 
-    /// With several gateways, one line each: it answers (`HeadBucket` through it alone), and
-    /// shows the bucket's identity (``S3Gateways/markerKey``) the destination's requests
-    /// found, which they wrote if none had. A gateway that shows another fails the check; one
-    /// that does not answer is a warning while another does (requests go through the others).
-    private func gateways(_ client: any ObjectStore) async -> [ReadinessCheck] {
-        let marker = S3Gateways.markerKey
-        let expected: StoredDocument?
-        do { expected = try await client.getDocument(key: marker) } catch {
-            return [.failed(.gateway, "GetObject \(marker): \(error)", remedy: "see the server's answer", status: .unavailable)]
+    /// The gateway requests go through now, for an S3 store.
+    private func s3Gateway(_ client: any ObjectStore) -> String? { (client as? S3Client)?.gateways.pick()?.url }
+
+    /// One line per gateway, with several gateways or one that is foreign: whether it
+    /// answers, and whether it shows the bucket id that decides (``GatewayMembership``: the
+    /// one the journal recorded, else the one its gateways show). A gateway showing another,
+    /// none while there is one, or no bucket fails the check; one that does not answer is a
+    /// warning while another belongs (requests go through the others).
+    private func gateways(_ membership: GatewayMembership, sights: [MarkerSight]) -> [ReadinessCheck] {
+        let urls = target.gatewayURLs
+        let foreign = membership.verdicts.contains {
+            if case .foreign = $0 { return true }
+            return false
         }
-        let id = expected.map { String(decoding: $0.bytes, as: UTF8.self) }
-        guard let s3 = client as? S3Client else { return [] }
+        guard urls.count > 1 || foreign else { return [] }
+        let id = membership.id.map { String(decoding: $0, as: UTF8.self) }
+        let source =
+            switch membership.basis {
+            case .recorded: "the id the journal recorded for this destination"
+            case .recognised(let name): "the id the journal recorded for \(name)"
+            case .known, .new: "the id its other gateways show"
+            }
+        let remedy =
+            "remove it from [s3] endpoint (--endpoint, INGEST_ENDPOINT), or point it at the cluster whose "
+            + "\(S3Gateways.markerKey) is \(id ?? "the destination's")"
+        let belongs = membership.verdicts.contains(.belongs)
         var lines: [ReadinessCheck] = []
-        var answered = 0
-        var dead: [(String, S3ClientError)] = []
-        let remedy = "remove it from [s3] endpoint (--endpoint, INGEST_ENDPOINT), or point it at the bucket's cluster"
-        for gateway in s3.gateways.all {
-            let url = gateway.url
-            let shown: (exists: Bool, bucketID: [UInt8]?)
-            do { shown = try await s3.probe(gateway) } catch {
-                dead.append((url, error))
-                continue
-            }
-            answered += 1
-            guard shown.exists else {
+        var dead: [ReadinessCheck] = []
+        for (url, (verdict, sight)) in zip(urls, zip(membership.verdicts, sights)) {
+            switch verdict {
+            case .belongs:
+                lines.append(.passed(
+                    .gateway,
+                    "\(url) answers; \(target.bucket) there has the bucket id "
+                        + (id ?? "none yet (the first run writes one)")))
+            case .foreign(.noBucket):
                 lines.append(.failed(
-                    .gateway, "\(url): \(target.bucket) does not exist there (HeadBucket: 404): another cluster?",
+                    .gateway, "\(url): \(target.bucket) does not exist there (404 NoSuchBucket): another cluster?",
                     remedy: remedy, status: .config))
-                continue
-            }
-            if shown.bucketID == id.map({ Array($0.utf8) }) {
-                lines.append(.passed(.gateway, "\(url) answers; \(target.bucket) there has the bucket id \(id ?? "none yet")"))
-            } else {
-                let seen = shown.bucketID.map { "the bucket id \(String(decoding: $0, as: UTF8.self))" } ?? "no \(marker)"
+            case .foreign(let shown):
                 lines.append(.failed(
-                    .gateway, "\(url) shows another bucket (another cluster?): \(seen), not \(id ?? "none")",
+                    .gateway,
+                    "\(url) shows another bucket (another cluster?): \(shown.description), not \(id ?? "none") "
+                        + "(\(source)); runs never write through it",
                     remedy: remedy, status: .config))
+            case .unchecked:
+                let reason = if case .noAnswer(let reason) = sight { reason } else { sight.description }
+                let detail = "\(url) does not answer: \(reason)"
+                let fix = "check that gateway and the network to it"
+                dead.append(
+                    belongs
+                        ? .warned(.gateway, detail + "; requests go through the others", remedy: fix)
+                        : .failed(.gateway, detail, remedy: fix, status: .unavailable))
             }
         }
-        for (url, error) in dead {
-            let detail = "\(url) does not answer: \(error)"
-            let remedy = "check that gateway and the network to it"
-            lines.append(
-                answered > 0
-                    ? .warned(.gateway, detail + "; requests go through the others", remedy: remedy)
-                    : .failed(.gateway, detail, remedy: remedy, status: .unavailable))
-        }
-        return lines
+        return lines + dead
     }
 
     /// A tus server signs nothing and has no bucket: its credentials are the headers sent

@@ -10,6 +10,8 @@ actor Destinations {
     private let probeKey: String
     private var ready: [S3Destination: Task<Result<ReadyDestination, UploadError>, Never>] = [:]
     private var stopped: [S3Destination: UploadError] = [:]
+    /// What ``UploadService/identify(_:sink:)`` found of each destination it identified.
+    private var identities: [S3Destination: DestinationIdentity] = [:]
 
     /// Cuts every transfer of every store, for good: the process is stopping.
     nonisolated func cutTransfers() { stores.cutTransfers() }
@@ -31,9 +33,18 @@ actor Destinations {
             task = Task { await Self.connect(target, stores: stores, sink: sink, logger: logger, probeKey: probeKey) }
             ready[target] = task
         }
-        let result = await task.value
+        var result = await task.value
         if case .failure(let error) = result { stopped[target] = error }
+        if case .success(var ready) = result, let identity = identities[target] {
+            ready.identity = identity
+            result = .success(ready)
+        }
         return result
+    }
+
+    /// Keeps what the run found of a destination, for its ``ReadyDestination``.
+    func note(_ identity: DestinationIdentity) {
+        identities[identity.target] = identity
     }
 
     func stop(_ target: S3Destination, because error: UploadError) {

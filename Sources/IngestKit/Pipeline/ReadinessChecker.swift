@@ -65,7 +65,8 @@ public struct ReadinessChecker: Sendable {
             checks += await DestinationReadiness(
                 target: target, credentials: credentials, stores: stores,
                 probeKey: KeyTemplate.probeKey(prefix: config.s3.prefix),
-                tusHeaders: config.tus.headersFile.map { "request headers from \($0)" } ?? "no extra request headers"
+                tusHeaders: config.tus.headersFile.map { "request headers from \($0)" } ?? "no extra request headers",
+                records: target.isTus ? [] : await gatewayRecords(bucket: target.bucket)
             ).run()
         }
         switch station {
@@ -76,6 +77,19 @@ public struct ReadinessChecker: Sendable {
             checks += [.udevRule, .units, .rescanTimer].map { .skipped($0, because: reason) }
         }
         return ReadinessReport(checks: checks)
+    }
+
+    /// What the journal records of the bucket's gateways, read without changing it: none
+    /// without a journal. A journal that cannot be read counts as none here; the state
+    /// directory's check says what is wrong with it.
+    private func gatewayRecords(bucket: String) async -> [GatewayRecord] {
+        guard let statePath else { return [] }
+        let path = StateDirectory.journalPath(in: statePath)
+        guard let journal = try? Journal.openForReading(path: path) else { return [] }
+        do { return try await journal.gatewayRecords(bucket: bucket) } catch {
+            logger.warning("cannot read the journal's gateways", metadata: ["journal": "\(path)", "error": "\(error)"])
+            return []
+        }
     }
 
     /// The configuration could not be read (`source` nil), or lacks what a run needs (read

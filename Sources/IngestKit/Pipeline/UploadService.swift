@@ -20,6 +20,8 @@ public final class UploadService: Sendable {
     let settings: UploadSettings
     let logger: Logger
     let destinations: Destinations
+    /// Where the destinations' stores come from (``identify(_:sink:)`` asks it too).
+    let stores: StoreFactory
     /// What each destination's store can do (``StoreFactory/capabilities``).
     let capabilities: @Sendable (S3Destination) -> StoreCapabilities
     /// Bodies and bytes on the wire, over every runner of the process.
@@ -49,6 +51,7 @@ public final class UploadService: Sendable {
         self.settings = settings
         self.logger = logger
         capabilities = stores.capabilities
+        self.stores = stores
         destinations = Destinations(
             stores: stores, sink: events, logger: logger, probeKey: KeyTemplate.probeKey(prefix: keyPrefix))
         limiter = TransferLimiter(

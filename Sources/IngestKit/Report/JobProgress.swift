@@ -97,13 +97,20 @@ public final class JobProgress: Sendable {
     public let uploads: Bool
     /// The payload bytes the job's transport has on the wire: give it to the transport.
     public let wire: WireMeter
-    private let started: ContinuousClock.Instant
+    /// When the job's clock starts: when it is made, or when ``begin(at:)`` says.
+    private let started: Mutex<ContinuousClock.Instant>
     private let state = Mutex(State())
 
     public init(uploads: Bool, wire: WireMeter = WireMeter(), now: ContinuousClock.Instant = .now) {
         self.uploads = uploads
         self.wire = wire
-        started = now
+        started = Mutex(now)
+    }
+
+    /// Starts the job's clock at `now`: a run that checks its destination before it reads a
+    /// card (``ProgressReports/start()``) times the card, as its summary does.
+    public func begin(at now: ContinuousClock.Instant) {
+        started.withLock { $0 = now }
     }
 
     /// The last card's verdict, for systemd's last `STATUS=`; nil before a card's run ended.
@@ -187,7 +194,7 @@ public final class JobProgress: Sendable {
             state.bytesUploaded -= state.credited.updateValue(0, forKey: record.id) ?? 0
         case .preparing, .initiating, .reconciling, .waitingForUpload, .takingOver, .completing, .refreshingCredentials,
             .quarantined,
-            .conditionalWritesNotHonoured, .recovered:
+            .conditionalWritesNotHonoured, .recovered, .newDestination, .foreignGateway:
             break
         }
     }
@@ -203,7 +210,7 @@ public final class JobProgress: Sendable {
             // wire beyond it (read once: the transport's thread moves it meanwhile).
             let sent = max(state.bytesSent, wire.onWire)
             if state.objectsToUpload > 0 { state.sendRate.add(sent, at: now) }
-            var snapshot = ProgressSnapshot(seconds: (now - started).inSeconds)
+            var snapshot = ProgressSnapshot(seconds: (now - started.withLock { $0 }).inSeconds)
             snapshot.filesToCopy = state.filesToCopy
             snapshot.filesCopied = state.filesSettled
             snapshot.bytesToCopy = state.bytesToCopy

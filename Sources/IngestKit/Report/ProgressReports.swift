@@ -107,8 +107,9 @@ public final class ProgressReports: Sendable {
         sleep = { try await clock.sleep(for: $0) }
     }
 
-    /// Starts telling; once.
+    /// Starts telling, and the job's clock (``JobProgress/begin(at:)``); once.
     public func start() {
+        progress.begin(at: now())
         guard line != nil || events != nil || systemd != nil else { return }
         let loop = Task { [self] in
             let tick = line == nil ? interval : min(Self.redraw, interval)

@@ -222,6 +222,13 @@ public final class ConsoleReporter: EventSink, Sendable {
         case let .conditionalWritesNotHonoured(target, reason):
             print("  warning: \(target.displayName) does not honour If-None-Match (\(reason)); every write is "
                 + "checked with HEAD first, but two writers to one key can still race there")
+        case let .newDestination(target, bucketID):
+            print("  new destination: \(target.displayName) (bucket id \(bucketID ?? "none yet")): no card "
+                + "ingested here went there before")
+        case let .foreignGateway(target, gateway, shows, bucketID):
+            print("  warning: the gateway \(gateway) shows another bucket (\(shows.description)) than s3://\(target.bucket) "
+                + "(bucket id \(bucketID ?? "none")): nothing is sent through it; remove it from [s3] endpoint, or point "
+                + "it at the cluster of the bucket id \(bucketID ?? "none")")
         case .queued, .resuming, .completed, .partUploaded, .streamStarted, .partStreamed, .streamAborted, .preparing, .initiating,
             .reconciling, .completing:
             break

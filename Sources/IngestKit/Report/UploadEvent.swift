@@ -52,6 +52,12 @@ public enum UploadEvent: Sendable {
     /// The server ignores `If-None-Match: *`: every write to it is preceded by a `HEAD`,
     /// which leaves two writers to one key a race.
     case conditionalWritesNotHonoured(S3Destination, reason: String)
+    /// No configured gateway, nor the bucket id they show, is known to the journal
+    /// (``DestinationIdentity/isNew``): said once, before the first upload.
+    case newDestination(S3Destination, bucketID: String?)
+    /// A configured gateway shows another bucket than the destination's (``DestinationIdentity``):
+    /// it is never written through.
+    case foreignGateway(S3Destination, gateway: String, shows: MarkerSight, bucketID: String?)
     /// What this process took up that a process which stopped uncleanly left.
     case recovered(Recovery)
 }
@@ -185,6 +191,17 @@ extension UploadEvent {
             return [
                 "event": "conditional_writes_not_honoured", "bucket": .string(target.bucket),
                 "endpoint": .string(target.endpoint), "message": .string(reason),
+            ]
+        case let .newDestination(target, bucketID):
+            return [
+                "event": "new_destination", "bucket": .string(target.bucket), "endpoint": .string(target.endpoint),
+                "gateways": .string(target.gatewayURLs.joined(separator: ",")), "bucket_id": .string(bucketID ?? ""),
+            ]
+        case let .foreignGateway(target, gateway, shows, bucketID):
+            return [
+                "event": "foreign_gateway", "bucket": .string(target.bucket), "endpoint": .string(target.endpoint),
+                "gateway": .string(gateway), "shows": .string(shows.description),
+                "bucket_id": .string(bucketID ?? ""),
             ]
         }
     }

@@ -175,33 +175,20 @@ public final class S3Client: Sendable {
         }
     }
 
-    /// Checks that `gateway` shows the bucket the destination's other gateways show, once
-    /// per gateway and process, before it carries a request (with more than one gateway): it
-    /// reads ``S3Gateways/markerKey`` through it and, when no gateway has shown the bucket's
-    /// identity yet and the marker is absent, writes a random one under `If-None-Match: *`
-    /// (a `412` means another station or gateway won: read again). One attempt each: a
-    /// gateway that does not answer is marked down, and its error thrown (the request goes
-    /// on through the next gateway). An answer that is an error fails the request that
-    /// asked; the requests that waited for the check run it again.
+    /// Checks that `gateway` shows the bucket's identity before it carries a request (with
+    /// more than one gateway, or the identity known), once per gateway and process: it reads
+    /// ``S3Gateways/markerKey`` through it (``S3Gateways/settle(_:shows:)``). It never writes
+    /// the marker: only ``writeMarker(through:)`` does, for a destination identified as having
+    /// none (``GatewayMembership/needsMarker``). One attempt: a gateway that does not answer
+    /// is marked down, and its error thrown (the request goes on through the next gateway).
+    /// An answer that is an error fails the request that asked; the requests that waited for
+    /// the check run it again.
     private func checkBucketIdentity(of gateway: S3Gateways.Gateway) async throws(S3ClientError) {
         let failure = Mutex<S3ClientError?>(nil)
         await gateways.checkOnce(gateway) { [self] in
             do throws(S3ClientError) {
                 let shown = try await readMarker(through: gateway)
-                if shown != nil || gateways.bucketID != nil {
-                    if let learned = gateways.settle(gateway, shows: shown) { gateways.identified(learned) }
-                    return
-                }
-                let id = Array(UUID().uuidString.lowercased().utf8)
-                do throws(S3ClientError) {
-                    _ = try await perform(
-                        "PUT", key: S3Gateways.markerKey, headers: [SigV4Header("If-None-Match", "*")], body: .bytes(id),
-                        payloadHash: PayloadHash(sha256Of: id), policy: .once, through: gateway)
-                    if let learned = gateways.settle(gateway, shows: id) { gateways.identified(learned) }
-                } catch where error.isPreconditionFailed {
-                    let won = try await readMarker(through: gateway)
-                    if let learned = gateways.settle(gateway, shows: won) { gateways.identified(learned) }
-                }
+                if let learned = gateways.settle(gateway, shows: shown) { gateways.identified(learned) }
             } catch {
                 if case .transport(let problem, _) = error, Self.isGatewayFailure(problem.kind) {
                     gateways.markDown(gateway, reason: problem.message.isEmpty ? "\(problem.kind)" : problem.message)
@@ -217,6 +204,52 @@ public final class S3Client: Sendable {
         let response = try await perform(
             "GET", key: S3Gateways.markerKey, policy: .once, notFoundIsAnswer: true, through: gateway)
         return response.status == 404 ? nil : response.body
+    }
+
+    /// What `gateway` alone shows of the bucket (``MarkerSight``): one `GetObject` of
+    /// ``S3Gateways/markerKey``, one attempt, no failover. A 404 is no marker, or no bucket
+    /// when its code says `NoSuchBucket`; a failure is no answer.
+    public func sight(through gateway: S3Gateways.Gateway) async -> MarkerSight {
+        do {
+            let response = try await perform(
+                "GET", key: S3Gateways.markerKey, policy: .once, notFoundIsAnswer: true, through: gateway)
+            guard response.status == 404 else { return .marker(response.body) }
+            let error = S3Error.parse(status: response.status, body: Data(response.body))
+            return error?.code == .noSuchBucket ? .noBucket : .noMarker
+        } catch {
+            return .noAnswer("\(error)")
+        }
+    }
+
+    /// What each of `urls` (gateways of this destination's bucket) shows, in order, each
+    /// asked alone: the facts ``GatewayMembership`` decides on.
+    public func sights(of urls: [String]) async throws(S3AddressError) -> [MarkerSight] {
+        var sights: [MarkerSight] = []
+        for url in urls {
+            let gateway = S3Gateways.Gateway(url: url, endpoint: try S3Endpoint(url))
+            sights.append(await sight(through: gateway))
+        }
+        return sights
+    }
+
+    /// Writes a new bucket id (a random UUID) at ``S3Gateways/markerKey`` through the gateway
+    /// at `url` under `If-None-Match: *`, and returns the id the bucket has then: ours, or,
+    /// after a `412` (another station won), the one read back.
+    public func writeMarker(through url: String) async throws(S3ClientError) -> [UInt8] {
+        let gateway: S3Gateways.Gateway
+        do { gateway = S3Gateways.Gateway(url: url, endpoint: try S3Endpoint(url)) } catch { throw .request("\(error)") }
+        let id = Array(UUID().uuidString.lowercased().utf8)
+        do {
+            _ = try await perform(
+                "PUT", key: S3Gateways.markerKey, headers: [SigV4Header("If-None-Match", "*")], body: .bytes(id),
+                payloadHash: PayloadHash(sha256Of: id), policy: .control, through: gateway)
+            return id
+        } catch where error.isPreconditionFailed {
+            guard let won = try await readMarker(through: gateway) else {
+                throw .unexpectedAnswer(status: 412, detail: "\(S3Gateways.markerKey) refused as present, then not found")
+            }
+            return won
+        }
     }
 
     /// What `gateway` alone shows, for `ingest check`: whether the bucket exists there

@@ -146,11 +146,13 @@ public final class S3Gateways: Sendable {
         state.withLock { state in if state.bucketID == nil { state.bucketID = bucketID } }
     }
 
-    /// Whether `gateway` must show the bucket's identity before it carries a request: with
-    /// more than one gateway, until it has.
+    /// Whether `gateway` must show the bucket's identity before it carries a request: until
+    /// it has, when there is more than one gateway or the bucket's identity is known.
     func needsCheck(_ gateway: Gateway) -> Bool {
         state.withLock { state in
-            guard state.gateways.count > 1, let index = state.gateways.firstIndex(of: gateway) else { return false }
+            guard state.gateways.count > 1 || state.bucketID != nil,
+                let index = state.gateways.firstIndex(of: gateway)
+            else { return false }
             return state.identity[index] == nil
         }
     }
@@ -170,34 +172,72 @@ public final class S3Gateways: Sendable {
         }
     }
 
-    /// What `gateway` showed at ``markerKey``: its bytes, or nil (404). The first bytes
-    /// shown (or the journal's) are the bucket's identity; a gateway that shows others, or
-    /// none while the bucket has one, shows another bucket and is refused for good. Returns
-    /// the bucket's identity when this made it known.
+    /// Takes the decision of ``GatewayMembership`` over the gateways at `urls` (in its
+    /// order): the bucket's identity is its id, a gateway that belongs is used, a foreign one
+    /// never, one unchecked is checked by its first request. Gateways not among `urls` keep
+    /// their state.
+    public func apply(_ membership: GatewayMembership, to urls: [String]) {
+        let refusals = state.withLock { state -> [(String, String)] in
+            if let id = membership.id { state.bucketID = id }
+            var refusals: [(String, String)] = []
+            for (url, verdict) in zip(urls, membership.verdicts) {
+                guard let endpoint = try? S3Endpoint(url),
+                    let index = state.gateways.firstIndex(where: { $0.endpoint == endpoint })
+                else { continue }
+                switch verdict {
+                case .belongs:
+                    state.identity[index] = .same
+                case .foreign(let sight):
+                    let reason = Self.refusal(url, shows: sight, expected: state.bucketID)
+                    state.identity[index] = .foreign(reason)
+                    refusals.append((url, reason))
+                case .unchecked:
+                    state.identity[index] = nil
+                }
+            }
+            return refusals
+        }
+        // The caller tells the person (a run's foreign_gateway line, a check's gateway line).
+        for (url, reason) in refusals {
+            logger.info("S3 gateway refused", metadata: ["gateway": "\(url)", "reason": "\(reason)"])
+        }
+    }
+
+    /// Why `url` is refused: it shows `sight` where the bucket's id is `expected`.
+    static func refusal(_ url: String, shows sight: MarkerSight, expected: [UInt8]?) -> String {
+        let id = expected.map { String(decoding: $0, as: UTF8.self) } ?? "none"
+        return "the gateway \(url) shows another bucket (another cluster?): \(sight.description), where the "
+            + "destination's bucket id is \(id). It is not used. Remove it from [s3] endpoint (--endpoint, "
+            + "INGEST_ENDPOINT), or point it at the cluster whose \(markerKey) is \(id)"
+    }
+
+    /// What `gateway` showed at ``markerKey`` when first asked by a request: its bytes, or
+    /// nil (404). Where the bucket's identity is known, a gateway showing another, or none,
+    /// is refused for good; where it is not, the first bytes shown are the bucket's
+    /// identity, and a gateway showing none is used (nothing tells it apart). Returns the
+    /// bucket's identity when this made it known.
     @discardableResult
     func settle(_ gateway: Gateway, shows bytes: [UInt8]?) -> [UInt8]? {
         let (learned, refusal) = state.withLock { state -> ([UInt8]?, String?) in
             guard let index = state.gateways.firstIndex(of: gateway) else { return (nil, nil) }
-            var learned: [UInt8]?
             switch (bytes, state.bucketID) {
             case (let shown?, nil):
                 state.bucketID = shown
-                learned = shown
                 state.identity[index] = .same
+                return (shown, nil)
+            case (nil, nil):
+                state.identity[index] = .same
+                return (nil, nil)
             case (let shown?, let known?) where shown == known:
                 state.identity[index] = .same
+                return (nil, nil)
             case (let shown, let known):
-                let id = known.map { String(decoding: $0, as: UTF8.self) } ?? "?"
-                let seen = shown.map { "the bucket id \(String(decoding: $0, as: UTF8.self))" } ?? "no \(Self.markerKey)"
-                state.identity[index] = .foreign(
-                    "the gateway \(gateway.url) shows another bucket (another cluster?): \(seen), where the bucket's "
-                        + "other gateways (or the journal) show \(id). Remove it from [s3] endpoint (--endpoint, "
-                        + "INGEST_ENDPOINT), or point it at the cluster of the other gateways")
+                let reason = Self.refusal(gateway.url, shows: shown.map(MarkerSight.marker) ?? .noMarker, expected: known)
+                state.identity[index] = .foreign(reason)
+                return (nil, reason)
             }
-            if case .foreign(let reason) = state.identity[index] { return (learned, reason) }
-            return (learned, nil)
         }
-        if let refusal { logger.error("S3 gateway refused", metadata: ["gateway": "\(gateway.url)", "reason": "\(refusal)"]) }
+        if let refusal { logger.warning("S3 gateway refused", metadata: ["gateway": "\(gateway.url)", "reason": "\(refusal)"]) }
         return learned
     }
 

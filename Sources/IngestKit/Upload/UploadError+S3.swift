@@ -61,8 +61,22 @@ extension UploadError {
     static func missingBucket(_ target: S3Destination) -> UploadError {
         UploadError(
             exitStatus: .config, scope: .destination,
-            message: "the bucket \(target.bucket) does not exist at \(target.endpoint) (HeadBucket: 404). "
-                + "Create it, or correct --bucket (INGEST_BUCKET, [s3] bucket); the files stay staged.")
+            message: "the bucket \(target.bucket) does not exist at \(target.gatewayURLs.joined(separator: ", ")) "
+                + "(404 NoSuchBucket). Create it, or correct --bucket (INGEST_BUCKET, [s3] bucket); nothing was sent to it.")
+    }
+
+    /// Gateways answered, and none shows the bucket id the journal recorded for the
+    /// destination (``GatewayMembership/Refusal/noGatewayShows(_:)``): they lead to another
+    /// bucket, and nothing is sent through them.
+    static func noGatewayShows(_ id: String, _ target: S3Destination, sights: [(String, MarkerSight)]) -> UploadError {
+        let shown = sights.map { "\($0.0) shows \($0.1.description)" }.joined(separator: "; ")
+        return UploadError(
+            exitStatus: .config, scope: .destination,
+            message: "none of the configured gateways of \(target.bucket) shows the bucket id \(id) the journal "
+                + "recorded for this destination (\(S3Gateways.markerKey)): \(shown). Nothing was sent. Point [s3] "
+                + "endpoint (--endpoint, INGEST_ENDPOINT) at a gateway of the cluster whose bucket shows \(id); if "
+                + "that bucket is gone for good and this one replaces it, put \(id) in its \(S3Gateways.markerKey) "
+                + "(aws s3 cp), or use another state directory")
     }
 
     /// The journal could not record (or read) what happened: nothing more is sent, since
