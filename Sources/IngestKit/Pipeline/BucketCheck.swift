@@ -77,8 +77,8 @@ extension UploadService {
         outcome.cards += 1
         for (target, records) in Dictionary(grouping: records, by: \.target) {
             let client: any ObjectStore
-            switch await destinations.client(for: target) {
-            case .success(let ready): client = ready.client
+            switch await destinations.reader(for: target) {
+            case .success(let store): client = store
             case .failure(let error): throw error
             }
             guard client.capabilities.contains(.listing) else {

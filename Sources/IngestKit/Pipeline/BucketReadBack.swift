@@ -60,8 +60,8 @@ extension UploadService {
         for candidate in candidates {
             guard !passedBy.contains(candidate.target) else { continue }
             let client: any ObjectStore
-            switch await destinations.client(for: candidate.target) {
-            case .success(let ready): client = ready.client
+            switch await destinations.reader(for: candidate.target) {
+            case .success(let store): client = store
             case .failure(let error):
                 outcome.error = outcome.error ?? error
                 passedBy.insert(candidate.target)

@@ -9,6 +9,7 @@ actor Destinations {
     private let logger: Logger
     private let probeKey: String
     private var ready: [S3Destination: Task<Result<ReadyDestination, UploadError>, Never>] = [:]
+    private var readers: [S3Destination: Task<Result<any ObjectStore, UploadError>, Never>] = [:]
     private var stopped: [S3Destination: UploadError] = [:]
     /// What ``UploadService/identify(_:sink:)`` found of each destination it identified.
     private var identities: [S3Destination: DestinationIdentity] = [:]
@@ -40,6 +41,39 @@ actor Destinations {
             result = .success(ready)
         }
         return result
+    }
+
+    /// The store of `target` for looking only (listings and `HEAD`s: the bucket check, the
+    /// read-back): the bucket must be there, and nothing is written to find out more, so a
+    /// check, or a known card's rerun that sends nothing, writes nothing. A destination made
+    /// ready for uploads already gives its store.
+    func reader(for target: S3Destination) async -> Result<any ObjectStore, UploadError> {
+        if let error = stopped[target] { return .failure(error) }
+        if let uploading = ready[target] { return await uploading.value.map(\.client) }
+        let task: Task<Result<any ObjectStore, UploadError>, Never>
+        if let existing = readers[target] {
+            task = existing
+        } else {
+            let stores = self.stores
+            task = Task { await Self.look(at: target, stores: stores) }
+            readers[target] = task
+        }
+        let result = await task.value
+        if case .failure(let error) = result { stopped[target] = error }
+        return result
+    }
+
+    static func look(at target: S3Destination, stores: StoreFactory) async -> Result<any ObjectStore, UploadError> {
+        let client: any ObjectStore
+        do { client = try stores.store(target) } catch {
+            return .failure(UploadError(exitStatus: error.exitStatus, scope: .destination, message: "\(error)"))
+        }
+        do {
+            guard try await client.headBucket().exists else { return .failure(.missingBucket(target)) }
+        } catch {
+            return .failure(UploadError(error, what: "HeadBucket \(target.bucket)", target: target))
+        }
+        return .success(client)
     }
 
     /// Keeps what the run found of a destination, for its ``ReadyDestination``.
