@@ -51,6 +51,7 @@ not back it; 2 when the harness fails.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
@@ -141,6 +142,7 @@ class Harness:
         self.weed: F.Weed | None = None
         self.proxy: F.Proxy | None = None
         self.tus_server: F.TusServer | None = None  # started by the first tus row (tus())
+        self.other: F.Weed | None = None  # another cluster, started by the first row that needs it
         self.tus_proxy: F.Proxy | None = None
 
     # -- set-up ---------------------------------------------------------------
@@ -176,6 +178,18 @@ class Harness:
             "AWS_EC2_METADATA_DISABLED": "true", "LC_ALL": "C.UTF-8",
         })
         self.ingest = F.Ingest(self.binary, env)
+
+    def other_cluster(self) -> F.Weed:
+        """Another SeaweedFS with a bucket of the same name and the same credentials: another
+        cluster a station could be pointed at by mistake. Started by the first row that needs
+        it, stopped by its PID at the end."""
+        if self.other is None:
+            self.other = F.Weed(self.venv, os.path.join(self.work, "weed-other"), *self.admin)
+            self.other.start()
+            self.other.wait()
+            self.other.client().create_bucket(Bucket=BUCKET)
+            F.log(f"another SeaweedFS (pid {self.other.process.pid}) on {self.other.endpoint}")
+        return self.other
 
     def tus(self) -> tuple[F.TusServer, F.Proxy]:
         """The tus server and a fault proxy of its own in front of it, started by the first tus
@@ -2693,6 +2707,132 @@ def verdict_tampered(kind: str):
     return scenario
 
 
+def foreign_cluster(ctx: Context) -> None:
+    """Issue 50: a station whose journal knows cluster X (through the fault proxy), configured
+    with [Y, X] where Y is another SeaweedFS with a bucket of the same name. A new card must land
+    on X only, Y named foreign in the run (a `foreign_gateway` event) and its bucket left empty,
+    marker included; `ingest check` must fail naming Y. Configured with [Y] alone, the run must
+    say Y is a new destination, and the first card, known from X, must land on Y before it is
+    called safe there. Every safe is held against a download of the cluster it is said of."""
+    other = ctx.h.other_cluster()
+    y = other.client()
+    first = ctx.card("first", [("DCIM/IMG_0001.JPG", 200_000), ("DCIM/IMG_0002.JPG", 90_000)])
+    second = ctx.card("second", [("DCIM/IMG_0101.JPG", 150_000), ("MISC/notes.txt", 500)])
+    ctx.expect(first)
+    ctx.expect(second)
+    state = ctx.state()
+    x = ctx.h.proxy.endpoint
+
+    def objects_on(client) -> list[str]:
+        return [item["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+                for item in page.get("Contents", [])]
+
+    def ingest(card: str, endpoints: list[str]) -> F.Run:
+        args = [card]
+        for endpoint in endpoints:
+            args += ["--endpoint", endpoint]
+        return ctx.command(args + ["--bucket", BUCKET, "--state-dir", state, "--config", ctx.config, "--json"])
+
+    known = ingest(first, [x])
+    if known.status != 0:
+        ctx.row.checks_failed.append(f"the first card to X exited {known.status}: {tail(known.stderr)}")
+        return
+    mixed = ingest(second, [other.endpoint, x])
+    foreign = [e for e in mixed.events if e.get("event") == "foreign_gateway"]
+    if mixed.status != 0:
+        ctx.row.checks_failed.append(f"the run with [Y, X] exited {mixed.status}: {tail(mixed.stderr)}")
+    if not any(other.endpoint in json.dumps(e) for e in foreign):
+        ctx.row.checks_failed.append(f"the run with [Y, X] did not name Y foreign: {foreign}")
+    on_y = objects_on(y)
+    if on_y:
+        ctx.row.checks_failed.append(f"Y's bucket holds {len(on_y)} object(s) written through it: {on_y[:3]}")
+    missing = backed_by_download(ctx)
+    safe = next((e for e in mixed.events if e.get("event") == "summary"), {}).get("safe_to_erase") is True
+    if safe and any("IMG_0101" in m or "notes" in m for m in missing):
+        ctx.row.checks_failed.append(f"the run with [Y, X] said safe while on X {missing[0]}")
+    check = ctx.command(["check", "--no-station", "--endpoint", other.endpoint, "--endpoint", x, "--bucket", BUCKET,
+                         "--state-dir", state, "--config", ctx.config], timeout=120)
+    if check.status == 0 or other.endpoint not in check.output.decode(errors="replace"):
+        ctx.row.checks_failed.append(f"ingest check with [Y, X] exited {check.status} without naming Y")
+
+    alone = ingest(first, [other.endpoint])
+    said_new = any(e.get("event") == "new_destination" for e in alone.events)
+    if not said_new:
+        ctx.row.checks_failed.append("the run with [Y] alone did not say Y is a new destination")
+    landed = {key for key in objects_on(y) if not key.startswith(".ingest/") and not F.HISTORY_KEY.match(key)}
+    safe = next((e for e in alone.events if e.get("event") == "summary"), {}).get("safe_to_erase") is True
+    if safe and len(landed) < 2:
+        ctx.row.checks_failed.append(f"the first card said safe on Y with {len(landed)} of 2 objects there")
+    if alone.status != 0 or len(landed) != 2:
+        ctx.row.checks_failed.append(f"the first card to Y alone: exit {alone.status}, {len(landed)} of 2 objects there")
+    ctx.row.notes.append(f"[Y, X]: exit {mixed.status}, {len(foreign)} foreign line(s), {len(on_y)} object(s) on Y; "
+                         f"check exit {check.status}; [Y] alone: new destination {said_new}, {len(landed)} objects on Y")
+
+
+def tus_terminated(ctx: TusContext) -> None:
+    """Issue 50, on a tus server: a card ingested, then one upload terminated on the server (its
+    bytes and .info removed, as an expiry or someone else's DELETE would). `verify-card` must
+    exit 76, `status --check-bucket` must find it (one HEAD per upload, at the URL each
+    completion recorded) and the card not be safe; the rerun sends the file again. Every safe
+    verdict said on the way is held against the server's stored bytes (xxh128sum of every
+    whole upload under the repetition's prefix)."""
+    card = ctx.card("card", [("DCIM/DJI_0001.JPG", 400_000), ("DCIM/DJI_0002.MP4", 20 * MiB + 3),
+                             ("MISC/flight.log", 700)])
+    ctx.expect(card)
+    state = ctx.state()
+
+    def hold(where: str, safe: bool) -> None:
+        if not safe:
+            return
+        whole = [u for u in ctx.tus.uploads(ctx.prefix) if u.get("offset") == u.get("size")]
+        held = set(F.hash_files([os.fsencode(u["path"]) for u in whole]))
+        missing = [f.path for f in ctx.files if f.xxh128 not in held]
+        if missing:
+            ctx.row.checks_failed.append(f"{where} said safe while {missing[0]!r} is in no whole upload")
+
+    def summary_safe(run: F.Run) -> bool:
+        return next((e for e in run.events if e.get("event") == "summary"), {}).get("safe_to_erase") is True
+
+    def status(where: str, check: bool = False) -> bool:
+        run = ctx.command(["status", "--state-dir", state, "--config", ctx.config, "--json"]
+                          + (["--check-bucket"] if check else []), timeout=60)
+        safe = any(e.get("event") == "card" and e.get("safe_to_erase") is True for e in run.events)
+        hold(f"{where}: status", safe)
+        return safe
+
+    def verify(where: str) -> int:
+        run = ctx.command(["verify-card", card, "--state-dir", state, "--config", ctx.config, "--json"], timeout=120)
+        hold(f"{where}: verify-card", run.status == 0)
+        return run.status
+
+    first = ctx.run(card, state)
+    hold("the first run", summary_safe(first))
+    if first.status != 0:
+        ctx.row.checks_failed.append(f"the first run exited {first.status}: {tail(first.stderr)}")
+        return
+    clip = next((u for u in ctx.tus.uploads(ctx.prefix) if u["key"].endswith("/DCIM/DJI_0002.MP4")), None)
+    if clip is None:
+        ctx.row.checks_failed.append("no upload of DCIM/DJI_0002.MP4 on the server")
+        return
+    for path in (clip["path"], clip["path"] + ".info"):
+        os.remove(path)
+    ctx.faults += 1
+    if (code := verify("after the termination")) != 76:
+        ctx.row.checks_failed.append(f"verify-card after the termination exited {code}, not 76")
+    if status("after the termination", check=True):
+        ctx.row.checks_failed.append("status --check-bucket says safe with an upload terminated")
+    status("after the check")
+    again = ctx.run(card, state)
+    hold("the rerun", summary_safe(again))
+    if again.status != 0 or not status("after the rerun"):
+        ctx.row.checks_failed.append(f"the rerun exited {again.status} and did not make the card safe: {tail(again.stderr)}")
+    if (code := verify("after the rerun")) != 0:
+        ctx.row.checks_failed.append(f"verify-card after the rerun exited {code}")
+
+
+tus_terminated.context = TusContext
+
+
 def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
     r = reps or (1 if short else 3)
     out: list[tuple[str, object, int, bool]] = []
@@ -2781,6 +2921,10 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
         (f"verdict_duplicate_clip_power_cut: a 96 MiB clip and its copy at 20 MiB/s, power cut at {n} moments after "
          f"staging_ended", duplicate_clip(True), n, False),
     ]
+    out.append(("verdict_tus_terminated: a tus upload terminated on the server; every verdict held against its bytes",
+                tus_terminated, 1, True))
+    out.append(("verdict_foreign_cluster: [Y, X] with Y another cluster, a bucket of the same name; then [Y] alone",
+                foreign_cluster, 1, False))
     for kind, what, in_short in (
             ("deleted", "a photo's object deleted", True),
             ("replaced-single", "a photo's object replaced, same size, metadata copied", True),

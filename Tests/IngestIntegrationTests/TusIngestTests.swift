@@ -135,6 +135,15 @@ final class TusIngestTests {
         let problems = lost.events("problem").map { "\($0.string("path") ?? "") \($0.string("code") ?? "")" }
         #expect(problems == ["DCIM/DJI_0002.MP4 object-missing"], "\(problems)")
 
+        // The bucket check asks the server too (one HEAD an upload), and the rerun repairs.
+        let checked = try ingest(["status", "--check-bucket"], state: state, config: config)
+        let found = checked.events("bucket_checked").first?["problems"] as? [String] ?? []
+        #expect(found.count == 1 && found.first?.contains("DJI_0002.MP4: missing") == true, "\(found)")
+        #expect(checked.events("card").first?["safe_to_erase"] as? Bool == false)
+        let rerun = try ingest([card.path], state: state, config: config)
+        #expect(rerun.status == 0 && rerun.summary?["safe_to_erase"] as? Bool == true, "\(rerun.stderr)")
+        #expect(try verify().status == 0)
+
         server.stop()
         let down = try verify()
         #expect(down.status == 69, "\(down.stderr)")

@@ -62,7 +62,7 @@ extension UploadService {
             let folder: String?
             do { folder = try await journal.cardFolder(ofVolume: volumeKey) } catch { throw .journal(error) }
             guard let folder else { return outcome }
-            try await check(volumeKey, folder: folder, into: &outcome)
+            try await check(volumeKey, folder: folder, eachUnlisted: false, into: &outcome)
         } catch {
             outcome.error = error
             logger.warning("could not check the card's objects in the bucket", metadata: ["volume": "\(volumeKey)", "error": "\(error)"])
@@ -70,7 +70,11 @@ extension UploadService {
         return outcome
     }
 
-    private func check(_ volumeKey: String, folder: String, into outcome: inout BucketCheckOutcome) async throws(UploadError) {
+    /// `eachUnlisted`: a destination that cannot list has each object looked at, one request
+    /// each (the nightly check and `status --check-bucket`; a card's rerun passes it by).
+    private func check(_ volumeKey: String, folder: String, eachUnlisted: Bool = true, into outcome: inout BucketCheckOutcome)
+        async throws(UploadError)
+    {
         let records: [ObjectOnRecord]
         do { records = try await journal.objectsOnRecord(ofVolume: volumeKey) } catch { throw .journal(error) }
         guard !records.isEmpty else { return }
@@ -82,8 +86,7 @@ extension UploadService {
             case .failure(let error): throw error
             }
             guard client.capabilities.contains(.listing) else {
-                logger.info(
-                    "the destination cannot list its objects: not checked", metadata: ["destination": "\(target.displayName)"])
+                if eachUnlisted { try await lookAtEach(records, volumeKey: volumeKey, client: client, into: &outcome) }
                 continue
             }
             var listed: [String: ListedObject] = [:]
@@ -111,6 +114,39 @@ extension UploadService {
                     try await lookOnce(record, object: object, volumeKey: volumeKey, client: client, into: &outcome)
                 }
             }
+        }
+    }
+
+    /// A destination that cannot list (a tus server) is asked for each object where its
+    /// completion recorded it (``ObjectStore/headObject(recorded:key:headers:)``: a tus
+    /// upload's URL): one request per object rather than per 1,000, and only for objects
+    /// with a recorded identity (an older journal's are passed by, said once).
+    private func lookAtEach(
+        _ records: [ObjectOnRecord], volumeKey: String, client: any ObjectStore, into outcome: inout BucketCheckOutcome
+    ) async throws(UploadError) {
+        var unrecorded = 0
+        for record in records {
+            guard let etag = record.etag else {
+                unrecorded += 1
+                continue
+            }
+            outcome.objects += 1
+            let head: ObjectHead?
+            do {
+                head = try await client.headObject(recorded: StoredObject(etag: etag, size: record.size), key: record.key, headers: [])
+            } catch { throw UploadError(error, what: "looking at \(record.key)", target: record.target) }
+            guard let head else {
+                try await problem(.missing, record, volumeKey, "no whole object where it was verified", into: &outcome)
+                continue
+            }
+            if let difference = StoredObject(etag: etag, size: record.size).difference(from: head) {
+                try await problem(.changed, record, volumeKey, difference, found: head.etag, into: &outcome)
+            }
+        }
+        if unrecorded > 0 {
+            logger.info(
+                "objects verified before their identity was recorded cannot be looked at on this destination: not checked",
+                metadata: ["objects": "\(unrecorded)", "destination": "\(records[0].target.displayName)"])
         }
     }
 
