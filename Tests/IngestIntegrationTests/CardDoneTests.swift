@@ -173,13 +173,20 @@ final class CardDoneTests {
         #expect(clean.stderr.contains("on_card_done hook exited with status 3"), "\(clean.stderr)")
         #expect(clean.stderr.contains("no route to the dashboard"), "\(clean.stderr)")
 
-        // A run that ends with its own status keeps it: a missing bucket is 78, whatever the hook says.
+        // A run that ends with its own status after its card keeps it, whatever the hook says:
+        // a scene file the card may not have (a link) is 65.
         let other = try self.card(files: 1)
+        try FileManager.default.createSymbolicLink(atPath: other.path + "/ingest-scene.toml", withDestinationPath: "/etc/hostname")
+        let refused = try ingest([other.path], state: state, config: config)
+        #expect(refused.status == 65, "\(refused.stderr)")
+        #expect(refused.stderr.contains("on_card_done hook exited with status 3"), "\(refused.stderr)")
+
+        // A missing bucket stops the run before the card is read: 78, and no card, so no hook.
         let missing = try IngestRun.ingest(
             [other.path, "--state-dir", state.path, "--bucket", "no-such-bucket"],
             environment: server.awsEnvironment.merging(["INGEST_CONFIG": config]) { $1 }, timeout: 120)
         #expect(missing.status == 78, "\(missing.stderr)")
-        #expect(missing.stderr.contains("on_card_done hook exited with status 3"), "\(missing.stderr)")
+        #expect(!missing.stderr.contains("on_card_done hook"), "\(missing.stderr)")
     }
 
     @Test(.timeLimit(.minutes(3)))
