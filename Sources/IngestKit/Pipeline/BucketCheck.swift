@@ -131,15 +131,16 @@ extension UploadService {
                 continue
             }
             outcome.objects += 1
+            let recorded = StoredObject(etag: etag, size: record.size)
             let head: ObjectHead?
-            do {
-                head = try await client.headObject(recorded: StoredObject(etag: etag, size: record.size), key: record.key, headers: [])
-            } catch { throw UploadError(error, what: "looking at \(record.key)", target: record.target) }
+            do { head = try await client.headObject(recorded: recorded, key: record.key, headers: []) } catch {
+                throw UploadError(error, what: "looking at \(record.key)", target: record.target)
+            }
             guard let head else {
                 try await problem(.missing, record, volumeKey, "no whole object where it was verified", into: &outcome)
                 continue
             }
-            if let difference = StoredObject(etag: etag, size: record.size).difference(from: head) {
+            if let difference = recorded.difference(from: head) {
                 try await problem(.changed, record, volumeKey, difference, found: head.etag, into: &outcome)
             }
         }

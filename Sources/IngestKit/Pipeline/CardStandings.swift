@@ -46,7 +46,7 @@ public enum CardStandings {
                     for file in batch {
                         if let record = known[file.path] {
                             guard record.state == .uploaded,
-                                Self.changed(file, from: record, comparingInode: volume.keepsInodeNumbers)
+                                KnownFiles.changed(file, from: record, comparingInode: volume.keepsInodeNumbers)
                             else { continue }
                             changedCount += 1
                             if changed.count < Self.kept { changed.append(file.path) }
@@ -68,14 +68,6 @@ public enum CardStandings {
             }
             judge()
             if let failure { throw failure }
-        }
-
-        /// The file is on the card with another size, modification time or (where the file
-        /// system keeps them) inode than ingested: a file replaced by a copy of the same size
-        /// and time (`cp -p`) is another file, whatever its bytes.
-        static func changed(_ file: ScannedFile, from record: KnownFile, comparingInode: Bool) -> Bool {
-            if comparingInode, let inode = record.inode, let now = file.inode, Int64(bitPattern: now) != inode { return true }
-            return file.size != record.size || file.mtime != record.mtime
         }
     }
 }

@@ -63,6 +63,7 @@ actor Destinations {
         return result
     }
 
+    /// The store of `target`, once `HeadBucket` found the bucket there.
     static func look(at target: S3Destination, stores: StoreFactory) async -> Result<any ObjectStore, UploadError> {
         let client: any ObjectStore
         do { client = try stores.store(target) } catch {
@@ -89,13 +90,9 @@ actor Destinations {
         _ target: S3Destination, stores: StoreFactory, sink: any EventSink, logger: Logger, probeKey: String
     ) async -> Result<ReadyDestination, UploadError> {
         let client: any ObjectStore
-        do { client = try stores.store(target) } catch {
-            return .failure(UploadError(exitStatus: error.exitStatus, scope: .destination, message: "\(error)"))
-        }
-        do {
-            guard try await client.headBucket().exists else { return .failure(.missingBucket(target)) }
-        } catch {
-            return .failure(UploadError(error, what: "HeadBucket \(target.bucket)", target: target))
+        switch await look(at: target, stores: stores) {
+        case .success(let store): client = store
+        case .failure(let error): return .failure(error)
         }
         switch await client.probeConditionalWrites(key: probeKey) {
         case .honoured:

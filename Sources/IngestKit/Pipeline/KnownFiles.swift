@@ -38,11 +38,18 @@ public struct KnownFiles: Sendable {
         }
         return files.map { file in
             guard let record = known(file.path) else { return true }
-            if inodes, let was = record.inode, let now = file.inode, was != Int64(bitPattern: now) { return true }
-            if record.state == .pending || record.size != file.size || record.mtime != file.mtime { return true }
+            if record.state == .pending || Self.changed(file, from: record, comparingInode: inodes) { return true }
             if let destination, record.state != .forgotten, let theirs = record.destination, theirs != destination { return true }
             return false
         }
+    }
+
+    /// The file is on the card with another size, modification time or (where the file
+    /// system keeps them, `comparingInode`) inode than journalled: a file replaced by a copy
+    /// of the same size and time (`cp -p`) is another file, whatever its bytes.
+    static func changed(_ file: ScannedFile, from record: KnownFile, comparingInode: Bool) -> Bool {
+        if comparingInode, let inode = record.inode, let now = file.inode, Int64(bitPattern: now) != inode { return true }
+        return file.size != record.size || file.mtime != record.mtime
     }
 
     /// Walks `volume` (``Scanner``) until `stop`, calling `each` with every finding in the
