@@ -90,7 +90,7 @@ struct FaultProxyTests {
         }
 
         let objectETag = try await client.completeMultipartUpload(key: key, uploadID: uploadID, parts: parts)
-        #expect(objectETag.hasSuffix("-3\""), "a multipart ETag names its part count: \(objectETag)")
+        #expect(objectETag?.hasSuffix("-3\"") == true, "a multipart ETag names its part count: \(String(describing: objectETag))")
 
         // What landed, read past the proxy by the aws CLI: the source's bytes exactly.
         let copy = files.path + "/copy"

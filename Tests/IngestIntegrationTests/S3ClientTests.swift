@@ -56,7 +56,7 @@ struct S3ClientTests {
         #expect(listed.map(\.etag) == etags.map(\.etag))
 
         let objectETag = try await client.completeMultipartUpload(key: key, uploadID: uploadID, parts: etags)
-        #expect(objectETag.hasSuffix("-3\""), "a multipart ETag names its part count: \(objectETag)")
+        #expect(objectETag?.hasSuffix("-3\"") == true, "a multipart ETag names its part count: \(String(describing: objectETag))")
 
         let head = try #require(try await client.headObject(key: key))
         #expect(head.size == Int64(size))

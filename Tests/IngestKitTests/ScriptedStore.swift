@@ -40,8 +40,8 @@ final class ScriptedStore: ObjectStore {
         var metadata: [String: String]
         var etag: String
         var tags: [String: String] = [:]
-        /// A multipart object's composite CRC32C, when its parts were completed with theirs
-        /// (reported to a HEAD in checksum mode, as S3 and SeaweedFS do).
+        /// A multipart object's CRC32C in the store's ``ChecksumForm``, when its parts were
+        /// completed with theirs (reported to a HEAD in checksum mode, as S3 servers do).
         var checksumCRC32C: String? = nil
     }
 
@@ -72,15 +72,32 @@ final class ScriptedStore: ObjectStore {
     let uploadListingBound = ListingBound(pages: 100, kept: 10_000)
     /// Whether the destination is there (`HeadBucket`).
     let bucketExists: Bool
+    /// The form a multipart object's CRC32C takes, for parts completed with theirs.
+    let multipartChecksums: ChecksumForm
+    /// Whether `Complete`'s answer names the object's ETag (Ceph RGW 16 sends `<ETag></ETag>`).
+    let completeNamesETag: Bool
+
+    /// How a server reports a multipart object's CRC32C.
+    enum ChecksumForm: Sendable, CaseIterable {
+        /// The CRC of the parts' CRCs with `-N`: S3's default, SeaweedFS.
+        case composite
+        /// The CRC of every byte: moto, or S3 asked for `FULL_OBJECT`.
+        case fullObject
+        /// None at all: Ceph RGW before Squid.
+        case none
+    }
 
     init(
         echoesChecksums: Bool = true, honoursConditionalWrites: Bool = true,
-        capabilities: StoreCapabilities = .all, bucketExists: Bool = true
+        capabilities: StoreCapabilities = .all, bucketExists: Bool = true,
+        multipartChecksums: ChecksumForm = .composite, completeNamesETag: Bool = true
     ) {
         self.echoesChecksums = echoesChecksums
         self.honoursConditionalWrites = honoursConditionalWrites
         self.capabilities = capabilities
         self.bucketExists = bucketExists
+        self.multipartChecksums = multipartChecksums
+        self.completeNamesETag = completeNamesETag
     }
 
     // MARK: the script and what happened
@@ -108,6 +125,27 @@ final class ScriptedStore: ObjectStore {
         state.withLock {
             $0.objects[key]?.metadata[ObjectLabelKeys.fingerprint] = nil
             $0.objects[key]?.tags[ObjectLabelKeys.fingerprint] = nil
+        }
+    }
+
+    /// Makes the object at `key` hold `bytes` instead, with its metadata and tags kept and its
+    /// ETag and CRC32C those of a multipart object of `bytes` cut in `partSize` parts, in
+    /// the store's form: what a server that assembled other bytes than the parts it
+    /// acknowledged, or a writer that copied our label, leaves.
+    func replaceBytes(_ key: String, with bytes: [UInt8], partSize: Int) {
+        let parts = stride(from: 0, to: bytes.count, by: partSize).map { Array(bytes[$0..<min($0 + partSize, bytes.count)]) }
+        let md5s = parts.flatMap { PartDigest.compute(.md5, bytes: $0).bytes }
+        let crcs = parts.map { PartDigest.compute(.crc32c, bytes: $0) }
+        let checksum: String? =
+            switch multipartChecksums {
+            case .composite: "\(PartDigest.compute(.crc32c, bytes: crcs.flatMap(\.bytes)).base64)-\(parts.count)"
+            case .fullObject: PartDigest.compute(.crc32c, bytes: bytes).base64
+            case .none: nil
+            }
+        state.withLock {
+            $0.objects[key]?.bytes = bytes
+            $0.objects[key]?.etag = "\"\(lowercaseHex(PartDigest.compute(.md5, bytes: md5s).bytes))-\(parts.count)\""
+            $0.objects[key]?.checksumCRC32C = checksum
         }
     }
 
@@ -255,9 +293,9 @@ final class ScriptedStore: ObjectStore {
     }
 
     func completeMultipartUpload(key: String, uploadID: String, parts: [CompletedPart], headers: [SigV4Header])
-        async throws(S3ClientError) -> String
+        async throws(S3ClientError) -> String?
     {
-        let honours = honoursConditionalWrites
+        let (honours, report, namesETag) = (honoursConditionalWrites, multipartChecksums, completeNamesETag)
         return try perform(.complete) { state throws(S3ClientError) in
             guard let upload = state.uploads[uploadID], upload.key == key else { throw Self.noSuchUpload() }
             if honours, headers.contains(.ifNoneMatchAny), state.objects[key] != nil { throw Self.preconditionFailed() }
@@ -271,16 +309,22 @@ final class ScriptedStore: ObjectStore {
                 md5s += PartDigest.compute(.md5, bytes: held).bytes
             }
             let etag = "\"\(lowercaseHex(PartDigest.compute(.md5, bytes: md5s).bytes))-\(parts.count)\""
-            var composite: String?
+            var checksum: String?
             let digests = parts.sorted(by: { $0.number < $1.number }).compactMap(\.digest)
-            if digests.count == parts.count, digests.allSatisfy({ $0.algorithm == .crc32c }),
-                case .crc32c(let value) = WholeObjectDigest.expected(parts: digests)
-            {
-                composite = value
+            if digests.count == parts.count, digests.allSatisfy({ $0.algorithm == .crc32c }) {
+                switch report {
+                case .composite:
+                    let crcs = digests.flatMap(\.bytes).withUnsafeBytes { PartDigest(crc32c: CRC32C.update(0, $0)).base64 }
+                    checksum = "\(crcs)-\(parts.count)"
+                case .fullObject:
+                    checksum = bytes.withUnsafeBytes { PartDigest(crc32c: CRC32C.update(0, $0)).base64 }
+                case .none:
+                    checksum = nil
+                }
             }
-            state.objects[key] = Object(bytes: bytes, metadata: upload.metadata, etag: etag, checksumCRC32C: composite)
+            state.objects[key] = Object(bytes: bytes, metadata: upload.metadata, etag: etag, checksumCRC32C: checksum)
             state.uploads[uploadID] = nil
-            return etag
+            return namesETag ? etag : nil
         }
     }
 

@@ -50,8 +50,9 @@ public enum UploadFailure: Error, Sendable, Equatable, Codable, CustomStringConv
             return "\(request) failed: \(reason). The file stays staged and resumes on the next run."
         case let .digestMismatch(detail):
             return "integrity error: the object's digest on the server does not match the parts sent (\(detail)). "
-                + "The object is not trusted; the file stays staged. Check the server and the network path "
-                + "(a proxy that rewrites bodies?), then run ingest resume."
+                + "The object is not trusted, nothing is moved to another key, the file stays staged and the card is "
+                + "not safe to erase. Check the server and the network path (a proxy that rewrites bodies?); "
+                + "ingest check names the checksum form the server reports. Then run ingest resume."
         case let .verificationFailed(expectedSize, foundSize, foundFingerprint):
             let found =
                 foundSize.map {

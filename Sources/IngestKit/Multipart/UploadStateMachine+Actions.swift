@@ -137,8 +137,9 @@ extension UploadStateMachine {
 
     /// How an upload ended.
     public enum Outcome: Sendable, Equatable {
-        /// Completed now and verified; the ETag `Complete` returned.
-        case uploaded(etag: String)
+        /// Completed now and verified; the ETag `Complete` returned (nil where its answer
+        /// named none: the look that verified the object recorded the object's).
+        case uploaded(etag: String?)
         /// The object was already on the server with our size and fingerprint: a previous
         /// run completed it and was stopped before its journal said so.
         case alreadyUploaded

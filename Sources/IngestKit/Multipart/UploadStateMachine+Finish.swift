@@ -3,8 +3,9 @@
 /// troubles, a stop, and how each ends.
 extension UploadStateMachine {
     /// `CompleteMultipartUpload` succeeded (with no `<Error>` in its 200): journal it, then
-    /// check the object.
-    public mutating func completed(etag: String) -> [Action] {
+    /// check the object. `etag`: the answer's, nil where it named none (Ceph RGW 16 sends
+    /// `<ETag></ETag>`): the check of the object does not need it.
+    public mutating func completed(etag: String?) -> [Action] {
         guard case let .completing(uploadID) = state else { impossible("completed") }
         state = .verifying(uploadID: uploadID, purpose: .confirmCompleted(etag: etag))
         return [.persist(snapshot), .verify]
@@ -55,17 +56,29 @@ extension UploadStateMachine {
             switch purpose {
             case let .confirmCompleted(etag):
                 if ours { return finish(.uploaded(etag: etag)) }
-                if let digestMismatch, size == plan.fileSize, found == fingerprint {
-                    return fail(.digestMismatch(digestMismatch))
+                if let digestMismatch, isOurLabelOrNone(size: size, fingerprint: found) {
+                    return failStillCompleting(.digestMismatch(digestMismatch))
                 }
                 return fail(.verificationFailed(expectedSize: plan.fileSize, foundSize: size, foundFingerprint: found))
             case .resumeAfterComplete, .completeLostUpload:
                 if ours { return finish(.alreadyUploaded) }
+                // The object our `Complete` may have made, whose digest is not what our parts
+                // make: a proof that failed, not a key taken by other bytes. It is neither
+                // replaced nor left for an alternative key; the failure says what to look at.
+                if let digestMismatch, isOurLabelOrNone(size: size, fingerprint: found) {
+                    return failStillCompleting(.digestMismatch(digestMismatch))
+                }
                 return afterObjectMissing(uploadID: uploadID, purpose: purpose)
             }
         default:
             impossible("objectAlreadyExists")
         }
+    }
+
+    /// Whether an object of `size` with this recorded fingerprint carries our label, or none
+    /// yet (a streamed upload's fingerprint is tagged after its object is proven).
+    private func isOurLabelOrNone(size: Int64, fingerprint found: Fingerprint?) -> Bool {
+        size == plan.fileSize && (found == nil || found == fingerprint)
     }
 
     /// `HeadObject` found nothing at the key.
@@ -309,6 +322,17 @@ extension UploadStateMachine {
 
     mutating func fail(_ failure: UploadFailure) -> [Action] {
         finish(.failed(failure))
+    }
+
+    /// Fails the look at an object our `Complete` (or single PUT) may have made, journalled
+    /// `completing` with its parts: the next run looks at the object and checks its digest
+    /// again. Journalled `failed`, it would list the parts of an upload that is gone (or PUT
+    /// again) and take the object at the key for ours on its label alone.
+    mutating func failStillCompleting(_ failure: UploadFailure) -> [Action] {
+        guard case .verifying = state else { impossible("failStillCompleting") }
+        let completing = snapshot
+        state = .done(.failed(failure), uploadID: uploadID)
+        return [.persist(completing), .finish(.failed(failure))]
     }
 
     mutating func finish(_ outcome: Outcome) -> [Action] {

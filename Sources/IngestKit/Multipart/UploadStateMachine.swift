@@ -172,8 +172,9 @@ public struct UploadStateMachine: Sendable {
         /// `Complete` met `NoSuchUpload`: a first attempt that got no answer may have
         /// succeeded, so look before starting over.
         case completeLostUpload
-        /// `Complete` succeeded: check the object is ours.
-        case confirmCompleted(etag: String)
+        /// `Complete` succeeded: check the object is ours. `etag` is the one its answer gave,
+        /// nil where it gave none (Ceph RGW 16).
+        case confirmCompleted(etag: String?)
     }
 
     /// What the staged copy is checked for.

@@ -26,4 +26,51 @@ enum CRC32C {
         }
         return ~state
     }
+
+    /// The CRC of `a` followed by `b`, from `a`'s CRC, `b`'s CRC and `b`'s length alone,
+    /// with no byte read again: how a server's full-object CRC32C of a multipart object
+    /// (`x-amz-checksum-type: FULL_OBJECT`) follows from the CRCs of its parts.
+    ///
+    /// A CRC is the remainder of the message polynomial modulo P. Appending `n` bytes
+    /// multiplies `a`'s remainder by x^(8n) and adds `b`'s; the pre- and post-inversion
+    /// cancel out in that sum. x^(8n) mod P is built from the squares x^(2^k) mod P, so the
+    /// cost is O(log n) multiplications of 32-bit polynomials.
+    static func combine(_ a: UInt32, _ b: UInt32, lengthOfB length: Int64) -> UInt32 {
+        precondition(length >= 0, "a length is not negative")
+        return multiply(xToThe8n(UInt64(length)), a) ^ b
+    }
+
+    /// The reflected polynomial: bit 31 is x^0, bit 0 is x^31.
+    private static let polynomial: UInt32 = 0x82F6_3B78
+
+    /// The product of two polynomials modulo P, both in the reflected bit order.
+    private static func multiply(_ a: UInt32, _ b: UInt32) -> UInt32 {
+        var (a, b, product) = (a, b, UInt32(0))
+        while a != 0 {
+            if a & 0x8000_0000 != 0 { product ^= b }
+            a <<= 1
+            b = b & 1 != 0 ? (b >> 1) ^ polynomial : b >> 1
+        }
+        return product
+    }
+
+    /// x^(2^k) mod P for k in 0..<68 (enough for any 63-bit length times 8): x^1, x^2, x^4, …
+    private static let powersOfTwo: [UInt32] = {
+        var table = [UInt32(1) << 30]  // x^1
+        for _ in 1..<68 { table.append(multiply(table[table.count - 1], table[table.count - 1])) }
+        return table
+    }()
+
+    /// x^(8n) mod P: the factor that shifts a CRC past `n` bytes.
+    private static func xToThe8n(_ n: UInt64) -> UInt32 {
+        var result = UInt32(1) << 31  // x^0
+        var bits = n
+        var k = 3  // 8n = n << 3
+        while bits != 0 {
+            if bits & 1 != 0 { result = multiply(powersOfTwo[k], result) }
+            bits >>= 1
+            k += 1
+        }
+        return result
+    }
 }

@@ -29,11 +29,13 @@ public enum PartDigestAlgorithm: String, Sendable, Hashable, Codable, CaseIterab
     /// Headers for `CreateMultipartUpload`. With CRC32C the server is told the algorithm, so
     /// that it keeps the parts' checksums and reports the composite one for the object
     /// (without it SeaweedFS 4.48 still checks each part, but reports no checksum for the
-    /// object, so the whole-object check has nothing to compare). MD5 needs nothing: S3
-    /// servers keep the multipart ETag anyway.
+    /// object, so the whole-object check has nothing to compare). The type is asked for too,
+    /// `COMPOSITE` (S3's default for CRC32C, which S3 also computes as `FULL_OBJECT` when
+    /// asked), so that the answer does not depend on a server's default; servers that know no
+    /// checksum types ignore it. MD5 needs nothing: S3 servers keep the multipart ETag anyway.
     public var createMultipartUploadHeaders: [SigV4Header] {
         switch self {
-        case .crc32c: [SigV4Header("x-amz-checksum-algorithm", rawValue)]
+        case .crc32c: [SigV4Header("x-amz-checksum-algorithm", rawValue), SigV4Header("x-amz-checksum-type", "COMPOSITE")]
         case .md5: []
         }
     }
@@ -220,16 +222,23 @@ public enum WholeObjectDigest: Sendable, Hashable, CustomStringConvertible {
     /// multipart object's is the MD5 of the parts' binary MD5s, concatenated in part order,
     /// then `-` and the part count.
     case etag(String)
-    /// The `x-amz-checksum-crc32c` value: a single PUT's is the base64 CRC32C of its body; a
-    /// multipart object's (a `COMPOSITE` checksum) is the base64 CRC32C of the parts'
-    /// big-endian CRC32Cs, concatenated in part order, then `-` and the part count.
-    case crc32c(String)
+    /// The `x-amz-checksum-crc32c` value, in the two forms S3 servers report it in; a single
+    /// PUT's is the base64 CRC32C of its body in both.
+    /// - `composite` (S3's default for a multipart upload, and SeaweedFS's): the base64 CRC32C
+    ///   of the parts' big-endian CRC32Cs, concatenated in part order, then `-` and the part
+    ///   count.
+    /// - `fullObject` (`x-amz-checksum-type: FULL_OBJECT`, what moto reports): the CRC32C of
+    ///   every byte of the object, combined from the parts' CRCs and lengths
+    ///   (``CRC32C/combine(_:_:lengthOfB:)``), so no byte is read twice.
+    case crc32c(composite: String, fullObject: String)
 
     /// What a multipart object made of `parts` must report. `parts` are in part-number order,
-    /// one per part (1 to 10,000), all of one algorithm: an upload keeps its algorithm from
-    /// creation to completion, so a mixture is a bug in the caller and traps.
-    public static func expected(parts: [PartDigest]) -> WholeObjectDigest {
+    /// one per part (1 to 10,000), all of one algorithm, with their byte counts in
+    /// `lengths`: an upload keeps its algorithm from creation to completion, so a mixture is
+    /// a bug in the caller and traps.
+    public static func expected(parts: [PartDigest], lengths: [Int64]) -> WholeObjectDigest {
         precondition(!parts.isEmpty, "a multipart object has at least one part")
+        precondition(lengths.count == parts.count, "one length per part, got \(lengths.count) for \(parts.count)")
         let algorithm = parts[0].algorithm
         precondition(
             parts.allSatisfy { $0.algorithm == algorithm },
@@ -237,7 +246,10 @@ public enum WholeObjectDigest: Sendable, Hashable, CustomStringConvertible {
         let concatenated = parts.flatMap(\.bytes)
         let digest = PartDigest.compute(algorithm, bytes: concatenated)
         switch algorithm {
-        case .crc32c: return .crc32c("\(digest.base64)-\(parts.count)")
+        case .crc32c:
+            var whole = UInt32(0)
+            for (part, length) in zip(parts, lengths) { whole = CRC32C.combine(whole, part.crc32c!, lengthOfB: length) }
+            return .crc32c(composite: "\(digest.base64)-\(parts.count)", fullObject: PartDigest(crc32c: whole).base64)
         case .md5: return .etag("\(lowercaseHex(digest.bytes))-\(parts.count)")
         }
     }
@@ -245,7 +257,7 @@ public enum WholeObjectDigest: Sendable, Hashable, CustomStringConvertible {
     /// What an object sent with one `PutObject` whose body has `digest` must report.
     public static func expected(singlePut digest: PartDigest) -> WholeObjectDigest {
         switch digest.algorithm {
-        case .crc32c: .crc32c(digest.base64)
+        case .crc32c: .crc32c(composite: digest.base64, fullObject: digest.base64)
         case .md5: .etag(lowercaseHex(digest.bytes))
         }
     }
@@ -261,14 +273,16 @@ public enum WholeObjectDigest: Sendable, Hashable, CustomStringConvertible {
     public func check(_ head: ObjectHead) -> WholeObjectCheck {
         switch self {
         case .etag(let expected): Self.checkETag(expected: expected, head: head)
-        case .crc32c(let expected): Self.checkCRC32C(expected: expected, head: head)
+        case let .crc32c(composite, fullObject): Self.checkCRC32C(composite: composite, fullObject: fullObject, head: head)
         }
     }
 
     public var description: String {
         switch self {
         case .etag(let value): "ETag \"\(value)\""
-        case .crc32c(let value): "x-amz-checksum-crc32c \(value)"
+        case let .crc32c(composite, fullObject) where composite == fullObject: "x-amz-checksum-crc32c \(composite)"
+        case let .crc32c(composite, fullObject):
+            "x-amz-checksum-crc32c \(composite) (composite) or \(fullObject) (full object)"
         }
     }
 
@@ -292,19 +306,25 @@ public enum WholeObjectDigest: Sendable, Hashable, CustomStringConvertible {
         return .mismatch(expected: expected, found: found)
     }
 
-    private static func checkCRC32C(expected: String, head: ObjectHead) -> WholeObjectCheck {
+    /// A composite value ends in `-N` as S3 reports it; a full-object one does not.
+    /// `x-amz-checksum-type` says which where the server sends it. Where it does not and the
+    /// value has no `-N`, it is either: moto's `HeadObject` reports a composite value without
+    /// its part count, so that form is understood too (both prove the parts, in order).
+    private static func checkCRC32C(composite: String, fullObject: String, head: ObjectHead) -> WholeObjectCheck {
         guard let found = head.checksumCRC32C else {
             return .notComparable(
-                "the server reported no x-amz-checksum-crc32c: HEAD must ask with x-amz-checksum-mode: ENABLED, "
-                    + "and servers that keep no checksums cannot be checked this way (use MD5 part digests there)")
+                "the server reported no x-amz-checksum-crc32c (servers that keep no checksums, such as Ceph RGW "
+                    + "before Squid, cannot be checked this way); the size and fingerprint checks still apply")
         }
-        if found == expected { return .matches }
-        if expected.contains("-"), !found.contains("-"), head.checksumType == "FULL_OBJECT" {
-            return .notComparable(
-                "the server keeps a full-object CRC32C (\(found)), not the composite of the parts' CRCs; "
-                    + "the size and fingerprint checks still apply")
-        }
-        return .mismatch(expected: expected, found: found)
+        let compositeValue = String(composite.prefix { $0 != "-" })
+        let candidates: [String] =
+            switch head.checksumType?.uppercased() {
+            case "FULL_OBJECT": [fullObject]
+            case "COMPOSITE": found.contains("-") ? [composite] : [compositeValue]
+            default: found.contains("-") ? [composite] : [fullObject, compositeValue]
+            }
+        if candidates.contains(found) { return .matches }
+        return .mismatch(expected: Array(Set(candidates)).sorted().joined(separator: " or "), found: found)
     }
 
     /// 32 hex digits, and for a multipart object `-` and a part count after them.

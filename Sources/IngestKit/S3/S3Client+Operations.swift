@@ -74,10 +74,13 @@ extension S3Client {
 
     /// CompleteMultipartUpload, with the parts' ETags as the server gave them (and their
     /// CRC32C checksums, for an upload created with that algorithm). Returns the object's
-    /// ETag. An `<Error>` in a 200 answer is an error, never a success.
+    /// ETag, or nil where the result names none: Ceph RGW 16 answers `<ETag></ETag>` for an
+    /// object that is whole, so the look at the object that follows every `Complete` gives
+    /// it. An `<Error>` in a 200 answer is an error, never a success, and so is an answer
+    /// that is not a `CompleteMultipartUploadResult`.
     public func completeMultipartUpload(
         key: String, uploadID: String, parts: [CompletedPart], headers: [SigV4Header] = []
-    ) async throws(S3ClientError) -> String {
+    ) async throws(S3ClientError) -> String? {
         let body = "<CompleteMultipartUpload>"
             + parts.sorted { $0.number < $1.number }.map { part in
                 var element = "<Part><PartNumber>\(part.number)</PartNumber><ETag>\(xmlEscaped(part.etag))</ETag>"
@@ -91,10 +94,10 @@ extension S3Client {
             "POST", key: key, query: [S3QueryItem("uploadId", uploadID)],
             headers: [SigV4Header("Content-Type", "application/xml")] + headers, body: .bytes(bytes),
             payloadHash: PayloadHash(sha256Of: bytes))
-        guard let document = S3XMLDocument.parse(response.body), let etag = document.fields["ETag"] else {
-            throw .unexpectedAnswer(status: response.status, detail: "no ETag in CompleteMultipartUploadResult")
+        guard let document = S3XMLDocument.parse(response.body), document.root == "CompleteMultipartUploadResult" else {
+            throw .unexpectedAnswer(status: response.status, detail: "no CompleteMultipartUploadResult in the answer")
         }
-        return etag
+        return document.fields["ETag"]
     }
 
     /// AbortMultipartUpload. An upload the server no longer knows counts as aborted.

@@ -147,6 +147,11 @@ public final class S3Client: Sendable {
                 }
             }
 
+            // Ceph RGW 16 answers a request about an upload it completed with NoSuchKey, not
+            // NoSuchUpload: either way the upload is gone, and the caller looks for its object.
+            if case .response(let error, _) = failure, error.code == .noSuchKey, query.contains(where: { $0.name == "uploadId" }) {
+                throw .uploadGone(error)
+            }
             let decision = policy.decide(after: failure, state: &state, random: Double.random(in: 0..<1), now: Date())
             logger.debug(
                 "S3 request failed", metadata: ["method": "\(method)", "key": "\(key)", "decision": "\(decision)"])

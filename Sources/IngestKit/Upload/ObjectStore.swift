@@ -76,9 +76,10 @@ public protocol ObjectStore: Sendable {
     /// `partSize` bytes long, the last one shorter. (A tus server tells only how many bytes
     /// it holds: the parts those cover are its parts.)
     func listParts(key: String, uploadID: String, partSize: Int64) async throws(S3ClientError) -> [ListedPart]
-    /// Makes the upload's parts the object at `key`; returns the object's ETag.
+    /// Makes the upload's parts the object at `key`; returns the object's ETag, nil where the
+    /// answer names none (Ceph RGW 16): the object is looked at after `Complete` anyway.
     func completeMultipartUpload(key: String, uploadID: String, parts: [CompletedPart], headers: [SigV4Header])
-        async throws(S3ClientError) -> String
+        async throws(S3ClientError) -> String?
     /// Abandons the upload and its parts; an upload the destination no longer knows counts
     /// as abandoned.
     func abortMultipartUpload(key: String, uploadID: String) async throws(S3ClientError)

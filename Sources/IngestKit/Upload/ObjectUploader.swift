@@ -175,7 +175,8 @@ struct ObjectUploader: Sendable {
         }
         let digests = plan.partNumbers.compactMap { checksums.digest(ofPart: $0, partSize: record.partSize) }
         guard digests.count == plan.partCount, !digests.isEmpty else { return nil }
-        return plan.isSinglePut ? .expected(singlePut: digests[0]) : .expected(parts: digests)
+        return plan.isSinglePut
+            ? .expected(singlePut: digests[0]) : .expected(parts: digests, lengths: plan.partNumbers.map(plan.length(ofPart:)))
     }
 
     /// This performer, acting for `other`: the upload a copy is made from, looked at and

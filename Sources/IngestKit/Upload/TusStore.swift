@@ -202,7 +202,7 @@ public final class TusStore: ObjectStore {
 
     /// The upload is the object once the server holds every byte of it.
     public func completeMultipartUpload(key: String, uploadID url: String, parts: [CompletedPart], headers: [SigV4Header])
-        async throws(S3ClientError) -> String
+        async throws(S3ClientError) -> String?
     {
         let (offset, length) = try await position(of: url, key: key)
         guard offset == length else {

@@ -537,7 +537,8 @@ struct UploadRun {
     private var wholeDigest: WholeObjectDigest? {
         let digests = machine.acknowledgedParts.compactMap { part in part.digest.flatMap { try? PartDigest(journalText: $0) } }
         if digests.count != plan.partCount || Set(digests.map(\.algorithm)).count != 1 { return nil }
-        return plan.isSinglePut ? .expected(singlePut: digests[0]) : .expected(parts: digests)
+        return plan.isSinglePut
+            ? .expected(singlePut: digests[0]) : .expected(parts: digests, lengths: plan.partNumbers.map(plan.length(ofPart:)))
     }
 
     /// The object is in place, so no other upload of its key can complete. One that holds no
