@@ -105,9 +105,11 @@ private func opensslMD5(_ path: String, offset: Int, length: Int) throws -> Stri
     @Test func headersCarryTheBase64DigestUnderTheAlgorithmsName() {
         let crc = PartDigest.compute(.crc32c, bytes: Array("123456789".utf8))
         #expect(crc.bytes == [0xE3, 0x06, 0x92, 0x83], "big-endian, as S3 encodes it")
-        #expect(crc.headers == [SigV4Header("x-amz-checksum-crc32c", "4waSgw==")])
+        #expect(crc.headers == [SigV4Header("x-amz-sdk-checksum-algorithm", "CRC32C"), SigV4Header("x-amz-checksum-crc32c", "4waSgw==")])
         #expect(PartDigest.compute(.md5, bytes: []).headers == [SigV4Header("Content-MD5", "1B2M2Y8AsgTpgAmY7PhCfg==")])
-        #expect(PartDigestAlgorithm.crc32c.createMultipartUploadHeaders == [SigV4Header("x-amz-checksum-algorithm", "CRC32C")])
+        #expect(
+            PartDigestAlgorithm.crc32c.createMultipartUploadHeaders
+                == [SigV4Header("x-amz-checksum-algorithm", "CRC32C"), SigV4Header("x-amz-checksum-type", "COMPOSITE")])
         #expect(PartDigestAlgorithm.md5.createMultipartUploadHeaders.isEmpty)
     }
 

@@ -30,6 +30,21 @@ import Testing
 
     /// CompleteMultipartUpload answers 200 at once, sends spaces while it works, and can
     /// then send an `<Error>`: S3's documented example, after the keep-alive whitespace.
+    /// Ceph RGW 16 refuses a second `If-None-Match: *` write with 412 and an empty
+    /// `<Message>` (which trips aws-cli): judged by its status and code, told without an
+    /// empty message.
+    @Test func anErrorWithAnEmptyMessageIsReadByItsStatusAndCode() throws {
+        let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>PreconditionFailed</Code><Message></Message>"
+            + "<BucketName>cards</BucketName><RequestId>tx0000</RequestId><HostId>1-a-b</HostId></Error>"
+        let error = try #require(S3Error.parse(status: 412, body: data(body)))
+        #expect(error.code == .preconditionFailed)
+        #expect(error.message == nil)
+        #expect(error.statement == "S3 error PreconditionFailed (HTTP 412) [request ID tx0000]")
+        #expect(S3ClientError.server(error, attempts: 1).isPreconditionFailed)
+        let bare = try #require(S3Error.parse(status: 412, body: data("<Error><Code></Code><Message/></Error>")))
+        #expect(S3ClientError.server(bare, attempts: 1).isPreconditionFailed, "the status alone says it")
+    }
+
     @Test func findsAnErrorInsideA200Response() throws {
         let body = "   \n  \n<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>\n<Code>InternalError</Code>\n"
             + "<Message>We encountered an internal error. Please try again.</Message>\n"

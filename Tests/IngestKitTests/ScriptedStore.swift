@@ -174,20 +174,15 @@ final class ScriptedStore: ObjectStore {
         return try perform(.headBucket) { _ throws(S3ClientError) in BucketHead(exists: exists, serverDate: nil, receivedAt: Date()) }
     }
 
-    func probeConditionalWrites(key: String) async -> ConditionalWrites {
-        switch await tryConditionalWrite(key: key).answer {
-        case .honoured: .honoured
-        case .ignored: .notHonoured(reason: "PutObject with If-None-Match: * wrote over \(key)")
-        case .failed(let error): .notHonoured(reason: "a conditional PutObject of \(key) failed: \(error)")
-        }
-    }
-
     /// The probe as S3 answers it: the second conditional write is refused where the store
-    /// honours the condition, and the probe object goes.
+    /// honours the condition, and the probe object goes; the first write's answer echoes its
+    /// CRC32C where the store keeps checksums (``echoesChecksums``).
     func tryConditionalWrite(key: String) async -> ConditionalWriteTrial {
-        let honours = honoursConditionalWrites
+        let (honours, echoes) = (honoursConditionalWrites, echoesChecksums)
         do {
-            return try perform(.probe) { _ throws(S3ClientError) in ConditionalWriteTrial(answer: honours ? .honoured : .ignored) }
+            return try perform(.probe) { _ throws(S3ClientError) in
+                ConditionalWriteTrial(answer: honours ? .honoured : .ignored, echoedCRC32C: echoes)
+            }
         } catch {
             return ConditionalWriteTrial(answer: .failed(error))
         }

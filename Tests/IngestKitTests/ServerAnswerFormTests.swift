@@ -81,5 +81,40 @@ import Testing
         #expect(Array(bench.store.objects.keys) == [ObjectUploaderTests.key])
     }
 
+    /// A server that keeps no CRC32C (Ceph RGW before Squid) gets MD5 part digests, which it
+    /// checks, for uploads not begun yet; one that has sent a part keeps its algorithm to the
+    /// end, since the whole-object check combines the digests of every part.
+    @Test func anUploadNotBegunTakesMD5DigestsAndOneBegunKeepsItsOwn() async throws {
+        let bench = try await Bench(size: 12 << 20, partSize: Self.partSize, store: ScriptedStore(multipartChecksums: .none))
+        let switched = try #require(try await bench.journal.useDigest(.md5, forUnstartedUpload: bench.uploadID))
+        #expect(switched.checksum == .md5)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        #expect(bench.landed())
+        #expect(try await bench.journalled().0.etag == bench.store.objects[ObjectUploaderTests.key]?.etag)
+
+        let begun = try await Bench(size: 12 << 20, partSize: Self.partSize)
+        begun.store.script(.uploadPart, call: 2, .before(ScriptedStore.serverError()))
+        #expect(Self.failedStatus(try await begun.run()) == .unavailable)
+        let kept = try #require(try await begun.journal.useDigest(.md5, forUnstartedUpload: begun.uploadID))
+        #expect(kept.checksum == .crc32c)
+        #expect(try await begun.run(resumed: true) == .uploaded(alreadyThere: false))
+        #expect(begun.landed())
+    }
+
+    /// A `Complete` that reached the server, whose answer was the upload gone (`NoSuchUpload`
+    /// from S3, `NoSuchKey` from Ceph RGW 16 once it completed it): the object is looked
+    /// for, found ours, and counted, with no part sent again and no second upload.
+    @Test(arguments: [S3ErrorCode.noSuchUpload, .noSuchKey])
+    func aCompleteAnsweredUploadGoneAfterItCompletedFindsItsObject(_ code: S3ErrorCode) async throws {
+        let bench = try await Bench(size: 12 << 20, partSize: Self.partSize)
+        bench.store.script(.complete, .after(.uploadGone(S3Error(status: 404, code: code, message: nil))))
+
+        #expect(try await bench.run() == .uploaded(alreadyThere: true))
+        #expect(bench.landed())
+        #expect(bench.store.partsSent.count == 3)
+        #expect(bench.store.calls(.create) == 1)
+        #expect(Array(bench.store.objects.keys) == [ObjectUploaderTests.key])
+    }
+
     static func failedStatus(_ result: UploadResult) -> IngestKit.ExitStatus? { ObjectUploaderTests.failed(result)?.exitStatus }
 }

@@ -140,6 +140,24 @@ extension Journal {
         }
     }
 
+    /// Sends upload `id` with `algorithm`'s part digests rather than the one it was planned
+    /// with, if nothing of it has reached the server yet (created, no upload id, no part):
+    /// an upload keeps one algorithm from its first part to its completion. Returns the
+    /// upload as it is now (changed or not); nil when it is not in the journal.
+    public func useDigest(_ algorithm: PartDigestAlgorithm, forUnstartedUpload id: String, at date: Date = Date())
+        async throws(JournalError) -> UploadRecord?
+    {
+        try await writing { db in
+            try db.execute(
+                sql: """
+                    UPDATE upload SET checksum = ?, updatedAt = ?
+                    WHERE id = ? AND phase = 'created' AND uploadID IS NULL
+                    AND NOT EXISTS (SELECT 1 FROM uploadPart WHERE upload = upload.id)
+                    """, arguments: [algorithm, JournalDate(date), id])
+            return try UploadRecord.fetchOne(db, key: id)
+        }
+    }
+
     /// The staged copy of an upload is gone or no longer matches its fingerprint: its files
     /// go back to pending, so the next ingest of the card copies them again, and the upload
     /// is removed (the caller aborted it on the server first). `objectLost`: the object was

@@ -94,13 +94,20 @@ actor Destinations {
         case .success(let store): client = store
         case .failure(let error): return .failure(error)
         }
-        switch await client.probeConditionalWrites(key: probeKey) {
-        case .honoured:
-            return .success(ReadyDestination(client: client, conditionalWrites: true))
-        case .notHonoured(let reason):
+        let trial = await client.tryConditionalWrite(key: probeKey)
+        if let error = trial.leftInPlace {
+            logger.info("the probe object stays", metadata: ["key": "\(probeKey)", "error": "\(error)"])
+        }
+        var ready = ReadyDestination(client: client, conditionalWrites: true, keepsChecksums: trial.echoedCRC32C != false)
+        if case .notHonoured(let reason) = trial.conditionalWrites(key: probeKey) {
             logger.warning("conditional writes not honoured", metadata: ["bucket": "\(target.bucket)", "reason": "\(reason)"])
             sink.emit(.upload(.conditionalWritesNotHonoured(target, reason: reason)))
-            return .success(ReadyDestination(client: client, conditionalWrites: false))
+            ready = ReadyDestination(client: client, conditionalWrites: false, keepsChecksums: ready.keepsChecksums)
         }
+        if !ready.keepsChecksums {
+            logger.notice("checksums not kept: parts go with Content-MD5", metadata: ["bucket": "\(target.bucket)"])
+            sink.emit(.upload(.checksumsNotKept(target)))
+        }
+        return .success(ready)
     }
 }

@@ -140,13 +140,15 @@ public final class PartStreamer: CopyStreams {
     // MARK: one stream
 
     /// Starts the stream of `copy` where it can go: the planner describes its object, cut as
-    /// the copy is, to a destination that honours conditional writes. The stream's number is
+    /// the copy is, to a destination that honours conditional writes and keeps the CRC32Cs
+    /// a stream's parts are proven by. The stream's number is
     /// locked before it is journalled, so that no other process ever finds it in the journal
     /// with its lock free while this one streams.
     private func send(_ copy: GrowingCopy) async -> Outcome {
         guard let object = planner.streamedObject(for: copy.file), object.partSize == copy.partSize,
             object.partCount == copy.partCount,
-            case .success(let ready) = await service.destinations.client(for: object.target), ready.conditionalWrites
+            case .success(let ready) = await service.destinations.client(for: object.target), ready.conditionalWrites,
+            ready.keepsChecksums
         else { return .notStreamed }
         let id = Int64.random(in: 1...(Int64.max >> 1))
         guard let lock = try? service.stateDirectory.lockStream(id) else { return .notStreamed }

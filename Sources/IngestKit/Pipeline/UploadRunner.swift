@@ -263,13 +263,25 @@ public final class UploadRunner: Sendable {
                 return .failed(.journal(error), started: true)
             }
         }
-        guard let (fresh, parts) = current, fresh.isPending || (job.confirming && fresh.phase == .completed) else {
+        guard case (var fresh, let parts)? = current, fresh.isPending || (job.confirming && fresh.phase == .completed) else {
             return .leftAlone
         }
         let destination: ReadyDestination
         switch await service.destinations.client(for: fresh.target) {
         case .success(let ready): destination = ready
         case .failure(let error): return .failed(error, started: false)
+        }
+        if !destination.keepsChecksums, fresh.checksum == .crc32c, !fresh.isCopy, fresh.phase == .created {
+            // A CRC32C this server neither checks nor reports proves nothing: MD5 it checks. A
+            // single PUT keeps nothing of its digest before its completion; a multipart upload
+            // journals the change, since its parts must all go with one algorithm.
+            if (try? PartPlan.recorded(fileSize: fresh.size, partSize: fresh.partSize))?.isSinglePut == true {
+                fresh.checksum = .md5
+            } else {
+                do { fresh = try await journal.useDigest(.md5, forUnstartedUpload: fresh.id) ?? fresh } catch {
+                    return .failed(.journal(error), started: true)
+                }
+            }
         }
         let uploader = ObjectUploader(
             record: fresh, client: destination.client, journal: journal, stagedPath: stagedPath(fresh), limiter: service.limiter,

@@ -194,7 +194,7 @@ public final class JobProgress: Sendable {
             state.bytesUploaded -= state.credited.updateValue(0, forKey: record.id) ?? 0
         case .preparing, .initiating, .reconciling, .waitingForUpload, .takingOver, .completing, .refreshingCredentials,
             .quarantined,
-            .conditionalWritesNotHonoured, .recovered, .newDestination, .foreignGateway:
+            .conditionalWritesNotHonoured, .checksumsNotKept, .recovered, .newDestination, .foreignGateway:
             break
         }
     }

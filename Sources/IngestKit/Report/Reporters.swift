@@ -222,6 +222,9 @@ public final class ConsoleReporter: EventSink, Sendable {
         case let .conditionalWritesNotHonoured(target, reason):
             print("  warning: \(target.displayName) does not honour If-None-Match (\(reason)); every write is "
                 + "checked with HEAD first, but two writers to one key can still race there")
+        case .checksumsNotKept(let target):
+            print("  note: \(target.displayName) keeps no CRC32C checksums (Ceph RGW before Squid does not): parts go "
+                + "with Content-MD5, which it checks, and each object is proven by its MD5 ETag")
         case let .newDestination(target, bucketID):
             print("  new destination: \(target.displayName) (bucket id \(bucketID ?? "none yet")): no card "
                 + "ingested here went there before")

@@ -52,6 +52,10 @@ public enum UploadEvent: Sendable {
     /// The server ignores `If-None-Match: *`: every write to it is preceded by a `HEAD`,
     /// which leaves two writers to one key a race.
     case conditionalWritesNotHonoured(S3Destination, reason: String)
+    /// The server gave back no CRC32C for a write that carried one (Ceph RGW before Squid):
+    /// its uploads not yet begun go with `Content-MD5`, which it checks, and are proven by
+    /// their MD5 ETags (``ReadyDestination/keepsChecksums``).
+    case checksumsNotKept(S3Destination)
     /// No configured gateway, nor the bucket id they show, is known to the journal
     /// (``DestinationIdentity/isNew``): said once, before the first upload.
     case newDestination(S3Destination, bucketID: String?)
@@ -191,6 +195,11 @@ extension UploadEvent {
             return [
                 "event": "conditional_writes_not_honoured", "bucket": .string(target.bucket),
                 "endpoint": .string(target.endpoint), "message": .string(reason),
+            ]
+        case .checksumsNotKept(let target):
+            return [
+                "event": "checksums_not_kept", "bucket": .string(target.bucket), "endpoint": .string(target.endpoint),
+                "part_digest": "MD5",
             ]
         case let .newDestination(target, bucketID):
             return [

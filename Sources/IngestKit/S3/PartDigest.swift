@@ -90,10 +90,13 @@ public struct PartDigest: Sendable, Hashable, Codable, CustomStringConvertible {
 
     /// Headers to send (and sign) with the `UploadPart` or `PutObject` that carries these
     /// bytes: the server computes the same digest over what it received and refuses the
-    /// request with `BadDigest` when they differ.
+    /// request with `BadDigest` when they differ. With CRC32C, the algorithm is named too, as
+    /// the AWS SDKs name it (`x-amz-sdk-checksum-algorithm`): moto keeps and echoes a
+    /// `PutObject`'s checksum only then. (Ceph RGW before Squid checks neither CRC32C
+    /// header; ``ConditionalWriteTrial/echoedCRC32C`` finds that out.)
     public var headers: [SigV4Header] {
         switch algorithm {
-        case .crc32c: [SigV4Header("x-amz-checksum-crc32c", base64)]
+        case .crc32c: [SigV4Header("x-amz-sdk-checksum-algorithm", "CRC32C"), SigV4Header("x-amz-checksum-crc32c", base64)]
         case .md5: [SigV4Header("Content-MD5", base64)]
         }
     }

@@ -32,39 +32,55 @@ public struct ConditionalWriteTrial: Sendable, Equatable {
     /// The probe wrote an object and could not delete it (credentials without
     /// `DeleteObject` leave it, empty): why.
     public var leftInPlace: S3ClientError?
+    /// Whether the answer to the write that made the probe object gave back the CRC32C it
+    /// was sent with: S3, SeaweedFS and moto keep a checksum sent with an object (and check
+    /// it, S3 and SeaweedFS), Ceph RGW before Squid keeps none and ignores the header. Nil
+    /// when no write succeeded.
+    public var echoedCRC32C: Bool?
+
+    public init(answer: Answer, leftInPlace: S3ClientError? = nil, echoedCRC32C: Bool? = nil) {
+        self.answer = answer
+        self.leftInPlace = leftInPlace
+        self.echoedCRC32C = echoedCRC32C
+    }
+
+    /// What the trial of `key` says of conditional writes, for the uploader: a write that
+    /// failed counts as not honoured, with its words.
+    public func conditionalWrites(key: String) -> ConditionalWrites {
+        switch answer {
+        case .honoured: .honoured
+        case .ignored: .notHonoured(reason: "PutObject with If-None-Match: * wrote over \(key), which it had just written")
+        case .failed(let error): .notHonoured(reason: "a conditional PutObject of \(key) failed: \(error)")
+        }
+    }
 }
 
 extension S3Client {
-    /// Finds out whether the server honours `If-None-Match: *` (``tryConditionalWrite(key:)``),
-    /// for the uploader: a write that failed counts as not honoured, with its words.
+    /// Finds out whether the server honours `If-None-Match: *` (``tryConditionalWrite(key:)``):
+    /// a write that failed counts as not honoured, with its words.
     public func probeConditionalWrites(key: String) async -> ConditionalWrites {
-        let trial = await tryConditionalWrite(key: key)
-        if let error = trial.leftInPlace {
-            logger.info("the probe object stays", metadata: ["key": "\(key)", "error": "\(error)"])
-        }
-        switch trial.answer {
-        case .honoured: return .honoured
-        case .ignored:
-            return .notHonoured(reason: "PutObject with If-None-Match: * wrote over \(key), which it had just written")
-        case .failed(let error): return .notHonoured(reason: "a conditional PutObject of \(key) failed: \(error)")
-        }
+        await tryConditionalWrite(key: key).conditionalWrites(key: key)
     }
 
     /// Probes `If-None-Match: *` with an empty object at `key`: written only if absent, then
     /// written again only if absent. A server that honours the condition answers the second
     /// write (or the first, if another probe's object is there) with `412`; one that ignores
-    /// it writes the same empty object twice, which harms nothing. The probe deletes the
-    /// object it made.
+    /// it writes the same empty object twice, which harms nothing. The writes carry the
+    /// empty body's CRC32C, and the first answer says whether the server keeps checksums
+    /// (``ConditionalWriteTrial/echoedCRC32C``). The probe deletes the object it made.
     public func tryConditionalWrite(key: String) async -> ConditionalWriteTrial {
+        let digest = PartDigest.compute(.crc32c, bytes: [])
         let headers = [
             SigV4Header.ifNoneMatchAny, SigV4Header("Content-Type", "text/plain"),
             SigV4Header("x-amz-meta-ingest-probe", "conditional writes"),
-        ]
+        ] + digest.headers
         var created = false
+        var echoed: Bool?
         var answer = ConditionalWriteTrial.Answer.honoured
         for _ in 1...2 {
             do {
-                _ = try await putObject(key: key, body: .bytes([]), payloadHash: .emptyBody, headers: headers)
+                let written = try await putObject(key: key, body: .bytes([]), payloadHash: .emptyBody, headers: headers)
+                echoed = echoed ?? (written.checksumCRC32C == digest.base64)
             } catch {
                 if !error.isPreconditionFailed { answer = .failed(error) }
                 break
@@ -72,7 +88,7 @@ extension S3Client {
             if created { answer = .ignored }
             created = true
         }
-        var trial = ConditionalWriteTrial(answer: answer)
+        var trial = ConditionalWriteTrial(answer: answer, echoedCRC32C: echoed)
         if created {
             do { _ = try await perform("DELETE", key: key) } catch { trial.leftInPlace = error }
         }

@@ -29,12 +29,9 @@ public protocol ObjectStore: Sendable {
     /// hide a mistyped name.
     func headBucket() async throws(S3ClientError) -> BucketHead
     /// Whether the destination writes only where nothing is when a write asks it to
-    /// (`If-None-Match: *`): found once, before its first upload, with a probe object at
-    /// `key` that is removed afterwards. A probe that failed counts as not honoured, with
-    /// its words.
-    func probeConditionalWrites(key: String) async -> ConditionalWrites
-    /// The same probe, told in full (for `ingest check`): what the second write met, and
-    /// whether the probe object could not be removed.
+    /// (`If-None-Match: *`), and keeps the checksums sent with objects: found once, before
+    /// its first upload, with a probe object at `key` that is removed afterwards; what the
+    /// second write met, and whether the probe object could not be removed.
     func tryConditionalWrite(key: String) async -> ConditionalWriteTrial
 
     /// What the destination holds at `key`; nil when nothing. `checksumMode` asks for the

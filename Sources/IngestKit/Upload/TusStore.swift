@@ -76,11 +76,10 @@ public final class TusStore: ObjectStore {
     }
 
     /// A tus server never writes over an upload: each creation makes a new one at a new URL.
-    /// Nothing to probe: no key can hold bytes that a write would replace.
-    public func probeConditionalWrites(key: String) async -> ConditionalWrites { .honoured }
-
+    /// Nothing to probe: no key can hold bytes that a write would replace, and the uploads'
+    /// checksums are the tus store's own affair.
     public func tryConditionalWrite(key: String) async -> ConditionalWriteTrial {
-        ConditionalWriteTrial(answer: .honoured, leftInPlace: nil)
+        ConditionalWriteTrial(answer: .honoured)
     }
 
     func serverInfo() async throws(S3ClientError) -> TusServerInfo {
