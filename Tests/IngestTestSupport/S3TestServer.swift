@@ -68,6 +68,23 @@ public enum S3ServerKind: String, CaseIterable, Sendable, CustomStringConvertibl
 
     public var description: String { rawValue }
 
+    /// The short name `INGEST_TEST_S3_SERVERS` takes: `seaweedfs`, `moto`, `rgw`.
+    public var name: String {
+        switch self {
+        case .seaweedFS: "seaweedfs"
+        case .moto: "moto"
+        case .cephRGW: "rgw"
+        }
+    }
+
+    /// The servers the matrix runs against: all, or those `INGEST_TEST_S3_SERVERS` names
+    /// (`seaweedfs,moto,rgw`, comma-separated), to run a matrix test against one server.
+    public static var selected: [S3ServerKind] {
+        guard let names = ProcessInfo.processInfo.environment["INGEST_TEST_S3_SERVERS"], !names.isEmpty else { return allCases }
+        let wanted = Set(names.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+        return allCases.filter { wanted.contains($0.name) }
+    }
+
     /// Starts a server of this kind with `bucket` created in it.
     public func start(bucket: String = "cards") throws -> any S3TestServer {
         switch self {
