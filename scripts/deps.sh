@@ -21,6 +21,8 @@ packages=(
   python3-venv                  # the venv for test tools from PyPI (make venv)
   rclone                        # a peer in make bench-upload (Debian 12 ships rclone 1.60)
   dpkg-dev lintian              # make deb: dpkg-shlibdeps, dpkg-gencontrol, strip; the package's lint
+  ceph-mon ceph-osd radosgw ceph-common  # Ceph RGW 16 for the S3 compatibility matrix (scripts/rgw.sh):
+                                # a one-node cluster on memstore, no systemd or kernel module needed
 )
 
 missing=()

@@ -11,7 +11,7 @@ struct CheckCommand: AsyncParsableCommand {
             Runs what a card's ingest depends on, without a card, and prints one line per \
             check: ✓ passed, ! passed with a warning, ✗ failed (with the fix on the line \
             below), – not checked (and why). Every check that can run does, so one run shows \
-            everything to fix. Nothing is changed but one empty object, written and deleted.
+            everything to fix. Nothing is changed but two small objects, written and deleted.
 
             The checks, in order:
               configuration      read as a run reads it (--config, INGEST_CONFIG or
@@ -29,6 +29,14 @@ struct CheckCommand: AsyncParsableCommand {
               conditional write  an empty PutObject with If-None-Match: * at the probe key
                                  under [s3] prefix, refused (412) once the key holds an
                                  object, then deleted; a warning if the server ignores it
+              checksums          a one-part multipart upload with its CRC32C at a new key
+                                 under .ingest/, then HEAD with x-amz-checksum-mode:
+                                 ENABLED: the CRC32C form reported (composite, or
+                                 full-object) and the proof ingest takes; a warning when
+                                 none is reported (ETag of part MD5s, recorded identity)
+              tagging            a tag put on that object is read back, then the object is
+                                 deleted; a warning when tags are not kept (the fix:
+                                 [upload] stream_parts = false)
               clock              the server's Date against this clock: ✗ at 15 minutes
                                  (S3 refuses signed requests), a warning from 1 minute
               gateway            with several S3 gateways, one line each: it answers, and

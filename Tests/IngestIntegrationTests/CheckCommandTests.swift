@@ -52,7 +52,9 @@ final class CheckCommandTests {
     }
 
     /// The checks that talk to the server or look at the disk, all but the station's files.
-    static let withoutStation = ["config", "state_dir", "staging_space", "credentials", "bucket", "conditional_write", "clock"]
+    static let withoutStation = [
+        "config", "state_dir", "staging_space", "credentials", "bucket", "conditional_write", "checksums", "tagging", "clock",
+    ]
 
     @Test(.timeLimit(.minutes(3)))
     func checkPassesAgainstTheTestServerAndLeavesNothingInTheBucket() throws {

@@ -275,3 +275,52 @@ import Testing
         #expect(InstalledDocuments.path("ingest.toml.example", executable: link) == example, "the link is followed")
     }
 }
+
+/// How `ingest check` reads the CRC32C a server reported for its one-part multipart probe
+/// object: each form a server answers in (issue 51) is named, with the proof ingest takes.
+@Suite struct ChecksumProbeReadingTests {
+    /// The probe's one part and what it makes: the composite value (the CRC32C of the part's
+    /// CRC32C, then `-1`) and the full-object one (the part's own CRC32C).
+    static let part = PartDigest.compute(.crc32c, bytes: DestinationReadiness.featureProbeBytes)
+    static var composite: String {
+        guard case .crc32c(let value) = WholeObjectDigest.expected(parts: [part]) else { return "" }
+        return value
+    }
+
+    static func reading(_ crc32c: String?, type: String? = nil, completeError: S3ClientError? = nil) -> ReadinessCheck {
+        DestinationReadiness.checksums(
+            ObjectHead(size: 62, etag: "\"7b729934e0d5448870ad257748881816-1\"", checksumCRC32C: crc32c, checksumType: type),
+            expected: part, completeError: completeError)
+    }
+
+    @Test func aCompositeCRC32CWithItsPartCountPasses() {
+        let check = Self.reading(Self.composite, type: "COMPOSITE")
+        #expect(check.outcome == .pass && check.detail.hasPrefix("composite CRC32C reported ("), "\(check.detail)")
+        #expect(check.detail.contains("proven by the CRC32C of their parts"))
+    }
+
+    @Test func theCompositeValueWithoutItsPartCountIsNamedAsMotoSends() {
+        let bare = String(Self.composite.prefix { $0 != "-" })
+        let check = Self.reading(bare)
+        #expect(check.outcome == .pass && check.detail.hasPrefix("composite CRC32C reported without its -N part count"), "\(check.detail)")
+    }
+
+    @Test func aFullObjectCRC32CIsNamedByItsTypeOrItsValue() {
+        for check in [Self.reading(Self.part.base64), Self.reading("AAAAAA==", type: "FULL_OBJECT")] {
+            #expect(check.outcome == .pass && check.detail.hasPrefix("full-object CRC32C reported"), "\(check.detail)")
+            #expect(check.detail.contains("combined from their parts' CRC32Cs"))
+        }
+    }
+
+    @Test func noChecksumIsAWarningNamingTheFallbackProof() {
+        let check = Self.reading(nil, completeError: .unexpectedAnswer(status: 200, detail: "no ETag in CompleteMultipartUploadResult"))
+        #expect(check.outcome == .warn && check.detail.hasPrefix("none reported"), "\(check.detail)")
+        #expect(check.detail.contains("ETag of their part MD5s, or the recorded identity"))
+        #expect(check.detail.contains("no ETag in CompleteMultipartUploadResult"), "the unreadable answer is said too")
+    }
+
+    @Test func aCRC32COfNeitherFormIsAWarning() {
+        let check = Self.reading("AAAAAA==")
+        #expect(check.outcome == .warn && check.detail.hasPrefix("a CRC32C that is neither"), "\(check.detail)")
+    }
+}

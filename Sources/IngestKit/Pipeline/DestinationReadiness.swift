@@ -2,8 +2,9 @@ import Foundation
 
 /// The checks of `ingest check` that talk to the destination, with the requests a run makes
 /// and the same kind of store: the credentials (a `credential_process` is run), that the
-/// destination is there (`HeadBucket`), a conditional write on the probe key, and the
-/// server's clock from the `Date` of its answer.
+/// destination is there (`HeadBucket`), a conditional write on the probe key, the checksums
+/// and tags the server keeps (``features(_:)``), and the server's clock from the `Date` of
+/// its answer.
 struct DestinationReadiness {
     let target: S3Destination
     /// The credentials the stores of `stores` sign with, asked for first.
@@ -24,7 +25,7 @@ struct DestinationReadiness {
     /// A clock this far off works, but is not kept by NTP: dates in keys and the journal drift.
     static let clockWarning: Duration = .seconds(60)
 
-    /// Credentials, bucket, conditional write and clock, in that order.
+    /// Credentials, bucket, conditional write, checksums, tagging and clock, in that order.
     func run() async -> [ReadinessCheck] {
         if target.isTus { return await tusServer() }
         let resolved: ResolvedCredentials
@@ -37,6 +38,8 @@ struct DestinationReadiness {
                     status: .noPermission),
                 .skipped(.bucket, because: "needs credentials"),
                 .skipped(.conditionalWrite, because: "needs credentials"),
+                .skipped(.checksums, because: "needs credentials"),
+                .skipped(.tagging, because: "needs credentials"),
                 .skipped(.clock, because: "needs an answer from the server"),
             ]
         }
@@ -50,6 +53,8 @@ struct DestinationReadiness {
                 .failed(
                     .bucket, "\(error)", remedy: "correct --endpoint (INGEST_ENDPOINT, [s3] endpoint)", status: .config),
                 .skipped(.conditionalWrite, because: "needs the bucket"),
+                .skipped(.checksums, because: "needs the bucket"),
+                .skipped(.tagging, because: "needs the bucket"),
                 .skipped(.clock, because: "needs an answer from the server"),
             ]
         }
@@ -64,6 +69,8 @@ struct DestinationReadiness {
                     .passed(.credentials, found),
                     .failed(.bucket, "\(error)", remedy: "correct --endpoint (INGEST_ENDPOINT, [s3] endpoint)", status: .config),
                     .skipped(.conditionalWrite, because: "needs the bucket"),
+                    .skipped(.checksums, because: "needs the bucket"),
+                    .skipped(.tagging, because: "needs the bucket"),
                     .skipped(.clock, because: "needs an answer from the server"),
                 ]
             }
@@ -87,6 +94,8 @@ struct DestinationReadiness {
                     : .passed(.credentials, found),
                 refused ? .skipped(.bucket, because: "needs credentials the server accepts") : bucketFailure(error),
                 .skipped(.conditionalWrite, because: "needs the bucket"),
+                .skipped(.checksums, because: "needs the bucket"),
+                .skipped(.tagging, because: "needs the bucket"),
                 .skipped(.clock, because: "needs an answer from the server"),
             ] + gatewayLines
         }
@@ -98,6 +107,8 @@ struct DestinationReadiness {
                     remedy: "create it, or correct --bucket (INGEST_BUCKET, [s3] bucket); ingest never creates it",
                     status: .config),
                 .skipped(.conditionalWrite, because: "needs the bucket"),
+                .skipped(.checksums, because: "needs the bucket"),
+                .skipped(.tagging, because: "needs the bucket"),
                 clock(head),
             ]
         }
@@ -105,12 +116,15 @@ struct DestinationReadiness {
         if let membership, membership.isNew {
             exists += "; a new destination: no card ingested with this state directory went there"
         }
+        let features: [ReadinessCheck] =
+            if let s3 = client as? S3Client { await self.features(s3) } else {
+                [.checksums, .tagging].map { .skipped($0, because: "not an S3 server") }
+            }
         return [
             .passed(.credentials, found + ", accepted"),
             .passed(.bucket, exists),
             await conditionalWrite(client),
-            clock(head),
-        ] + gatewayLines
+        ] + features + [clock(head)] + gatewayLines
     }
 
     /// The gateway requests go through now, for an S3 store.
@@ -178,6 +192,8 @@ struct DestinationReadiness {
     private func tusServer() async -> [ReadinessCheck] {
         let notSigned: [ReadinessCheck] = [
             .skipped(.conditionalWrite, because: "a tus server never writes over an upload: each is created anew"),
+            .skipped(.checksums, because: "a tus upload is proven by its offset and length, and the staged copy's fingerprint"),
+            .skipped(.tagging, because: "a tus server keeps no tags: files are sent from their staged copies"),
             .skipped(.clock, because: "tus requests are not signed"),
         ]
         let client: any ObjectStore

@@ -9,6 +9,10 @@ public struct ReadinessCheck: Sendable, Equatable {
         case credentials
         case bucket
         case conditionalWrite = "conditional_write"
+        /// Whether the server reports a multipart object's CRC32C, and in which form.
+        case checksums
+        /// Whether the server keeps an object's tags.
+        case tagging
         case clock
         /// One of several S3 gateways of the bucket: it answers, and shows the same bucket.
         case gateway
@@ -25,6 +29,8 @@ public struct ReadinessCheck: Sendable, Equatable {
             case .credentials: "credentials"
             case .bucket: "bucket"
             case .conditionalWrite: "conditional write"
+            case .checksums: "checksums"
+            case .tagging: "tagging"
             case .clock: "clock"
             case .gateway: "gateway"
             case .udevRule: "udev rule"

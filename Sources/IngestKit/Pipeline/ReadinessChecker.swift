@@ -1,8 +1,8 @@
 import Logging
 
 /// `ingest check`: whether this station would ingest a card now, asked of every part a run
-/// needs (``ReadinessCheck/Name``), without a card and without changing anything but one
-/// empty probe object, which it deletes.
+/// needs (``ReadinessCheck/Name``), without a card and without changing anything but two
+/// small probe objects, which it deletes.
 ///
 /// Every check that can run does, so one look shows everything to fix; a check that needs
 /// one that failed (the bucket needs credentials) is skipped, saying why.
@@ -36,7 +36,7 @@ public struct ReadinessChecker: Sendable {
 
     public func run() async -> ReadinessReport {
         var checks: [ReadinessCheck] = []
-        let destinationNames: [ReadinessCheck.Name] = [.credentials, .bucket, .conditionalWrite, .clock]
+        let destinationNames: [ReadinessCheck.Name] = [.credentials, .bucket, .conditionalWrite, .checksums, .tagging, .clock]
         switch config {
         case .failure(let error):
             checks.append(configurationFailure(error))
