@@ -73,7 +73,9 @@ extension DestinationReadiness {
         return [Self.checksums(head, expected: digest, completeError: completeError), await tagging(s3, key: key)]
     }
 
-    /// The checksum line: the form the server reported the one-part object's CRC32C in.
+    /// The checksum line: the form the server reported the one-part object's CRC32C in, read
+    /// as an upload's check reads it (``WholeObjectDigest/check(_:)``), and the proof ingest
+    /// takes there.
     static func checksums(_ head: ObjectHead, expected digest: PartDigest, completeError: S3ClientError?) -> ReadinessCheck {
         let etag = head.etag.map { "ETag \($0)" } ?? "no ETag"
         let answer =
@@ -81,40 +83,33 @@ extension DestinationReadiness {
         guard let reported = head.checksumCRC32C else {
             return .warned(
                 .checksums,
-                "none reported for a multipart object (\(etag); Ceph RGW before Squid reports none): objects are "
-                    + "proven by the ETag of their part MD5s, or the recorded identity\(answer)",
-                remedy: "nothing needed; a server that reports x-amz-checksum-crc32c proves each object by its bytes' CRC32C")
+                "none reported for a multipart object (\(etag); Ceph RGW before Squid reports none): uploads there go "
+                    + "with Content-MD5, which the server checks, and objects are proven by the ETag of their part "
+                    + "MD5s\(answer)",
+                remedy: "nothing needed; a server that keeps x-amz-checksum-crc32c proves each part by its CRC32C, "
+                    + "at almost no CPU cost")
         }
         let shown = "x-amz-checksum-crc32c \(reported), x-amz-checksum-type \(head.checksumType ?? "not sent"), \(etag)"
-        // One part: the composite value is the CRC32C of the part's CRC32C, then "-1"; the
-        // full-object value is the CRC32C of the bytes, the part's own.
-        guard case .crc32c(let composite) = WholeObjectDigest.expected(parts: [digest]) else {
-            preconditionFailure("a CRC32C part makes a CRC32C whole-object digest")
+        let expected = WholeObjectDigest.expected(parts: [digest], lengths: [Int64(featureProbeBytes.count)])
+        guard expected.check(head) == .matches else {
+            return .failed(
+                .checksums,
+                "a CRC32C that is not the one of the bytes sent, in any form (\(shown); expected \(expected)): every "
+                    + "multipart upload there would fail its check and stay staged\(answer)",
+                remedy: "set [upload] checksum = \"md5\" (objects are then proven by their MD5 ETags), and see the "
+                    + "server's documentation for its checksums",
+                status: .integrity)
         }
-        let compositeValue = composite.prefix { $0 != "-" }
-        switch (head.checksumType?.uppercased(), reported) {
-        case (_, composite), ("COMPOSITE", _):
-            return .passed(
-                .checksums,
-                "composite CRC32C reported (\(shown)): objects are proven by the CRC32C of their parts\(answer)")
-        case (_, String(compositeValue)):
-            return .passed(
-                .checksums,
+        let form =
+            if reported.contains("-") {
+                "composite CRC32C reported (\(shown)): objects are proven by the CRC32C of their parts' CRC32Cs"
+            } else if reported == digest.base64 {
+                "full-object CRC32C reported (\(shown)): objects are proven by the CRC32C combined from their parts' CRC32Cs"
+            } else {
                 "composite CRC32C reported without its -N part count (\(shown), as moto 5.2.5 does): objects are "
-                    + "proven by the CRC32C of their parts\(answer)")
-        case (_, digest.base64), ("FULL_OBJECT", _):
-            return .passed(
-                .checksums,
-                "full-object CRC32C reported (\(shown)): objects are proven by the CRC32C combined from their "
-                    + "parts' CRC32Cs\(answer)")
-        default:
-            return .warned(
-                .checksums,
-                "a CRC32C that is neither the composite (\(composite)) nor the full-object (\(digest.base64)) one "
-                    + "of the bytes sent (\(shown)): objects are proven by the ETag of their part MD5s, or the "
-                    + "recorded identity\(answer)",
-                remedy: "see the server's documentation for its checksums; the log of a run shows what it compares")
-        }
+                    + "proven by the CRC32C of their parts' CRC32Cs"
+            }
+        return .passed(.checksums, form + answer)
     }
 
     /// The tagging line: a tag put on the probe object is read back.
