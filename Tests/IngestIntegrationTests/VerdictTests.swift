@@ -197,6 +197,41 @@ final class VerdictTests {
     }
 
     @Test(.timeLimit(.minutes(5)))
+    func statusJudgesACardInEachBucketFromItsObjectsThereAndALossInOneLeavesTheOtherSafe() throws {
+        #expect(try ingest([card.path]).status == 0)
+        let other = bucket + "-b"
+        try server.createBucket(other)
+        #expect(try ingest([card.path, "--bucket", other]).status == 0)
+
+        func verdicts(_ run: IngestRun) -> [String: Bool] {
+            Dictionary(uniqueKeysWithValues: run.events("card").map { ($0.string("bucket") ?? "-", $0["safe_to_erase"] as? Bool == true) })
+        }
+        let both = try ingest(["status"])
+        #expect(verdicts(both) == [bucket: true, other: true], "\(both.events("card"))")
+        #expect(both.events("status").first?.int("card_verdicts") == 2)
+        var environment = server.awsEnvironment
+        environment["INGEST_CONFIG"] = config
+        let text = try IngestRun.ingest(["status", "--state-dir", state.path], environment: environment)
+        let lines = text.result.stdoutText.split(separator: "\n").filter { $0.contains("last seen") }
+        #expect(lines.count == 2, "\(text.result.stdoutText)")
+        #expect(lines.contains { $0.contains("s3://\(bucket) at ") && $0.hasSuffix("safe to erase") }, "\(text.result.stdoutText)")
+        #expect(lines.contains { $0.contains("s3://\(other) at ") && $0.hasSuffix("safe to erase") }, "\(text.result.stdoutText)")
+
+        // One object deleted from the second bucket: the check finds it, and only that bucket's verdict turns.
+        let lost = try key(of: "DCIM/100MEDIA/IMG_1002.JPG", in: try objects(in: other))
+        let deleted = try server.aws(["s3api", "delete-object", "--bucket", other, "--key", lost])
+        #expect(deleted.status == 0)
+        let checked = try ingest(["status", "--check-bucket"])
+        let problems = checked.events("bucket_checked").first?["problems"] as? [String] ?? []
+        #expect(problems.count == 1 && problems.first?.hasPrefix(lost + ": missing") == true, "\(problems)")
+        #expect(verdicts(checked) == [bucket: true, other: false], "\(checked.events("card"))")
+        let text2 = try IngestRun.ingest(["status", "--state-dir", state.path], environment: environment)
+        #expect(text2.result.stdoutText.split(separator: "\n").contains { $0.contains("s3://\(other) at ") && $0.contains("NOT safe to erase") })
+        let first = try objects()
+        #expect(first.count == cardFiles.count, "the first bucket untouched: \(first.keys.sorted())")
+    }
+
+    @Test(.timeLimit(.minutes(5)))
     func everyRescanFailsAndNamesTheCardWhileAnObjectOfACardNotHereIsMissing() throws {
         #expect(try ingest([card.path]).status == 0)
         let key = try key(of: "DCIM/100MEDIA/IMG_1001.JPG", in: try objects())

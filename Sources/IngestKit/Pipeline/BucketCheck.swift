@@ -198,7 +198,7 @@ extension UploadService {
             // generation lists. Missing, it comes back to the key its history lists already.
             if kind == .changed {
                 if let found { try await journal.noteForeignObject(key: record.key, etag: found, target: record.target) }
-                try await journal.unlist(record.path, ofVolume: volumeKey)
+                try await journal.unlist(record.path, ofVolume: volumeKey, upload: record.uploadID)
             }
             if let staged, System.exists(staged) {
                 _ = try await journal.restartUpload(id: record.uploadID, key: record.key)

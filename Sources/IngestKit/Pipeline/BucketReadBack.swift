@@ -156,7 +156,7 @@ extension UploadService {
         do {
             if kind == .changed {
                 if let found { try await journal.noteForeignObject(key: candidate.key, etag: found, target: candidate.target) }
-                try await journal.unlist(candidate.path, ofVolume: candidate.volumeKey)
+                try await journal.unlist(candidate.path, ofVolume: candidate.volumeKey, upload: candidate.uploadID)
             }
             if let staged, System.exists(staged) {
                 _ = try await journal.restartUpload(id: candidate.uploadID, key: key)
