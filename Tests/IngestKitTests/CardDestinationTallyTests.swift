@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 
 @testable import IngestKit
@@ -137,6 +138,42 @@ import Testing
         #expect(standings["http://127.0.0.1:8333 media2"]?.safeToErase == true)
         let old = try #require(standings["http://127.0.0.1:8333 media"])
         #expect(!old.safeToErase && old.tally.notUploaded == 1, "its earlier content in media is not the card's file")
+    }
+
+    /// A journal from before v17 kept only the upload each file links (media2 here); the one
+    /// its file brought to media before is found by its source path and content, and media's
+    /// verdict is shown again.
+    @Test func anOlderJournalsEarlierDestinationIsFoundByTheUploadItsFileBroughtThere() async throws {
+        let dir = TemporaryDirectory()
+        let path = dir.path + "/journal.sqlite"
+        do {
+            let older = try DatabaseQueue(path: path)
+            try Journal.migrator.migrate(older, upTo: "v16: objects read back")
+            try await older.write { [volume, paths] db in
+                try VolumeRecord(volume, seen: Date()).insert(db)
+                let now = JournalDate(Date())
+                try db.execute(sql: "INSERT INTO stagedObject (fingerprint, size, stagedAt) VALUES ('f1', 6, ?)", arguments: [now])
+                for (id, bucket) in [("up-media", "media"), ("up-media2", "media2")] {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO upload (id, endpoint, bucket, region, addressing, key, fingerprint, size, checksum, phase,
+                              restartCount, headers, volumeKey, sourcePath, etag, createdAt, updatedAt, completedAt)
+                            VALUES (?, 'http://127.0.0.1:8333', ?, 'us-east-1', 'path', 'card/IMG_0001.JPG', 'f1', 6, 'crc32c',
+                              'completed', 0, '[]', ?, ?, '"e"', ?, ?, ?)
+                            """, arguments: [id, bucket, volume.key, Data(paths[0].bytes), now, now, now])
+                }
+                try db.execute(
+                    sql: """
+                        INSERT INTO file (volumeKey, path, size, mtime, fingerprint, state, updatedAt, uploadID)
+                        VALUES (?, ?, 6, 1, 'f1', 'uploaded', ?, 'up-media2')
+                        """, arguments: [volume.key, Data(paths[0].bytes), now])
+            }
+        }
+        let journal = try Journal(path: path)
+        let standings = try await tallies(journal)
+        #expect(Set(standings.keys) == ["http://127.0.0.1:8333 media", "http://127.0.0.1:8333 media2"])
+        #expect(standings.values.allSatisfy { $0.safeToErase }, "\(standings.mapValues(\.reasons))")
+        #expect(try await journal.objectsOnRecord(ofVolume: volume.key).map(\.uploadID).sorted() == ["up-media", "up-media2"])
     }
 
     @Test func aCardNeverSentToADestinationIsNotSafeThere() async throws {
