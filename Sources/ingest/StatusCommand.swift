@@ -8,15 +8,20 @@ struct StatusCommand: AsyncParsableCommand {
         commandName: "status",
         abstract: "Show what the journal holds: files by state, each card's verdict (safe to erase?), uploads pending and failed.",
         discussion: """
-            Each card the journal knows gets a line: its identity, when it was last seen, its \
-            files, and whether it is safe to erase, with the first reason when it is not. A \
-            card is safe to erase when every file of it has a verified object in the bucket, \
+            Each card the journal knows gets a line per destination its files went to (the \
+            cluster and the bucket: a card ingested into two buckets gets two lines): its \
+            identity, the destination, when it was last seen, its files, and whether it is \
+            safe to erase as far as that destination holds it, with the first reason when it \
+            is not. A card is safe to erase in a destination when every file of it has a \
+            verified object in that bucket (its own upload there: another bucket's proves \
+            nothing), \
             none is quarantined, its last scan ingested every folder (none too deep or \
             unreadable), its ASC MHL history in the bucket lists every file, and, when the \
             card is mounted now, no file on it is new or changed since (one lstat per file, \
             walked as an ingest walks it). The \
             journal's word: `ingest verify-card` re-reads the card and the bucket. \
-            With --json, one `card` object per card with `safe_to_erase` and `reasons`.
+            With --json, one `card` object per card and destination (`endpoint`, `bucket`, \
+            `bucket_id`) with `safe_to_erase` and `reasons`.
 
             With no journal (nothing was ingested with this state directory yet) it says \
             so, with the path it looked at (--json: one `nothing_ingested` event), and exits \
@@ -96,7 +101,12 @@ struct StatusCommand: AsyncParsableCommand {
         }
         lines.append("Staged copies: \(summary.stagedObjects.count) (\(ByteCount(summary.stagedObjects.bytes)))")
         let safe = cards.filter(\.safeToErase).count
-        lines.append("Cards: \(cards.count) (\(safe) safe to erase)")
+        let cardCount = Set(cards.map(\.tally.volume.key)).count
+        if cardCount == cards.count {
+            lines.append("Cards: \(cards.count) (\(safe) safe to erase)")
+        } else {
+            lines.append("Cards: \(cardCount), \(cards.count) verdicts, one per card and destination (\(safe) safe to erase)")
+        }
         for card in cards {
             lines.append("  " + card.line)
             for reason in card.reasons.dropFirst() { lines.append("      also: \(reason)") }
@@ -169,6 +179,7 @@ struct StatusCommand: AsyncParsableCommand {
         object["staged_objects"] = .int(Int64(summary.stagedObjects.count))
         object["staged_bytes"] = .int(summary.stagedObjects.bytes)
         object["volumes"] = .int(Int64(summary.volumes.count))
+        object["card_verdicts"] = .int(Int64(cards.count))
         object["cards_safe_to_erase"] = .int(Int64(cards.filter(\.safeToErase).count))
         object["recent_failures"] = .int(Int64(summary.recentFailures.count))
         object["files_needing_card"] = .int(Int64(summary.files[.pending, default: .zero].count))

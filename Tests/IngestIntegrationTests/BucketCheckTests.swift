@@ -14,36 +14,14 @@ final class BucketCheckTests {
     init() throws { server = try SeaweedFS() }
 
     func config(roots: [String], in dir: TemporaryDirectory) throws -> String {
-        let text = """
-            [s3]
-            endpoint = "\(server.endpoint)"
-            bucket = "\(bucket)"
-            [device]
-            id = "station-7"
-            [rescan]
-            roots = [\(roots.map { "\"\($0)\"" }.joined(separator: ", "))]
-            """
-        return try dir.write("ingest.toml", Array(text.utf8))
+        try server.stationConfig(device: "station-7", rescan: ["roots = \(tomlStrings(roots))"], in: dir)
     }
 
     func ingest(_ arguments: [String], state: TemporaryDirectory, config: String) throws -> IngestRun {
-        var environment = server.awsEnvironment
-        environment["INGEST_CONFIG"] = config
-        return try IngestRun.ingest(arguments + ["--state-dir", state.path, "--json"], environment: environment)
+        try server.ingest(arguments, state: state.path, config: config)
     }
 
-    /// The cards' objects (the ASC MHL history left out), by key, with the xxh128sum of their bytes.
-    func objects(in dir: TemporaryDirectory) throws -> [String: String] {
-        let listed = try server.json(["s3api", "list-objects-v2", "--bucket", bucket])["Contents"] as? [[String: Any]] ?? []
-        var sums: [String: String] = [:]
-        for key in listed.compactMap({ $0["Key"] as? String }) where !key.contains("/ascmhl/") && !key.hasPrefix(".ingest/") {
-            let path = dir.path + "/download-\(UUID().uuidString)"
-            let result = try server.aws(["s3api", "get-object", "--bucket", bucket, "--key", key, path])
-            guard result.status == 0 else { throw CommandFailed(command: "get-object \(key)", result: result) }
-            sums[key] = try xxh128sum(path)
-        }
-        return sums
-    }
+    func objects(in dir: TemporaryDirectory) throws -> [String: String] { try server.landedObjects(downloadingInto: dir) }
 
     func card(_ run: IngestRun) -> [String: Any]? { run.events("card").first }
 

@@ -18,41 +18,16 @@ final class ReadBackRescanTests {
     /// The bucket check off (its ETag comparison would find the replaced object first): the
     /// read-back alone looks at the bucket.
     func config(roots: [String], budget: String, in dir: TemporaryDirectory) throws -> String {
-        let text = """
-            [upload]
-            part_size = "5MiB"
-            single_put_threshold = "5MiB"
-            [s3]
-            endpoint = "\(server.endpoint)"
-            bucket = "\(bucket)"
-            [device]
-            id = "station-7"
-            [rescan]
-            roots = [\(roots.map { "\"\($0)\"" }.joined(separator: ", "))]
-            bucket_check_days = 0
-            read_back_bytes = "\(budget)"
-            """
-        return try dir.write("ingest.toml", Array(text.utf8))
+        try server.stationConfig(
+            device: "station-7", smallParts: true,
+            rescan: ["roots = \(tomlStrings(roots))", "bucket_check_days = 0", #"read_back_bytes = "\#(budget)""#], in: dir)
     }
 
     func ingest(_ arguments: [String], state: TemporaryDirectory, config: String) throws -> IngestRun {
-        var environment = server.awsEnvironment
-        environment["INGEST_CONFIG"] = config
-        return try IngestRun.ingest(arguments + ["--state-dir", state.path, "--json"], environment: environment)
+        try server.ingest(arguments, state: state.path, config: config)
     }
 
-    /// The cards' objects (the ASC MHL history left out), by key, with the xxh128sum of their bytes.
-    func objects(in dir: TemporaryDirectory) throws -> [String: String] {
-        let listed = try server.json(["s3api", "list-objects-v2", "--bucket", bucket])["Contents"] as? [[String: Any]] ?? []
-        var sums: [String: String] = [:]
-        for key in listed.compactMap({ $0["Key"] as? String }) where !key.contains("/ascmhl/") {
-            let path = dir.path + "/download-\(UUID().uuidString)"
-            let result = try server.aws(["s3api", "get-object", "--bucket", bucket, "--key", key, path])
-            guard result.status == 0 else { throw CommandFailed(command: "get-object \(key)", result: result) }
-            sums[key] = try xxh128sum(path)
-        }
-        return sums
-    }
+    func objects(in dir: TemporaryDirectory) throws -> [String: String] { try server.landedObjects(downloadingInto: dir) }
 
     func readBack(_ run: IngestRun) throws -> [String: Any] { try #require(run.events("read_back").first) }
 

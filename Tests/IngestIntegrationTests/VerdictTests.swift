@@ -18,49 +18,22 @@ final class VerdictTests {
     init() throws {
         server = try SeaweedFS()
         // Parts of 5 MiB: the clip is a multipart upload (streamed: its fingerprint in a tag).
-        let text = """
-            [upload]
-            part_size = "5MiB"
-            single_put_threshold = "5MiB"
-            [s3]
-            endpoint = "\(server.endpoint)"
-            bucket = "\(bucket)"
-            [device]
-            id = "station-3"
-            [rescan]
-            bucket_check_days = 7
-            """
-        config = try dir.write("ingest.toml", Array(text.utf8))
+        config = try server.stationConfig(device: "station-3", smallParts: true, rescan: ["bucket_check_days = 7"], in: dir)
         _ = try card.write("DCIM/100MEDIA/CLIP_0001.MP4", randomBytes((12 << 20) + 5))
         for i in 1...3 { _ = try card.write("DCIM/100MEDIA/IMG_\(1000 + i).JPG", randomBytes(30_000 * i)) }
     }
 
     let cardFiles = ["DCIM/100MEDIA/CLIP_0001.MP4"] + (1...3).map { "DCIM/100MEDIA/IMG_\(1000 + $0).JPG" }
 
-    func ingest(_ arguments: [String], config: String? = nil) throws -> IngestRun {
-        var environment = server.awsEnvironment
-        environment["INGEST_CONFIG"] = config ?? self.config
-        return try IngestRun.ingest(arguments + ["--state-dir", state.path, "--json"], environment: environment)
-    }
+    func ingest(_ arguments: [String]) throws -> IngestRun { try server.ingest(arguments, state: state.path, config: config) }
 
     func verify(_ path: String? = nil, stateDir: String? = nil) throws -> IngestRun {
         try IngestRun.ingest(
             ["verify-card", path ?? card.path, "--state-dir", stateDir ?? state.path, "--json"], environment: server.awsEnvironment)
     }
 
-    /// Every object of `bucket` but the ASC MHL history and the bucket's marker, by key, with
-    /// the xxh128sum of its bytes, downloaded.
     func objects(in bucket: String? = nil) throws -> [String: String] {
-        let bucket = bucket ?? self.bucket
-        let listed = try server.json(["s3api", "list-objects-v2", "--bucket", bucket])["Contents"] as? [[String: Any]] ?? []
-        var sums: [String: String] = [:]
-        for key in listed.compactMap({ $0["Key"] as? String }) where !key.contains("/ascmhl/") && !key.hasPrefix(".ingest/") {
-            let path = dir.path + "/download-\(UUID().uuidString)"
-            let result = try server.aws(["s3api", "get-object", "--bucket", bucket, "--key", key, path])
-            guard result.status == 0 else { throw CommandFailed(command: "get-object \(key)", result: result) }
-            sums[key] = try xxh128sum(path)
-        }
-        return sums
+        try server.landedObjects(in: bucket, downloadingInto: dir)
     }
 
     func key(of path: String, in objects: [String: String]) throws -> String {
@@ -194,6 +167,39 @@ final class VerdictTests {
         #expect(back.status == 0, "\(back.stderr)")
         #expect(back.summary?.int("already_in_bucket") == cardFiles.count, "\(String(describing: back.summary))")
         #expect(back.summary?["safe_to_erase"] as? Bool == true)
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func statusJudgesACardInEachBucketFromItsObjectsThereAndALossInOneLeavesTheOtherSafe() throws {
+        #expect(try ingest([card.path]).status == 0)
+        let other = bucket + "-b"
+        try server.createBucket(other)
+        #expect(try ingest([card.path, "--bucket", other]).status == 0)
+
+        func verdicts(_ run: IngestRun) -> [String: Bool] {
+            Dictionary(uniqueKeysWithValues: run.events("card").map { ($0.string("bucket") ?? "-", $0["safe_to_erase"] as? Bool == true) })
+        }
+        let both = try ingest(["status"])
+        #expect(verdicts(both) == [bucket: true, other: true], "\(both.events("card"))")
+        #expect(both.events("status").first?.int("card_verdicts") == 2)
+        let text = try server.ingest(["status"], state: state.path, config: config, json: false)
+        let lines = text.result.stdoutText.split(separator: "\n").filter { $0.contains("last seen") }
+        #expect(lines.count == 2, "\(text.result.stdoutText)")
+        #expect(lines.contains { $0.contains("s3://\(bucket) at ") && $0.hasSuffix("safe to erase") }, "\(text.result.stdoutText)")
+        #expect(lines.contains { $0.contains("s3://\(other) at ") && $0.hasSuffix("safe to erase") }, "\(text.result.stdoutText)")
+
+        // One object deleted from the second bucket: the check finds it, and only that bucket's verdict turns.
+        let lost = try key(of: "DCIM/100MEDIA/IMG_1002.JPG", in: try objects(in: other))
+        let deleted = try server.aws(["s3api", "delete-object", "--bucket", other, "--key", lost])
+        #expect(deleted.status == 0)
+        let checked = try ingest(["status", "--check-bucket"])
+        let problems = checked.events("bucket_checked").first?["problems"] as? [String] ?? []
+        #expect(problems.count == 1 && problems.first?.hasPrefix(lost + ": missing") == true, "\(problems)")
+        #expect(verdicts(checked) == [bucket: true, other: false], "\(checked.events("card"))")
+        let text2 = try server.ingest(["status"], state: state.path, config: config, json: false)
+        #expect(text2.result.stdoutText.split(separator: "\n").contains { $0.contains("s3://\(other) at ") && $0.contains("NOT safe to erase") })
+        let first = try objects()
+        #expect(first.count == cardFiles.count, "the first bucket untouched: \(first.keys.sorted())")
     }
 
     @Test(.timeLimit(.minutes(5)))

@@ -21,17 +21,7 @@ final class VerifyCardTests {
         server = try SeaweedFS()
         // Parts of 5 MiB: the clip is a multipart upload whose parts go out as it is read,
         // so its fingerprint is in its xxh128 tag, not its metadata.
-        let text = """
-            [upload]
-            part_size = "5MiB"
-            single_put_threshold = "5MiB"
-            [s3]
-            endpoint = "\(server.endpoint)"
-            bucket = "\(bucket)"
-            [device]
-            id = "station-9"
-            """
-        config = try dir.write("ingest.toml", Array(text.utf8))
+        config = try server.stationConfig(device: "station-9", smallParts: true, in: dir)
         _ = try card.write("DCIM/100MEDIA/CLIP_0001.MP4", randomBytes((12 << 20) + 3))
         for i in 1...6 { _ = try card.write("DCIM/100MEDIA/IMG_\(1000 + i).JPG", randomBytes(20_000 * i)) }
         _ = try card.write("DCIM/100MEDIA/COPY_OF_1001.JPG", try Array(Data(contentsOf: URL(fileURLWithPath: card.path + "/DCIM/100MEDIA/IMG_1001.JPG"))))
@@ -44,15 +34,7 @@ final class VerifyCardTests {
         "DCIM/100MEDIA/CLIP_0001.MP4", "DCIM/100MEDIA/COPY_OF_1001.JPG", "MISC/empty.marker", "MISC/notes.txt",
     ] + (1...6).map { "DCIM/100MEDIA/IMG_\(1000 + $0).JPG" }
 
-    /// `ingest ARGS --state-dir STATE` with the test's configuration and credentials.
-    func ingest(_ arguments: [String], json: Bool = true) throws -> IngestRun {
-        var environment = IngestRun.environment.merging(server.awsEnvironment) { $1 }
-        environment["INGEST_CONFIG"] = config
-        return IngestRun(
-            result: try run(
-                IngestBinary.path, arguments + ["--state-dir", state.path] + (json ? ["--json"] : []),
-                environment: environment))
-    }
+    func ingest(_ arguments: [String]) throws -> IngestRun { try server.ingest(arguments, state: state.path, config: config) }
 
     /// `ingest verify-card CARD` with no configuration at all (no endpoint, no bucket: the
     /// journal has them), only the credentials in the environment.

@@ -25,6 +25,28 @@ import Testing
         return try #require(try await bench.journal.claim([claim], volumeKey: volume ?? bench.volume.key).first)
     }
 
+    /// Claims another file of the bench's content at `key` and returns its copy, which the
+    /// claim must plan (a test fails here otherwise). `streamed`: the file was planned as
+    /// streamed (``streamedLabels(_:)``).
+    static func plannedCopy(_ bench: Bench, path: String, key: String, streamed: Bool = false) async throws -> UploadRecord {
+        let claimed = try await claimCopy(bench, path: path, key: key, headers: streamed ? streamedLabels(path) : nil)
+        guard case let .copy(copy, _) = claimed else { throw NotACopy(claimed: claimed) }
+        return copy
+    }
+
+    /// What ``plannedCopy(_:path:key:streamed:)`` throws when the claim planned no copy.
+    struct NotACopy: Error, CustomStringConvertible {
+        var claimed: ClaimResult
+        var description: String { "not planned as a copy: \(claimed)" }
+    }
+
+    /// A bench (``Bench``) whose content is uploaded: the source of the copies.
+    static func uploadedContent(size: Int, partSize: Int64? = nil, store: ScriptedStore = ScriptedStore()) async throws -> Bench {
+        let bench = try await Bench(size: size, partSize: partSize, store: store)
+        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        return bench
+    }
+
     /// Runs the copy as the runner does, from the journal's records.
     static func copy(
         _ bench: Bench, _ id: String, singleCopyLimit: Int64 = S3UploadLimits.maxSingleCopySize, partSize: Int64 = 1 << 30
@@ -65,12 +87,8 @@ import Testing
     /// A destination that cannot copy (a tus server) holds the content once: the second
     /// file counts as the content's upload, and nothing is sent or copied for it.
     @Test func onAStoreThatCannotCopyAFileOfAKnownContentCountsAsItsUploadAndNothingIsSent() async throws {
-        let bench = try await Bench(size: 1000, partSize: nil, store: ScriptedStore(capabilities: [.listing, .tagging]))
-        #expect(try await bench.run() == .uploaded(alreadyThere: false))
-        guard case let .copy(copy, _) = try await Self.claimCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG") else {
-            Issue.record("not planned as a copy")
-            return
-        }
+        let bench = try await Self.uploadedContent(size: 1000, store: ScriptedStore(capabilities: [.listing, .tagging]))
+        let copy = try await Self.plannedCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG")
         let before = bench.store.calls(.put)
         #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: true))
         #expect(bench.store.objects["k/COPY.JPG"] == nil, "no object of its own")
@@ -79,12 +97,8 @@ import Testing
     }
 
     @Test func theCopyIsMadeByTheServerWithItsOwnLabelsAndTheFileIsUploaded() async throws {
-        let bench = try await Bench(size: 1000, partSize: nil)
-        #expect(try await bench.run() == .uploaded(alreadyThere: false))
-        guard case let .copy(copy, _) = try await Self.claimCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG") else {
-            Issue.record("not planned as a copy")
-            return
-        }
+        let bench = try await Self.uploadedContent(size: 1000)
+        let copy = try await Self.plannedCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG")
         #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: false))
 
         let object = try #require(bench.store.objects["k/COPY.JPG"])
@@ -99,12 +113,8 @@ import Testing
     }
 
     @Test func aCopyAboveTheSingleCopyLimitIsCopiedInParts() async throws {
-        let bench = try await Bench(size: 2_500_000, partSize: nil)
-        #expect(try await bench.run() == .uploaded(alreadyThere: false))
-        guard case let .copy(copy, _) = try await Self.claimCopy(bench, path: "DCIM/BIG.MP4", key: "k/BIG.MP4") else {
-            Issue.record("not planned as a copy")
-            return
-        }
+        let bench = try await Self.uploadedContent(size: 2_500_000)
+        let copy = try await Self.plannedCopy(bench, path: "DCIM/BIG.MP4", key: "k/BIG.MP4")
         #expect(try await Self.copy(bench, copy.id, singleCopyLimit: 1_000_000, partSize: 1_000_000) == .uploaded(alreadyThere: false))
         #expect(bench.store.objects["k/BIG.MP4"]?.bytes == bench.bytes)
         #expect(bench.store.calls(.uploadPartCopy) == 3 && bench.store.calls(.copy) == 0)
@@ -112,12 +122,8 @@ import Testing
     }
 
     @Test func aKeyHoldingOtherBytesIsNotReplacedTheCopyGoesToItsAlternativeKey() async throws {
-        let bench = try await Bench(size: 1000, partSize: nil)
-        #expect(try await bench.run() == .uploaded(alreadyThere: false))
-        guard case let .copy(copy, _) = try await Self.claimCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG") else {
-            Issue.record("not planned as a copy")
-            return
-        }
+        let bench = try await Self.uploadedContent(size: 1000)
+        let copy = try await Self.plannedCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG")
         bench.store.place("k/COPY.JPG", bytes: Array("someone else's".utf8))
         #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: false))
         #expect(bench.store.objects["k/COPY.JPG"]?.bytes == Array("someone else's".utf8))
@@ -126,12 +132,8 @@ import Testing
     }
 
     @Test func aSourceGoneFromTheBucketFailsTheCopyAndStartsTheContentsUploadAgain() async throws {
-        let bench = try await Bench(size: 1000, partSize: nil)
-        #expect(try await bench.run() == .uploaded(alreadyThere: false))
-        guard case let .copy(copy, _) = try await Self.claimCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG") else {
-            Issue.record("not planned as a copy")
-            return
-        }
+        let bench = try await Self.uploadedContent(size: 1000)
+        let copy = try await Self.plannedCopy(bench, path: "DCIM/COPY.JPG", key: "k/COPY.JPG")
         bench.store.remove(ObjectUploaderTests.key)
         let error = try #require(ObjectUploaderTests.failed(try await Self.copy(bench, copy.id)))
         #expect(error.message.contains("gone from the bucket"))
@@ -152,15 +154,8 @@ import Testing
     }
 
     @Test func aCopyOfAFilePlannedAsStreamedCarriesTheFingerprintInItsMetadataAndItsTag() async throws {
-        let bench = try await Bench(size: 1000, partSize: nil)
-        #expect(try await bench.run() == .uploaded(alreadyThere: false))
-        guard
-            case let .copy(copy, _) = try await Self.claimCopy(
-                bench, path: "DCIM/SUB/CLIP_copy.MP4", key: "k/CLIP_copy.MP4", headers: Self.streamedLabels("DCIM/SUB/CLIP_copy.MP4"))
-        else {
-            Issue.record("not planned as a copy")
-            return
-        }
+        let bench = try await Self.uploadedContent(size: 1000)
+        let copy = try await Self.plannedCopy(bench, path: "DCIM/SUB/CLIP_copy.MP4", key: "k/CLIP_copy.MP4", streamed: true)
         #expect(copy.fingerprintGoesInTag, "planned as streamed")
 
         #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: false))
@@ -176,15 +171,8 @@ import Testing
     }
 
     @Test func aCopyInPartsOfAFilePlannedAsStreamedCarriesTheFingerprintInItsMetadata() async throws {
-        let bench = try await Bench(size: 2_500_000, partSize: nil)
-        #expect(try await bench.run() == .uploaded(alreadyThere: false))
-        guard
-            case let .copy(copy, _) = try await Self.claimCopy(
-                bench, path: "DCIM/SUB/BIG_copy.MP4", key: "k/BIG_copy.MP4", headers: Self.streamedLabels("DCIM/SUB/BIG_copy.MP4"))
-        else {
-            Issue.record("not planned as a copy")
-            return
-        }
+        let bench = try await Self.uploadedContent(size: 2_500_000)
+        let copy = try await Self.plannedCopy(bench, path: "DCIM/SUB/BIG_copy.MP4", key: "k/BIG_copy.MP4", streamed: true)
         #expect(try await Self.copy(bench, copy.id, singleCopyLimit: 1_000_000, partSize: 1_000_000) == .uploaded(alreadyThere: false))
         let object = try #require(bench.store.objects["k/BIG_copy.MP4"])
         #expect(object.bytes == bench.bytes)
@@ -196,15 +184,8 @@ import Testing
     /// It is the source's bytes (the server gives both one ETag), so it is tagged and
     /// counts; nothing is copied again and nothing goes to an alternative key.
     @Test func aCopyLeftWithoutItsFingerprintIsProvenOursByTheSourcesETagAndTagged() async throws {
-        let bench = try await Bench(size: 1000, partSize: nil)
-        #expect(try await bench.run() == .uploaded(alreadyThere: false))
-        guard
-            case let .copy(copy, _) = try await Self.claimCopy(
-                bench, path: "DCIM/SUB/CLIP_copy.MP4", key: "k/CLIP_copy.MP4", headers: Self.streamedLabels("DCIM/SUB/CLIP_copy.MP4"))
-        else {
-            Issue.record("not planned as a copy")
-            return
-        }
+        let bench = try await Self.uploadedContent(size: 1000)
+        let copy = try await Self.plannedCopy(bench, path: "DCIM/SUB/CLIP_copy.MP4", key: "k/CLIP_copy.MP4", streamed: true)
         bench.store.place("k/CLIP_copy.MP4", bytes: bench.bytes, metadata: ["path": "DCIM/SUB/CLIP_copy.MP4"])
 
         #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: true))
@@ -216,15 +197,8 @@ import Testing
     }
 
     @Test func anObjectOfOurSizeWithoutAFingerprintThatIsNoCopyOfTheSourceIsOtherBytes() async throws {
-        let bench = try await Bench(size: 1000, partSize: nil)
-        #expect(try await bench.run() == .uploaded(alreadyThere: false))
-        guard
-            case let .copy(copy, _) = try await Self.claimCopy(
-                bench, path: "DCIM/SUB/CLIP_copy.MP4", key: "k/CLIP_copy.MP4", headers: Self.streamedLabels("DCIM/SUB/CLIP_copy.MP4"))
-        else {
-            Issue.record("not planned as a copy")
-            return
-        }
+        let bench = try await Self.uploadedContent(size: 1000)
+        let copy = try await Self.plannedCopy(bench, path: "DCIM/SUB/CLIP_copy.MP4", key: "k/CLIP_copy.MP4", streamed: true)
         let theirs = randomBytes(1000)
         bench.store.place("k/CLIP_copy.MP4", bytes: theirs)
 
@@ -242,17 +216,10 @@ import Testing
     /// tagged and copied; its upload is not started again, nothing goes to an alternative key.
     @Test func aSourceWithoutItsFingerprintIsProvenByTheServersDigestOfTheStagedCopyThenCopied() async throws {
         let partSize: Int64 = 5 << 20
-        let bench = try await Bench(size: Int(3 * partSize) + 1000, partSize: partSize)
-        #expect(try await bench.run() == .uploaded(alreadyThere: false))
+        let bench = try await Self.uploadedContent(size: Int(3 * partSize) + 1000, partSize: partSize)
         bench.store.unlabel(ObjectUploaderTests.key)
         #expect(bench.store.objects[ObjectUploaderTests.key]?.checksumCRC32C != nil)
-        guard
-            case let .copy(copy, _) = try await Self.claimCopy(
-                bench, path: "DCIM/SUB/CLIP_copy.MP4", key: "k/CLIP_copy.MP4", headers: Self.streamedLabels("DCIM/SUB/CLIP_copy.MP4"))
-        else {
-            Issue.record("not planned as a copy")
-            return
-        }
+        let copy = try await Self.plannedCopy(bench, path: "DCIM/SUB/CLIP_copy.MP4", key: "k/CLIP_copy.MP4", streamed: true)
 
         #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: false))
 
@@ -264,12 +231,8 @@ import Testing
     }
 
     @Test func anEmptyFileIsItsOwnEmptyPutObjectNotACopy() async throws {
-        let bench = try await Bench(size: 0, partSize: nil)
-        #expect(try await bench.run() == .uploaded(alreadyThere: false))
-        guard case let .copy(copy, _) = try await Self.claimCopy(bench, path: "DCIM/EMPTY2", key: "k/EMPTY2") else {
-            Issue.record("not planned as a copy")
-            return
-        }
+        let bench = try await Self.uploadedContent(size: 0)
+        let copy = try await Self.plannedCopy(bench, path: "DCIM/EMPTY2", key: "k/EMPTY2")
         #expect(try await Self.copy(bench, copy.id) == .uploaded(alreadyThere: false))
         #expect(bench.store.objects["k/EMPTY2"]?.bytes == [])
         #expect(bench.store.calls(.copy) == 0 && bench.store.calls(.put) == 2)

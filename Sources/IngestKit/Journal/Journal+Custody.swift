@@ -81,16 +81,48 @@ public struct ListedFile: Sendable, Equatable {
     public var fingerprint: String
 }
 
-/// What the journal says of one card, for its verdict (``CardStanding``).
+/// A destination a card's files went to, as its verdict names it: the journal's name of the
+/// cluster (``S3Destination/endpoint``, or a tus creation URL) and the bucket, with the
+/// cluster's marker id (`.ingest/bucket-id`) where a gateway showed one.
+public struct VerdictDestination: Sendable, Hashable {
+    public var endpoint: String
+    public var bucket: String
+    public var bucketID: String?
+
+    public init(endpoint: String, bucket: String, bucketID: String? = nil) {
+        self.endpoint = endpoint
+        self.bucket = bucket
+        self.bucketID = bucketID
+    }
+
+    public init(_ target: S3Destination) { self.init(endpoint: target.endpoint, bucket: target.bucket) }
+
+    /// How people read it: `s3://cards at http://127.0.0.1:8333`, `tus https://HOST/PATH/`.
+    public var displayName: String {
+        if let url = S3Destination.tusCreationURL(of: endpoint) { return "tus \(url)" }
+        return "s3://\(bucket) at \(endpoint)"
+    }
+}
+
+/// What the journal says of one card in one destination, for its verdict (``CardStanding``):
+/// a file counts as verified there only by its own upload there (the one it links, or one it
+/// left for another destination: ``Journal/cardTallies(volumeKey:)``), never by another
+/// destination's.
 public struct CardTally: Sendable, Equatable {
     public var volume: VolumeRecord
+    /// Where; nil for a card none of whose files has an upload planned anywhere.
+    public var destination: VerdictDestination?
     /// Files of the card the journal knows, but those given up (`ingest forget`).
     public var files = 0
     public var bytes: Int64 = 0
     /// Not copied from the card yet (its copy failed, or was never tried).
     public var notCopied = 0
-    /// Copied, their objects not verified yet.
+    /// Copied, their objects not verified in this destination yet (or never sent there).
     public var notUploaded = 0
+    /// Verified here, then found missing or changed here while the file had left for another
+    /// destination: the card must be ingested into this one again. The first one's reason.
+    public var objectsLost = 0
+    public var firstObjectLost: String?
     public var quarantined = 0
     /// Verified, listed by no generation in the bucket yet.
     public var unlisted = 0
@@ -104,7 +136,10 @@ public struct CardTally: Sendable, Equatable {
     /// Its last run stopped before it journalled every file its scan found.
     public var copyUnfinished = false
 
-    public init(volume: VolumeRecord) { self.volume = volume }
+    public init(volume: VolumeRecord, destination: VerdictDestination? = nil) {
+        self.volume = volume
+        self.destination = destination
+    }
 }
 
 /// A verified file's object, as the bucket check compares it with a listing.
@@ -131,7 +166,8 @@ extension Journal {
         }
     }
 
-    /// The card's verified files with their objects.
+    /// The card's verified files with their objects, in every destination they were verified
+    /// in: the one each file links, and those it left for another (`formerUpload`).
     public func objectsOnRecord(ofVolume key: String) async throws(JournalError) -> [ObjectOnRecord] {
         try await reading { db in
             try Row.fetchAll(
@@ -139,7 +175,11 @@ extension Journal {
                 sql: """
                     SELECT f.path, u.id, u.key, u.size, u.fingerprint, u.etag, u.endpoint, u.bucket, u.region, u.addressing
                     FROM file f JOIN upload u ON u.id = f.uploadID
-                    WHERE f.volumeKey = ? AND f.state = 'uploaded' AND u.phase = 'completed'
+                    WHERE f.volumeKey = ?1 AND f.state = 'uploaded' AND u.phase = 'completed'
+                    UNION ALL
+                    SELECT f.path, u.id, u.key, u.size, u.fingerprint, u.etag, u.endpoint, u.bucket, u.region, u.addressing
+                    FROM file f JOIN formerUpload fu ON fu.file = f.id JOIN upload u ON u.id = fu.upload
+                    WHERE f.volumeKey = ?1 AND f.state != 'forgotten' AND u.phase = 'completed'
                     """, arguments: [key]
             ).compactMap { row in
                 guard let addressing = S3AddressingStyle(rawValue: row[9]) else { return nil }
@@ -150,11 +190,14 @@ extension Journal {
         }
     }
 
-    /// The file is to be listed by the card's next generation (its object moves to another key).
-    public func unlist(_ path: CardPath, ofVolume key: String) async throws(JournalError) {
+    /// The file is to be listed by the next generation of the card's history in the destination
+    /// of `upload` (its object there moves to another key); its listing elsewhere stands.
+    public func unlist(_ path: CardPath, ofVolume key: String, upload: String) async throws(JournalError) {
         try await writing { db in
             try db.execute(
-                sql: "UPDATE file SET manifestGeneration = NULL WHERE volumeKey = ? AND path = ?", arguments: [key, Data(path.bytes)])
+                sql: "UPDATE file SET manifestGeneration = NULL WHERE volumeKey = ? AND path = ? AND uploadID = ?",
+                arguments: [key, Data(path.bytes), upload])
+            try db.execute(sql: "UPDATE formerUpload SET manifestGeneration = NULL WHERE upload = ?", arguments: [upload])
         }
     }
 
@@ -400,55 +443,122 @@ extension Journal {
     }
 
     /// What the journal says of every card it knows (or of `volumeKey` only), for verdicts:
-    /// one pass over each card's files, grouped by state.
+    /// one tally per card and destination its files went to (the one each file links, and
+    /// those it left for another with its content unchanged), the card's main destination
+    /// (where most of its files link) first; one tally with no destination for a card none of
+    /// whose files has an upload. One pass over each card's files per destination, grouped.
     public func cardTallies(volumeKey: String? = nil) async throws(JournalError) -> [CardTally] {
         try await reading { db in
             let volumes = try VolumeRecord.filter(volumeKey == nil || Column("key") == volumeKey)
                 .order(Column("lastSeen").desc).fetchAll(db)
-            return try volumes.map { volume in
-                var tally = CardTally(volume: volume)
-                let rows = try Row.fetchAll(
-                    db,
-                    sql: """
-                        SELECT state, quarantined, manifestGeneration IS NULL, COUNT(*), COALESCE(SUM(size), 0) FROM file
-                        WHERE volumeKey = ? AND state != 'forgotten' GROUP BY 1, 2, 3
-                        """, arguments: [volume.key])
-                for row in rows {
-                    let (state, quarantined, unlisted, count, bytes): (String, Bool, Bool, Int, Int64) = (row[0], row[1], row[2], row[3], row[4])
-                    tally.files += count
-                    tally.bytes += bytes
-                    if quarantined { tally.quarantined += count }
-                    switch FileState(rawValue: state) {
-                    case .pending: tally.notCopied += count
-                    case .staged: tally.notUploaded += count
-                    case .uploaded: if unlisted { tally.unlisted += count }
-                    default: break
-                    }
-                }
-                // Listed by a generation not yet in the bucket counts as unlisted.
-                let generations = try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT COALESCE(SUM(CASE WHEN uploadedAt IS NULL THEN files END), 0), COUNT(uploadedAt)
-                        FROM custodyGeneration WHERE volumeKey = ?
-                        """, arguments: [volume.key])
-                tally.unlisted += generations?[0] ?? 0
-                tally.generations = generations?[1] ?? 0
-                let card = try Row.fetchOne(db, sql: "SELECT cardFolder, copyUnfinished FROM volume WHERE key = ?", arguments: [volume.key])
-                tally.folder = card?[0]
-                tally.copyUnfinished = card?[1] ?? false
-                tally.lostCount = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cardSkip WHERE volumeKey = ?", arguments: [volume.key]) ?? 0
-                tally.lost = try Row.fetchAll(
-                    db, sql: "SELECT path, code, reason FROM cardSkip WHERE volumeKey = ? ORDER BY path LIMIT 5", arguments: [volume.key]
-                ).map { LostSkip(path: CardPath(bytes: Array($0[0] as Data)), code: $0[1], reason: $0[2]) }
-                if tally.notCopied + tally.notUploaded > 0 {
-                    tally.firstWaiting = try Data.fetchOne(
-                        db, sql: "SELECT path FROM file WHERE volumeKey = ? AND state IN ('pending', 'staged') ORDER BY path LIMIT 1",
-                        arguments: [volume.key]
-                    ).map { CardPath(bytes: Array($0)) }
-                }
-                return tally
+            return try volumes.flatMap { volume in
+                let destinations = try Self.destinations(db, ofVolume: volume.key)
+                guard !destinations.isEmpty else { return [try Self.tally(db, volume, in: nil)] }
+                return try destinations.map { try Self.tally(db, volume, in: $0) }
             }
         }
+    }
+
+    /// The tally of the card `key` in `target`, whether or not any of its files went there
+    /// (a card never sent there is not safe there); nil for a card the journal does not know.
+    public func cardTally(volumeKey key: String, in target: S3Destination) async throws(JournalError) -> CardTally? {
+        try await reading { db in
+            guard let volume = try VolumeRecord.fetchOne(db, key: key) else { return nil }
+            let known = try Self.destinations(db, ofVolume: key).first { $0.endpoint == target.endpoint && $0.bucket == target.bucket }
+            return try Self.tally(db, volume, in: known ?? VerdictDestination(target))
+        }
+    }
+
+    /// The destinations the card's files went to, the one most of them link first.
+    private static func destinations(_ db: Database, ofVolume key: String) throws -> [VerdictDestination] {
+        try Row.fetchAll(
+            db,
+            sql: """
+                SELECT d.endpoint, d.bucket, SUM(d.linked) AS linked,
+                  (SELECT cluster FROM gateway g WHERE g.endpoint = d.endpoint AND g.bucket = d.bucket AND cluster IS NOT NULL
+                   LIMIT 1)
+                FROM (
+                  SELECT u.endpoint, u.bucket, COUNT(*) AS linked FROM file f JOIN upload u ON u.id = f.uploadID
+                  WHERE f.volumeKey = ?1 AND f.state != 'forgotten' GROUP BY 1, 2
+                  UNION ALL
+                  SELECT fu.endpoint, fu.bucket, 0 FROM file f JOIN formerUpload fu ON fu.file = f.id
+                  WHERE f.volumeKey = ?1 AND f.state != 'forgotten' GROUP BY 1, 2
+                ) d GROUP BY 1, 2 ORDER BY linked DESC, 1, 2
+                """, arguments: [key]
+        ).map { VerdictDestination(endpoint: $0[0], bucket: $0[1], bucketID: $0[3]) }
+    }
+
+    /// Where each file of a card stands in one destination (`?2`, `?3`; NULL: none), as
+    /// ``tally(_:_:in:)`` groups them: by its own upload there, the one it links or the one it
+    /// left there (`formerUpload`), never by another destination's.
+    private static let placeInDestination = """
+        FROM file f
+        LEFT JOIN upload cu ON cu.id = f.uploadID AND cu.endpoint = ?2 AND cu.bucket = ?3
+        LEFT JOIN formerUpload fu ON fu.file = f.id AND fu.endpoint = ?2 AND fu.bucket = ?3
+        LEFT JOIN upload pu ON pu.id = fu.upload
+        WHERE f.volumeKey = ?1 AND f.state != 'forgotten'
+        """
+    private static let place = """
+        CASE
+          WHEN cu.id IS NOT NULL THEN CASE f.state
+            WHEN 'uploaded' THEN CASE WHEN f.manifestGeneration IS NULL THEN 'unlisted' ELSE 'listed' END
+            WHEN 'staged' THEN 'notUploaded' ELSE 'notCopied' END
+          WHEN pu.phase = 'completed' THEN CASE WHEN fu.manifestGeneration IS NULL THEN 'unlisted' ELSE 'listed' END
+          WHEN fu.objectLost IS NOT NULL THEN 'lost'
+          WHEN f.state = 'pending' THEN 'notCopied'
+          ELSE 'notUploaded'
+        END
+        """
+
+    private static func tally(_ db: Database, _ volume: VolumeRecord, in destination: VerdictDestination?) throws -> CardTally {
+        var tally = CardTally(volume: volume, destination: destination)
+        let arguments: StatementArguments = [volume.key, destination?.endpoint, destination?.bucket]
+        let rows = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT \(place), f.quarantined, COUNT(*), COALESCE(SUM(f.size), 0), MIN(fu.objectLost)
+                \(placeInDestination) GROUP BY 1, 2
+                """, arguments: arguments)
+        for row in rows {
+            let (place, quarantined, count, bytes): (String, Bool, Int, Int64) = (row[0], row[1], row[2], row[3])
+            tally.files += count
+            tally.bytes += bytes
+            // A file held here is not held back by its trouble elsewhere.
+            if quarantined, place != "listed", place != "unlisted" { tally.quarantined += count }
+            switch place {
+            case "notCopied": tally.notCopied += count
+            case "notUploaded": tally.notUploaded += count
+            case "unlisted": tally.unlisted += count
+            case "lost":
+                tally.objectsLost += count
+                tally.firstObjectLost = tally.firstObjectLost ?? row[4]
+            default: break
+            }
+        }
+        // Listed by a generation not yet in the bucket counts as unlisted.
+        let generations = try Row.fetchOne(
+            db,
+            sql: """
+                SELECT COALESCE(SUM(CASE WHEN uploadedAt IS NULL THEN files END), 0), COUNT(uploadedAt)
+                FROM custodyGeneration WHERE volumeKey = ?1 AND endpoint IS ?2 AND bucket IS ?3
+                """, arguments: arguments)
+        tally.unlisted += generations?[0] ?? 0
+        tally.generations = generations?[1] ?? 0
+        let card = try Row.fetchOne(db, sql: "SELECT cardFolder, copyUnfinished FROM volume WHERE key = ?", arguments: [volume.key])
+        tally.folder = card?[0]
+        tally.copyUnfinished = card?[1] ?? false
+        tally.lostCount = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cardSkip WHERE volumeKey = ?", arguments: [volume.key]) ?? 0
+        tally.lost = try Row.fetchAll(
+            db, sql: "SELECT path, code, reason FROM cardSkip WHERE volumeKey = ? ORDER BY path LIMIT 5", arguments: [volume.key]
+        ).map { LostSkip(path: CardPath(bytes: Array($0[0] as Data)), code: $0[1], reason: $0[2]) }
+        if tally.notCopied + tally.notUploaded > 0 {
+            tally.firstWaiting = try Data.fetchOne(
+                db,
+                sql: """
+                    SELECT f.path \(placeInDestination) AND \(place) IN ('notCopied', 'notUploaded') ORDER BY f.path LIMIT 1
+                    """, arguments: arguments
+            ).map { CardPath(bytes: Array($0)) }
+        }
+        return tally
     }
 }

@@ -481,6 +481,51 @@ public final class Journal: Sendable {
                   "upload" TEXT PRIMARY KEY NOT NULL REFERENCES upload(id) ON DELETE CASCADE, "readAt" DATETIME NOT NULL);
                 """)
         }
+        // A card's verdict belongs to a destination (``CardTally/destination``), and a file links
+        // one upload (`file.uploadID`): ingested into another bucket, it links that bucket's, and
+        // its object in the first would be forgotten. `formerUpload` keeps, per file, each
+        // destination it left while its content stayed: the upload there, the generation of the
+        // card's history there that lists it, and why its object there was lost. Two triggers
+        // keep it, so that every statement that moves a file keeps it alike: a file leaving an
+        // upload for another destination (or for none, restaged) records what it left, and one
+        // coming back to a destination takes its row out; a file whose content changed (size or
+        // modification time, or a fingerprint no kept upload holds) keeps no row but a lost
+        // object's. An older journal's earlier destinations are found by the upload each file
+        // brought there (its `sourcePath`), unlisted, since no record says which generation
+        // listed them.
+        migrator.registerMigration("v17: file destinations") { db in
+            try db.execute(sql: """
+                CREATE TABLE formerUpload (
+                  "file" INTEGER NOT NULL REFERENCES file(id) ON DELETE CASCADE, "endpoint" TEXT NOT NULL,
+                  "bucket" TEXT NOT NULL, "upload" TEXT REFERENCES upload(id) ON DELETE SET NULL,
+                  "manifestGeneration" INTEGER, "objectLost" TEXT, PRIMARY KEY ("file", "endpoint", "bucket"));
+                CREATE INDEX formerUpload_by_upload ON formerUpload(upload) WHERE upload IS NOT NULL;
+                INSERT OR IGNORE INTO formerUpload (file, endpoint, bucket, upload)
+                  SELECT f.id, u.endpoint, u.bucket, u.id FROM upload u
+                  JOIN file f ON f.volumeKey = u.volumeKey AND f.path = u.sourcePath AND f.fingerprint = u.fingerprint
+                  WHERE u.phase = 'completed' AND u.id IS NOT f.uploadID
+                  AND NOT EXISTS (
+                    SELECT 1 FROM upload c WHERE c.id = f.uploadID AND c.endpoint = u.endpoint AND c.bucket = u.bucket);
+                CREATE TRIGGER file_moves_upload AFTER UPDATE OF uploadID ON file WHEN OLD.uploadID IS NOT NEW.uploadID
+                BEGIN
+                  DELETE FROM formerUpload WHERE file = NEW.id
+                    AND (endpoint, bucket) IN (SELECT endpoint, bucket FROM upload WHERE id = NEW.uploadID);
+                  INSERT OR REPLACE INTO formerUpload (file, endpoint, bucket, upload, manifestGeneration, objectLost)
+                    SELECT NEW.id, u.endpoint, u.bucket, u.id, OLD.manifestGeneration, NEW.objectLost FROM upload u
+                    WHERE u.id = OLD.uploadID AND OLD.size = NEW.size AND OLD.mtime = NEW.mtime
+                    AND (NEW.fingerprint IS NULL OR NEW.fingerprint = u.fingerprint)
+                    AND NOT EXISTS (
+                      SELECT 1 FROM upload n WHERE n.id = NEW.uploadID AND n.endpoint = u.endpoint AND n.bucket = u.bucket);
+                END;
+                CREATE TRIGGER file_content_changes AFTER UPDATE OF size, mtime, fingerprint ON file
+                BEGIN
+                  DELETE FROM formerUpload WHERE file = NEW.id AND (
+                    OLD.size != NEW.size OR OLD.mtime != NEW.mtime
+                    OR (NEW.fingerprint IS NOT NULL AND upload IS NOT NULL AND NOT EXISTS (
+                      SELECT 1 FROM upload u WHERE u.id = formerUpload.upload AND u.fingerprint = NEW.fingerprint)));
+                END;
+                """)
+        }
         return migrator
     }
 

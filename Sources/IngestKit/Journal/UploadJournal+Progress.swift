@@ -162,11 +162,16 @@ extension Journal {
     /// go back to pending, so the next ingest of the card copies them again, and the upload
     /// is removed (the caller aborted it on the server first). `objectLost`: the object was
     /// verified, then found missing or changed in the bucket (`reason` says which), which the
-    /// files keep until they are staged again (``FileRecord``'s `objectLost` column).
+    /// files keep until they are staged again (``FileRecord``'s `objectLost` column), and so
+    /// do files that had left it for another destination (`formerUpload`), for the verdict in
+    /// its own.
     public func restage(uploadID id: String, reason: String, objectLost: Bool = false, at date: Date = Date())
         async throws(JournalError)
     {
         try await writing { db in
+            if objectLost {
+                try db.execute(sql: "UPDATE formerUpload SET objectLost = ? WHERE upload = ?", arguments: [reason, id])
+            }
             try db.execute(
                 sql: """
                     UPDATE file SET state = 'pending', fingerprint = NULL, uploadID = NULL, lastError = ?1, updatedAt = ?2,

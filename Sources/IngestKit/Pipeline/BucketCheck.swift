@@ -190,21 +190,10 @@ extension UploadService {
         let problem = BucketProblem(kind: kind, volumeKey: volumeKey, path: record.path, key: record.key, detail: detail)
         outcome.problems.append(problem)
         logger.warning("an object of a card is not in the bucket as verified", metadata: ["key": "\(record.key)", "problem": "\(kind.rawValue)"])
-        // Sent again from the staged copy if it is still there; otherwise the file is copied
-        // from the card afresh by the card's next ingest (this rescan's, if it is here).
-        let staged = Fingerprint(hex: record.fingerprint).map(staging.path(for:))
-        do {
-            // Other bytes hold its key: it goes to its alternative key, which the card's next
-            // generation lists. Missing, it comes back to the key its history lists already.
-            if kind == .changed {
-                if let found { try await journal.noteForeignObject(key: record.key, etag: found, target: record.target) }
-                try await journal.unlist(record.path, ofVolume: volumeKey)
-            }
-            if let staged, System.exists(staged) {
-                _ = try await journal.restartUpload(id: record.uploadID, key: record.key)
-            } else {
-                try await journal.restage(uploadID: record.uploadID, reason: problem.text, objectLost: true)
-            }
-        } catch { throw .journal(error) }
+        // A changed object's key is held by other bytes, recorded as foreign: the upload's own
+        // look at its key moves the file to its alternative key.
+        try await repairObject(ObjectRepair(
+            problem: problem, uploadID: record.uploadID, fingerprint: record.fingerprint, target: record.target, found: found,
+            restart: .atItsKey))
     }
 }

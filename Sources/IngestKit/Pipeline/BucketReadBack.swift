@@ -145,24 +145,8 @@ extension UploadService {
         logger.warning(
             "an object read back is not the one ingested",
             metadata: ["card": "\(candidate.cardName)", "key": "\(candidate.key)", "problem": "\(kind.rawValue)"])
-        let fingerprint = Fingerprint(hex: candidate.fingerprint)
-        let staged = fingerprint.map(staging.path(for:))
-        var key = candidate.key
-        if kind == .changed, let fingerprint {
-            do { key = try KeyTemplate.alternativeKey(candidate.key, fingerprint: fingerprint) } catch {
-                throw UploadError(exitStatus: .dataError, scope: .object, message: "\(error)")
-            }
-        }
-        do {
-            if kind == .changed {
-                if let found { try await journal.noteForeignObject(key: candidate.key, etag: found, target: candidate.target) }
-                try await journal.unlist(candidate.path, ofVolume: candidate.volumeKey)
-            }
-            if let staged, System.exists(staged) {
-                _ = try await journal.restartUpload(id: candidate.uploadID, key: key)
-            } else {
-                try await journal.restage(uploadID: candidate.uploadID, reason: problem.text, objectLost: true)
-            }
-        } catch { throw .journal(error) }
+        try await repairObject(ObjectRepair(
+            problem: problem, uploadID: candidate.uploadID, fingerprint: candidate.fingerprint, target: candidate.target,
+            found: found, restart: .atAlternativeKey))
     }
 }

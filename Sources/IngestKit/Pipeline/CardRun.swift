@@ -134,9 +134,9 @@ struct CardRun<Sink: EventSink> {
             await writeHistory()
             return nil
         case .judge:
-            // The card's verdict after the run, from the journal (its scan is this run's).
+            // The card's verdict after the run in its destination, from the journal (its scan is this run's).
             do {
-                if let standing = try await journal.judgeCard(volume.key) {
+                if let standing = try await journal.judgeCard(volume.key, in: upload?.target) {
                     summary.safeToErase = standing.safeToErase
                     summary.notSafeBecause = standing.reasons
                 }

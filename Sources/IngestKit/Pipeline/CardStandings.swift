@@ -1,6 +1,7 @@
 import Foundation
 
-/// The verdict of every card the journal knows (``CardStanding``), for `ingest status`.
+/// The verdicts of every card the journal knows (``CardStanding``), for `ingest status`: one
+/// per card and destination its files went to, each from that destination's uploads only.
 ///
 /// A card that is present (mounted where the journal last saw it, with the same identity)
 /// is judged whole: it is walked as an ingest walks it (``Scanner``, the same rules, `lstat`
@@ -13,19 +14,30 @@ public enum CardStandings {
     /// `rules`: the scan's, so that a file an ingest leaves out is not counted as new.
     public static func all(journal: Journal, rules: ScanRules = ScanRules()) async throws(JournalError) -> [CardStanding] {
         var standings: [CardStanding] = []
+        // A card's tallies come together; its walk serves all of them.
+        var walked: (key: String, found: Look?)?
         for tally in try await journal.cardTallies() {
             var standing = CardStanding(tally: tally)
-            if let present = try? VolumeIdentity.identify(path: tally.volume.rootPath), present.key == tally.volume.key {
-                let look = await onDedicatedThread("ingest-look") { () -> Result<Look, JournalError> in
-                    Result { () throws(JournalError) in try Look(of: present, journal: journal, rules: rules) }
-                }
-                let found = try look.get()
+            if walked?.key != tally.volume.key {
+                walked = (tally.volume.key, try await look(at: tally.volume, journal: journal, rules: rules))
+            }
+            if let found = walked?.found {
                 (standing.changedCount, standing.changed) = (found.changedCount, found.changed)
                 (standing.newCount, standing.new) = (found.newCount, found.new)
             }
             standings.append(standing)
         }
         return standings
+    }
+
+    /// A walk of the card when it is present (mounted where the journal last saw it, with the
+    /// same identity); nil when it is not.
+    private static func look(at volume: VolumeRecord, journal: Journal, rules: ScanRules) async throws(JournalError) -> Look? {
+        guard let present = try? VolumeIdentity.identify(path: volume.rootPath), present.key == volume.key else { return nil }
+        let look = await onDedicatedThread("ingest-look") { () -> Result<Look, JournalError> in
+            Result { () throws(JournalError) in try Look(of: present, journal: journal, rules: rules) }
+        }
+        return try look.get()
     }
 
     /// What a walk of a present card found against the journal: the first few of each kind.

@@ -1,10 +1,12 @@
 import Foundation
 
-/// Whether a card may be formatted, and if not, why: the verdict `status`, a run's summary,
-/// the `on_card_done` hook, `sd_notify` and the metrics give.
+/// Whether a card may be formatted, and if not, why, for one destination its files went to:
+/// the verdict `status` (one per card and destination), a run's summary (the run's
+/// destination), the `on_card_done` hook, `sd_notify` and the metrics give.
 ///
 /// A card is safe to erase when every file the journal knows of it (but those given up with
-/// `ingest forget`) has a verified object in the bucket, none is quarantined, its last scan
+/// `ingest forget`) has a verified object in the destination's bucket (its own upload there:
+/// another bucket's object proves nothing here), none is quarantined, its last scan
 /// found nothing it could not ingest (a folder too deep or unreadable), and every file is
 /// listed by an ASC MHL generation in the bucket, when the key template gives the card a
 /// folder to hold one. `changed` and `new` add what a look at the card present found: files
@@ -45,6 +47,12 @@ public struct CardStanding: Sendable, Equatable {
             let first = t.firstWaiting.map { ": \($0.display)" } ?? ""
             reasons.append("\(t.notCopied) \(Self.files(t.notCopied)) not copied from the card yet\(first)")
         }
+        if t.objectsLost > 0 {
+            let first = t.firstObjectLost.map { ": \($0)" } ?? ""
+            reasons.append(
+                "\(t.objectsLost) \(Self.files(t.objectsLost)) lost from this bucket since verified, to be ingested into it "
+                    + "again\(first)")
+        }
         if t.quarantined > 0 { reasons.append("\(t.quarantined) \(Self.files(t.quarantined)) quarantined") }
         if t.notUploaded > 0 {
             let first = t.notCopied == 0 ? t.firstWaiting.map { ": \($0.display)" } ?? "" : ""
@@ -64,6 +72,7 @@ public struct CardStanding: Sendable, Equatable {
         var who = v.name
         if let label = v.fsLabel, label != v.name { who += " (\(label))" }
         who += "  \(v.key)"
+        if let destination = tally.destination { who += "  \(destination.displayName)" }
         let verdict = safeToErase ? "safe to erase" : "NOT safe to erase: " + reasons[0]
         return "\(who)  last seen \(v.lastSeen.formatted(.iso8601))  \(counted(tally.files, "file")) (\(ByteCount(tally.bytes)))  \(verdict)"
     }
@@ -86,18 +95,25 @@ public struct CardStanding: Sendable, Equatable {
         object["fs_uuid"] = v.fsUUID.map(JSONValue.string)
         object["serial"] = v.serial.map(JSONValue.string)
         object["folder"] = tally.folder.map(JSONValue.string)
+        object["endpoint"] = tally.destination.map { .string($0.endpoint) }
+        object["bucket"] = tally.destination.map { .string($0.bucket) }
+        object["bucket_id"] = tally.destination?.bucketID.map(JSONValue.string)
+        object["files_lost_from_bucket"] = .int(Int64(tally.objectsLost))
         return object
     }
 }
 
 extension Journal {
-    /// Judges a card from its tally and records the verdict (``noteVerdict(ofVolume:safe:reason:)``),
+    /// Judges a card in `target` (nil: its main destination, where most of its files link)
+    /// from its tally there and records the verdict (``noteVerdict(ofVolume:safe:reason:)``),
     /// durably: no card is reported safe to erase before the verdict that says so is on disk
     /// (it is read back by the metrics, without a look at the card's files). Nil for a card
     /// the journal does not know.
     @discardableResult
-    public func judgeCard(_ key: String) async throws(JournalError) -> CardStanding? {
-        guard let tally = try await cardTallies(volumeKey: key).first else { return nil }
+    public func judgeCard(_ key: String, in target: S3Destination? = nil) async throws(JournalError) -> CardStanding? {
+        let found: CardTally?
+        if let target { found = try await cardTally(volumeKey: key, in: target) } else { found = try await cardTallies(volumeKey: key).first }
+        guard let tally = found else { return nil }
         let standing = CardStanding(tally: tally)
         try await noteVerdict(ofVolume: key, safe: standing.safeToErase, reason: standing.reasons.first)
         return standing
