@@ -102,6 +102,35 @@ struct CompatibilityMatrixTests {
 }
 
 extension CompatibilityMatrixTests {
+    /// The other commands see the same objects on every server: `ingest ls` lists each
+    /// card file's object with its fingerprint, `status --check-bucket` compares every
+    /// recorded object with the listing and calls both cards safe, and `verify-card
+    /// --read-back` reads every object back and finds the card's bytes.
+    @Test(.timeLimit(.minutes(5)), arguments: S3ServerKind.selected)
+    func lsStatusAndAReadBackAgreeOnEveryServer(kind: S3ServerKind) throws {
+        let landing = try SharedServers.landing(kind)
+        for card in landing.cards {
+            let prefix = Landing.name(of: card) + "/"
+            let listed = try landing.ingest(["ls", prefix])
+            #expect(listed.status == 0, "\(kind): ls exits 0: \(listed.stderr)")
+            let fingerprints = Dictionary(
+                listed.events("object").compactMap { o in (o["key"] as? String).map { ($0, o["xxh128"] as? String) } },
+                uniquingKeysWith: { a, _ in a })
+            for (path, key) in try landing.keys(of: card) {
+                #expect(fingerprints[key] == .some(try xxh128sum(card.path + "/" + path)), "\(kind): ls shows \(key)'s fingerprint")
+            }
+            let readBack = try landing.ingest(["verify-card", "--read-back", card.path])
+            #expect(readBack.status == 0, "\(kind): verify-card --read-back exits 0: \(readBack.stderr)")
+        }
+        let status = try landing.ingest(["status", "--check-bucket"])
+        #expect(status.status == 0, "\(kind): status --check-bucket exits 0: \(status.stderr)")
+        let verdicts = status.events("card")
+        #expect(verdicts.count == 2 && verdicts.allSatisfy { $0["safe_to_erase"] as? Bool == true }, "\(kind): \(verdicts)")
+        // The fallback a server without checksums takes is said, and only there.
+        let said = landing.firstRuns.flatMap { $0.events("checksums_not_kept") }
+        #expect(said.isEmpty == (kind != .cephRGW), "\(kind): checksums_not_kept \(said)")
+    }
+
     /// `ingest check` names what the server does of what ingest's proofs use: conditional
     /// writes honoured (412) everywhere; SeaweedFS reports the multipart probe object's
     /// composite CRC32C, moto the same value without its `-1`, Ceph RGW 16 none (a warning
