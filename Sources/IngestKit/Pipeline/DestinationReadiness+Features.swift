@@ -41,7 +41,7 @@ extension DestinationReadiness {
                 key: key, headers: PartDigestAlgorithm.crc32c.createMultipartUploadHeaders)
         } catch { return notMade("CreateMultipartUpload", error) }
         let checks = await probe(s3, key: key, uploadID: uploadID, bytes: bytes, digest: digest, notMade: notMade)
-        await Self.remove(key, uploadID: uploadID, from: s3)
+        await Self.deleteProbe(key, uploadID: uploadID, from: s3)
         return checks
     }
 
@@ -136,7 +136,7 @@ extension DestinationReadiness {
 
     /// Deletes the probe object, and aborts its upload in case it was never completed; what
     /// cannot be removed is left (it is small, under .ingest/).
-    static func remove(_ key: String, uploadID: String, from s3: S3Client) async {
+    static func deleteProbe(_ key: String, uploadID: String, from s3: S3Client) async {
         _ = try? await s3.perform("DELETE", key: key)
         _ = try? await s3.abortMultipartUpload(key: key, uploadID: uploadID)
     }
