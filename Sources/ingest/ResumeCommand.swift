@@ -38,6 +38,11 @@ struct ResumeCommand: AsyncParsableCommand {
     var endpoint: [String] = []
 
     func run() async throws {
+        // No stop of its own yet: SIGINT or SIGTERM ends it at once, as their default would
+        // (the journal is durable at every step), but as a clean stop, its run mark removed,
+        // so that the next process does not report an unclean one.
+        let signals = ShutdownSignals { ShutdownSignals.dieBy($0) }
+        defer { withExtendedLifetime(signals) {} }
         let systemd = common.notifyReady()
         let logger = common.bootstrapLogging()
         let outcome: ResumeOutcome

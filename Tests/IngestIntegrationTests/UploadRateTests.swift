@@ -148,6 +148,13 @@ extension UploadTests {
         #expect(stopped.status == SIGINT, "dies by the signal it was sent: \(stopped.stderr)")
         #expect(stopped.stderr.contains("pending") && stopped.stderr.contains("ingest resume"), "\(stopped.stderr)")
         #expect(!stopped.stderr.contains("not copied"), "the card was copied: \(stopped.stderr)")
+        // The summary is the exit: 128 + SIGINT, and what stopped it.
+        let summary = try #require(stopped.summary, "a stopped run still ends with its summary")
+        #expect(summary["exit_status"] as? Int == 128 + Int(SIGINT), "\(summary)")
+        #expect(summary["stopped_by"] as? String == "SIGINT", "\(summary)")
+        // A clean stop leaves no run mark, so nothing after it reports an unclean one.
+        let marks = (try? FileManager.default.contentsOfDirectory(atPath: state.path + "/state/runs")) ?? []
+        #expect(marks.isEmpty, "a run stopped by SIGINT leaves no mark: \(marks)")
         let parts = stopped.events("part_uploaded").compactMap { $0["part_size"] as? Int }
         let acknowledged = parts.reduce(0, +)
         #expect(acknowledged < 80 << 20, "the stop came before the last part")
@@ -155,6 +162,8 @@ extension UploadTests {
         let before = try proxy.stats().bytesToUpstream
         let resumed = try IngestRun.ingest(["resume", "--json", "--state-dir", state.path + "/state"], environment: environment, timeout: 120)
         #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.events("recovered").allSatisfy { $0["unclean_stops"] as? Int == 0 }, "\(resumed.events("recovered"))")
+        #expect(!resumed.stderr.contains("unclean stop"), "\(resumed.stderr)")
         let sent = try proxy.stats().bytesToUpstream - before
         let left = Int64(80 << 20 - acknowledged)
         // A part cut after the server had all of it is adopted by its ETag, not sent again:

@@ -141,6 +141,18 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: state.runsPath).isEmpty)
     }
 
+    /// What a process a signal stops (a clean stop) or one that calls `exit` does before it
+    /// ends: every mark of it goes, though its services still hold them.
+    @Test func endingAllMarksLeavesNoneForTheNextProcessToCall() throws {
+        let dir = TemporaryDirectory()
+        let state = try StateDirectory(path: dir.path)
+        let held = try state.markRun()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: state.runsPath).count == 1)
+        RunMark.endAll()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: state.runsPath).isEmpty)
+        withExtendedLifetime(held) {}
+    }
+
     @Test func aLiveProcesssMarkIsNoUncleanStop() throws {
         let dir = TemporaryDirectory()
         let state = try StateDirectory(path: dir.path)

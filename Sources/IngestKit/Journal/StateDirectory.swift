@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The directory that holds everything `ingest` keeps between runs:
 ///
@@ -150,19 +151,40 @@ extension StateDirectory {
 }
 
 /// A process's mark in `runs/` (``StateDirectory/markRun()``).
+///
+/// Only a process that vanished (killed, crashed, the power gone) leaves its mark: one that
+/// ends by itself removes it when its service goes, or at `exit`, and one a signal stops
+/// (SIGINT, SIGTERM: clean stops) removes it before it dies by the signal
+/// (``ShutdownSignals/dieBy(_:)`` calls ``endAll()``).
 public final class RunMark: Sendable {
     let path: String
     /// Processes found gone without removing their marks.
     public let uncleanStops: Int
 
+    /// The marks of this process not ended yet.
+    private static let live = Mutex<Set<String>>([])
+    /// Whether ``endAll()`` is registered to run at `exit`, once per process.
+    private static let endsAtExit = Atomic<Bool>(false)
+
     init(path: String, uncleanStops: Int) {
         self.path = path
         self.uncleanStops = uncleanStops
+        Self.live.withLock { _ = $0.insert(path) }
+        if !Self.endsAtExit.exchange(true, ordering: .acquiringAndReleasing) { System.atExit { RunMark.endAll() } }
     }
 
     /// The process ends cleanly: its mark goes. (Not made durable: a power cut that brings
     /// it back only makes the next process say it recovered from an unclean stop.)
-    public func end() { try? System.unlink(path) }
+    public func end() {
+        Self.live.withLock { _ = $0.remove(path) }
+        try? System.unlink(path)
+    }
+
+    /// Ends every mark of this process: it is about to end cleanly, by `exit` or by the
+    /// signal that asked it to stop, with its services still held.
+    public static func endAll() {
+        for path in live.withLock({ marks in defer { marks.removeAll() }; return marks }) { try? System.unlink(path) }
+    }
 
     deinit { end() }
 }

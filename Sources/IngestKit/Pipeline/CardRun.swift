@@ -288,6 +288,7 @@ struct CardRun<Sink: EventSink> {
     /// Tells the run's summary.
     private mutating func report(stoppedBy: String?, error: IngestError?) {
         summary.stoppedBy = stoppedBy
+        summary.stopSignal = stop.signal
         summary.errorStatus = error?.exitStatus
         summary.seconds = Date().timeIntervalSince(started)
         sink.emit(.finished(summary))

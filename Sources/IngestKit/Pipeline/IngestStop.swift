@@ -21,6 +21,8 @@ public final class IngestStop: Sendable {
 
     private struct State {
         var reason: Reason?
+        /// The signal that asked for the shutdown, if one did.
+        var signal: Int32?
         var stagers: [Stager] = []
         var runners: [UploadRunner] = []
     }
@@ -40,9 +42,15 @@ public final class IngestStop: Sendable {
         for stager in stagers { stager.cancel() }
     }
 
-    public func shutdown() {
+    /// The signal that asked for the shutdown (``shutdown(by:)``), if one did: the process
+    /// ends by it, so the run's summary says so.
+    public var signal: Int32? { state.withLock { $0.signal } }
+
+    /// `signal`: the one that asked (SIGTERM, SIGINT), if one did.
+    public func shutdown(by signal: Int32? = nil) {
         let (stagers, runners) = state.withLock { state -> ([Stager], [UploadRunner]) in
             state.reason = .shutdown
+            state.signal = state.signal ?? signal
             return (state.stagers, state.runners)
         }
         for stager in stagers { stager.cancel() }
@@ -109,7 +117,11 @@ public final class ShutdownSignals: Sendable {
 
     /// Ends the process by `signal` with its default action, so that a parent (a shell,
     /// systemd) sees what it sent and not an exit status made up for it.
+    ///
+    /// A stop asked for by a signal is a clean stop: the process's run marks go first, so that
+    /// the next process does not report an unclean one (``RunMark``).
     public static func dieBy(_ signal: Int32) -> Never {
+        RunMark.endAll()
         System.endProcess(bySignal: signal)
     }
 }

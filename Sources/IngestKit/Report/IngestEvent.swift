@@ -30,6 +30,9 @@ public struct RunSummary: Sendable, Equatable, Codable {
     public var seconds: Double = 0
     /// Set when the run stopped early (staging full, card lost); what was not reached stays pending.
     public var stoppedBy: String?
+    /// The signal (SIGTERM, SIGINT) that stopped the run: the process ends by it, whatever
+    /// ``exitStatus`` says of the work (``processStatus``).
+    public var stopSignal: Int32?
     /// What uploading did; nil when the run staged only.
     public var uploads: UploadTotals?
     /// The failure that decides the exit status: a destination problem, else the worst
@@ -59,6 +62,10 @@ public struct RunSummary: Sendable, Equatable, Codable {
         if let uploadError { return uploadError.exitStatus }
         return failed > 0 || quarantined > 0 || scan.lost > 0 ? .partial : .success
     }
+
+    /// The status the process ends with, as a shell shows it: 128 + the signal for a run a
+    /// signal stopped (it dies by that signal), else ``exitStatus``.
+    public var processStatus: Int32 { stopSignal.map { 128 + $0 } ?? exitStatus.rawValue }
 }
 
 /// Everything a run reports, in order. Human and machine (`--json`) reporters both read these.
@@ -135,10 +142,10 @@ extension IngestEvent {
                 "staged": .int(summary.staged), "staged_bytes": .int(summary.stagedBytes),
                 "deduplicated": .int(summary.deduplicated), "known": .int(summary.scan.known),
                 "skipped": .int(summary.scan.skipped), "failed": .int(summary.failed),
-                "seconds": .double(summary.seconds), "exit_status": .int(summary.exitStatus.rawValue),
+                "seconds": .double(summary.seconds), "exit_status": .int(summary.processStatus),
                 "quarantined": .int(Int64(summary.quarantined)),
             ]
-            object["stopped_by"] = summary.stoppedBy.map(JSONValue.string)
+            object["stopped_by"] = (summary.stopSignal.map(System.signalName) ?? summary.stoppedBy).map(JSONValue.string)
             if let uploads = summary.uploads {
                 object["uploaded"] = .int(uploads.uploaded)
                 object["uploaded_bytes"] = .int(uploads.uploadedBytes)

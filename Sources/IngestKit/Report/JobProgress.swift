@@ -143,6 +143,10 @@ public final class JobProgress: Sendable {
                 if let safe = summary.safeToErase {
                     state.verdict = safe ? "card safe to erase" : "card NOT safe to erase: \(summary.notSafeBecause.first ?? "")"
                 }
+                if let signal = summary.stopSignal {
+                    state.verdict = (state.verdict.map { $0 + "; " } ?? "")
+                        + "stopped by \(System.signalName(signal)) (exit status \(summary.processStatus))"
+                }
                 state.endCopying()
                 state.objectsDropped = state.objectsToUpload - state.objectsUploaded
                 state.bytesDropped = state.bytesToUpload - state.bytesUploaded

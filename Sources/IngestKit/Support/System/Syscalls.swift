@@ -229,6 +229,22 @@ public enum System {
     /// The signals a run turns from deaths into requests to stop (``ShutdownSignals``).
     static let terminationSignals: [Int32] = [SIGTERM, SIGINT]
 
+    /// Runs `body` when the process calls `exit` (`atexit`): not on `_exit`, nor on death by
+    /// a signal.
+    static func atExit(_ body: @convention(c) () -> Void) { _ = atexit(body) }
+
+    /// The signal's conventional name (`SIGINT`), as `kill -l` lists it; `signal N` for one
+    /// a run never handles.
+    public static func signalName(_ signal: Int32) -> String {
+        switch signal {
+        case SIGINT: "SIGINT"
+        case SIGTERM: "SIGTERM"
+        case SIGHUP: "SIGHUP"
+        case SIGKILL: "SIGKILL"
+        default: "signal \(signal)"
+        }
+    }
+
     /// The signal's arrival is ignored: a dispatch source watching it then hears it instead.
     static func ignoreSignal(_ signal: Int32) { _ = Glibc.signal(signal, SIG_IGN) }
 
