@@ -60,7 +60,7 @@ struct MountCardCommand: AsyncParsableCommand {
                     "ours": .bool(mount.isOurs),
                 ]) + "\n")
             } else {
-                ReportOutput.standardOutput.write(mount.path + "\n")
+                ReportOutput.standardOutput.line(mount.path)
             }
         } catch {
             throw fail(error, json: common.json)

@@ -62,7 +62,9 @@ struct StatusCommand: AsyncParsableCommand {
                 if common.json {
                     ReportOutput.standardOutput.write(JSONValue.line(event.json) + "\n")
                 } else {
-                    ReportOutput.standardOutput.write(event.text + "\n")
+                    for line in event.text.split(separator: "\n", omittingEmptySubsequences: false) {
+                        ReportOutput.standardOutput.line(String(line))
+                    }
                 }
                 if let error = outcome.error { throw IngestError.upload(error) }
             }
@@ -163,7 +165,8 @@ struct StatusCommand: AsyncParsableCommand {
                 lines.append("  \(file.cardPath.display): \(file.lastError ?? "")")
             }
         }
-        ReportOutput.standardOutput.write(lines.joined(separator: "\n") + "\n")
+        // A card's label and paths, and the server's words, are hostile: each line escaped.
+        for line in lines { ReportOutput.standardOutput.line(line) }
     }
 
     private func printJSON(
