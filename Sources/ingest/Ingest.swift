@@ -12,7 +12,7 @@ struct Ingest: AsyncParsableCommand {
             ingest --device <node> [--endpoint <url>] [--bucket <name>] [...]
             ingest watch [--max-cards <n>] [--endpoint <url>] [--bucket <name>] [--json]
             ingest scan <path> [--list] [--json]
-            ingest status [--json]
+            ingest status [--check-bucket] [--json]
             ingest verify-card <path> [--device <node>] [--json]
             ingest check [--endpoint <url>] [--bucket <name>] [--no-station] [--json]
             ingest resume [<id> ...]

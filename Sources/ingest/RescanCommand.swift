@@ -7,6 +7,7 @@ struct RescanCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rescan",
         abstract: "The nightly job: resume pending uploads, re-scan mounted cards and roots, clean staging, write metrics.",
+        usage: "ingest rescan [--root <path>] [--metrics-file <file>] [--endpoint <url>] [--bucket <name>] [--json]",
         discussion: """
             Meant for a systemd timer or cron, unattended. In order, it:
               - resumes every pending upload, as `ingest resume` does;
@@ -25,7 +26,7 @@ struct RescanCommand: AsyncParsableCommand {
               - aborts the multipart uploads under [s3] prefix, at the configured
                 destination and every one the journal has uploads for, that the
                 journal does not know and that are older than [rescan]
-                orphan_upload_age (default 7d; "off" never), at most once a day:
+                orphan_upload_age (default 1d; "off" never), at most once a day:
                 what a run killed between creating an upload and recording it
                 leaves on the server;
               - deletes staged copies whose objects verified longer ago than
@@ -87,6 +88,11 @@ struct RescanCommand: AsyncParsableCommand {
     @OptionGroup var metrics: MetricsOptions
 
     func run() async throws {
+        // No stop of its own yet: SIGINT or SIGTERM ends it at once, as their default would
+        // (the journal is durable at every step), but as a clean stop, its run mark removed,
+        // so that the next process does not report an unclean one.
+        let signals = ShutdownSignals { ShutdownSignals.dieBy($0) }
+        defer { withExtendedLifetime(signals) {} }
         let systemd = common.notifyReady()
         let logger = common.bootstrapLogging()
         var status: ExitStatus

@@ -131,7 +131,7 @@ struct RunCommand: AsyncParsableCommand {
         let systemd = common.notifyReady()
         let logger = common.bootstrapLogging()
         let stop = IngestStop()
-        let signals = ShutdownSignals { _ in stop.shutdown() }
+        let signals = ShutdownSignals { signal in stop.shutdown(by: signal) }
         let summary: RunSummary
         do throws(IngestError) {
             var config = try common.loadConfig()
@@ -193,7 +193,8 @@ struct RunCommand: AsyncParsableCommand {
             pending.append("what was not copied is found again on the next run; pending uploads resume with `ingest resume`")
         }
         ReportOutput.standardError.line(
-            "ingest: stopped by signal \(signal); " + (pending.isEmpty ? "nothing is pending" : pending.joined(separator: "; ")))
+            "ingest: stopped by \(System.signalName(signal)) (exit status \(128 + signal)); "
+                + (pending.isEmpty ? "nothing is pending" : pending.joined(separator: "; ")))
         ShutdownSignals.dieBy(signal)
     }
 
@@ -203,7 +204,7 @@ struct RunCommand: AsyncParsableCommand {
         var tags: [String: String] = [:]
         for text in tag {
             guard let equals = text.firstIndex(of: "="), equals != text.startIndex else {
-                throw .config(file: nil, key: "--tag", problem: "'\(text)' is not key=value, like --tag site=km12")
+                throw .runLabels("--tag '\(text)' is not key=value, like --tag site=km12.")
             }
             let key = String(text[..<equals])
             let value = String(text[text.index(after: equals)...])

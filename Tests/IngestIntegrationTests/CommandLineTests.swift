@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import IngestKit
 import IngestTestSupport
 import Testing
 
@@ -16,6 +17,44 @@ import Testing
         for option in ["--no-upload", "--verify", "--verify-source", "--include", "--exclude", "--reserve"] {
             #expect(runHelp.result.stdoutText.contains(option), "run --help mentions \(option)")
         }
+    }
+
+    /// What the help says of options and defaults is what they are: `status` takes
+    /// `--check-bucket`, `rescan`'s usage names its options, and its orphan sweep's default
+    /// age is the one the configuration uses (one day).
+    @Test func theUsageLinesNameTheRealOptionsAndTheOrphanAgeItsRealDefault() throws {
+        #expect(try IngestRun.ingest(["--help"]).result.stdoutText.contains("ingest status [--check-bucket] [--json]"))
+        let rescan = try IngestRun.ingest(["rescan", "--help"]).result.stdoutText
+        #expect(rescan.contains("USAGE: ingest rescan [--root <path>]"), "\(rescan.prefix(300))")
+        #expect(!rescan.contains("<options>"))
+        #expect(rescan.contains("orphan_upload_age (default 1d"))
+        #expect(IngestKit.RescanSettings.defaultOrphanUploadAge == .seconds(86_400))
+    }
+
+    /// A directory that holds the state directory is no card: its journal, locks and staged
+    /// copies would be ingested, and it would never be safe to erase. Refused (78), naming
+    /// both, before anything is staged.
+    @Test func aCardPathThatHoldsTheStateDirectoryIsRefused() throws {
+        let dir = TemporaryDirectory()
+        try dir.write("DCIM/IMG_0001.JPG", randomBytes(1_000))
+        for path in [dir.path, dir.path + "/."] {
+            let run = try IngestRun.ingest([path, "--no-upload", "--state-dir", dir.path + "/state", "--json"])
+            #expect(run.status == 78, "\(path): \(run.stderr)")
+            #expect(run.stderr.contains("holds the state directory"), "\(run.stderr)")
+            #expect(run.events("staged").isEmpty)
+        }
+        let elsewhere = TemporaryDirectory()
+        #expect(try IngestRun.ingest([dir.path, "--no-upload", "--state-dir", elsewhere.path]).status == 0)
+    }
+
+    /// `--tag` without `=` is a label the run cannot make: 65, as the README's table says for
+    /// labels, with the form to use.
+    @Test func aTagWithoutAnEqualsSignExitsAsInvalidLabelsShowingTheForm() throws {
+        let dir = TemporaryDirectory()
+        try dir.write("DCIM/IMG_0001.JPG", randomBytes(1_000))
+        let run = try IngestRun.ingest([dir.path, "--no-upload", "--state-dir", dir.path + "-state", "--tag", "noequals"])
+        #expect(run.status == 65, "\(run.stderr)")
+        #expect(run.stderr.contains("--tag site=km12"), "\(run.stderr)")
     }
 
     @Test func versionNamesTheLinkedLibraries() throws {

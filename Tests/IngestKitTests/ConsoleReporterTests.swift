@@ -31,6 +31,27 @@ final class OutputCapture {
 }
 
 @Suite struct ConsoleReporterTests {
+    /// 25 empty files and 2 names that are not UTF-8: ten notes of the first kind and a count
+    /// of the rest, both of the second; one kind does not drown another.
+    @Test func repeatedNotesOfOneKindAreShownTenTimesThenCounted() {
+        let capture = OutputCapture()
+        let reporter = ConsoleReporter(output: capture.output)
+        for index in 1...25 {
+            let file = ScannedFile(path: CardPath("DCIM/EMPTY\(index).TXT"), size: 0, mtime: 0)
+            reporter.emit(.notice(file, code: "empty-file", message: "empty file; ingested like any other"))
+        }
+        for index in 1...2 {
+            let file = ScannedFile(path: CardPath("DCIM/RAW\(index).TXT"), size: 1, mtime: 0)
+            reporter.emit(.notice(file, code: "name-not-utf8", message: "name is not valid UTF-8"))
+        }
+        reporter.emit(.scanned(ScanTotals()))
+        let lines = capture.text().split(separator: "\n")
+        #expect(lines.filter { $0.hasPrefix("  note: DCIM/EMPTY") }.count == 10)
+        #expect(lines.filter { $0.hasPrefix("  note: DCIM/RAW") }.count == 2)
+        #expect(lines.contains("  note: 15 more files with the same note (empty file; ingested like any other), not listed"))
+        #expect(lines.filter { $0.contains("more file") }.count == 1)
+    }
+
     @Test func aMessageClearsTheProgressLineFirstAndTheLineIsDrawnAgainBelowIt() {
         let capture = OutputCapture()
         let line = ProgressLine(output: capture.output)

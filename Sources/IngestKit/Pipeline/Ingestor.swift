@@ -52,6 +52,20 @@ public struct Ingestor: Sendable {
         return outcome
     }
 
+    /// A card path that holds the state directory would ingest the journal, its locks and the
+    /// staging area (never safe to erase, and every run finding new bytes): refused (78) before
+    /// anything is read.
+    func refuseIfItHoldsTheStateDirectory(_ root: String) throws(IngestError) {
+        let resolved = { (path: String) in URL(fileURLWithPath: path).resolvingSymlinksInPath().path }
+        let (card, stateDirectory) = (resolved(root), resolved(state.path))
+        guard stateDirectory == card || stateDirectory.hasPrefix(card == "/" ? "/" : card + "/") else { return }
+        throw .config(
+            file: nil, key: "state_dir",
+            problem: "the card path \(root) holds the state directory \(stateDirectory): its journal, locks and "
+                + "staged copies would be ingested as the card. Ingest the card's own mount point, or keep the state "
+                + "directory elsewhere (state_dir, --state-dir, INGEST_STATE_DIR)")
+    }
+
     private func ingest(
         path: String, sink: some EventSink, stop: IngestStop, into outcome: inout IngestOutcome
     ) async throws(IngestError) {
@@ -64,6 +78,7 @@ public struct Ingestor: Sendable {
             }
         }
         let volume = try VolumeIdentity.identify(path: path)
+        try refuseIfItHoldsTheStateDirectory(volume.rootPath)
         outcome.volume = volume
         sink.emit(.volume(volume))
         let lock = try await lockVolume(volume, stop: stop)

@@ -114,6 +114,11 @@ public final class ConsoleReporter: EventSink, Sendable {
     private let output: ReportOutput
     private let line: ProgressLine?
     private let action: Action
+    /// Notes of one kind (an empty file, a name that is not UTF-8) shown so far, by kind:
+    /// a card of 10,000 empty files gets ``notesShownPerKind`` lines and a count, not 10,000.
+    private let notesShown = Mutex<[String: (shown: Int, more: Int, message: String)]>([:])
+    /// How many notes of one kind are shown, each with its file; the rest are counted.
+    public static let notesShownPerKind = 10
 
     /// - Parameter line: the progress line drawn on `output`, if one is.
     public init(output: ReportOutput = .standardError, line: ProgressLine? = nil, action: Action = .ingesting) {
@@ -133,9 +138,19 @@ public final class ConsoleReporter: EventSink, Sendable {
             print(line)
         case let .skipped(path, reason):
             print("  skipped \(path.display): \(reason)")
-        case let .notice(file, _, message):
-            print("  note: \(file.path.display): \(message)")
+        case let .notice(file, code, message):
+            let shown = notesShown.withLock { notes in
+                var kind = notes[code, default: (0, 0, message)]
+                defer { notes[code] = kind }
+                if kind.shown < Self.notesShownPerKind { kind.shown += 1; return true }
+                kind.more += 1
+                return false
+            }
+            if shown { print("  note: \(file.path.display): \(message)") }
         case .scanned(let totals):
+            for (_, kind) in notesShown.withLock({ $0 }).sorted(by: { $0.key < $1.key }) where kind.more > 0 {
+                print("  note: \(kind.more) more \(kind.more == 1 ? "file" : "files") with the same note (\(kind.message)), not listed")
+            }
             print(
                 "Found \(counted(totals.toStage, "file")) to copy (\(ByteCount(totals.toStageBytes))), "
                     + "\(totals.known) already ingested (\(ByteCount(totals.knownBytes))), \(totals.skipped) skipped"

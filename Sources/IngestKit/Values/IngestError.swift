@@ -165,7 +165,7 @@ public enum IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .cardUnknown(path, reason, remedy):
             return "\(path) is \(reason): NOT safe to erase. \(remedy)"
         case let .metricsUnwritable(path, reason):
-            return "cannot write the metrics file \(path): \(reason). The rescan's work is done and recorded; "
+            return "cannot write the metrics file \(path): \(reason). The run's work is done and recorded; "
                 + "make the directory exist and writable, or change [rescan] metrics_file or --metrics-file."
         case let .volumeLost(volume, cause, evidence):
             return "\(volume) failed while it was being read (\(cause)): \(evidence). "
