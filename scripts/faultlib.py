@@ -184,6 +184,45 @@ class Weed:
                 connect_timeout=timeout, read_timeout=max(timeout, 30)))
 
 
+class RGW:
+    """A one-node Ceph RGW on loopback (scripts/rgw.sh: one monitor, a memstore OSD, radosgw),
+    started with the admin credentials as its S3 user and stopped by its PIDs; what `faults.py
+    --server rgw` runs every row against instead of SeaweedFS (issue 51)."""
+
+    def __init__(self, venv: str, directory: str, admin_key: str, admin_secret: str) -> None:
+        self.venv = venv
+        self.directory = directory
+        self.admin = (admin_key, admin_secret)
+        self.script = os.path.join(REPO, "scripts", "rgw.sh")
+        self.environment = dict(os.environ, VENV=venv, AWS_ACCESS_KEY_ID=admin_key, AWS_SECRET_ACCESS_KEY=admin_secret,
+                                AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
+        self.endpoint = ""
+        self.s3_port = 0
+
+    def start(self, bucket: str) -> None:
+        CLEANUP.push("rgw", self.stop)
+        started = subprocess.run(["bash", self.script, "start", self.directory, bucket], env=self.environment,
+                                 capture_output=True, text=True, timeout=180)
+        if started.returncode != 0:
+            raise RuntimeError(f"Ceph RGW did not start: {started.stderr[-2000:]}")
+        self.endpoint = started.stdout.strip().splitlines()[-1]
+        self.s3_port = int(self.endpoint.rsplit(":", 1)[1])
+
+    def stop(self) -> None:
+        subprocess.run(["bash", self.script, "stop", self.directory], env=self.environment, capture_output=True,
+                       timeout=60)
+        CLEANUP.remove(self.stop)
+
+    def client(self, timeout: float = 30):
+        session = botocore.session.get_session()
+        return session.create_client(
+            "s3", endpoint_url=self.endpoint, region_name="us-east-1",
+            aws_access_key_id=self.admin[0], aws_secret_access_key=self.admin[1],
+            config=botocore.config.Config(
+                s3={"addressing_style": "path"}, retries={"max_attempts": 3, "mode": "standard"},
+                connect_timeout=timeout, read_timeout=max(timeout, 30)))
+
+
 class Cluster:
     """A SeaweedFS cluster on 127.0.0.1, as scripts/cluster.sh starts one (the fleet's test bed):
     one master (-defaultReplication=010: every volume has a copy in another rack), three volume

@@ -140,6 +140,7 @@ class Harness:
         self.counter = 0
         self.rows: list[Row] = []
         self.weed: F.Weed | None = None
+        self.rgw: F.RGW | None = None  # instead of weed, with --server rgw
         self.proxy: F.Proxy | None = None
         self.tus_server: F.TusServer | None = None  # started by the first tus row (tus())
         self.other: F.Weed | None = None  # another cluster, started by the first row that needs it
@@ -157,18 +158,25 @@ class Harness:
                 raise SystemExit(f"{self.binary} honours fault hooks (a debug build?): build it with `make release`")
         if not os.access(self.ascmhl, os.X_OK):
             raise SystemExit(f"no {self.ascmhl}: the venv lacks ascmhl (make venv installs it)")
-        self.weed = F.Weed(self.venv, os.path.join(self.work, "weed"), *self.admin)
-        self.weed.start()
-        self.weed.wait()
-        self.client = self.weed.client()
-        self.client.create_bucket(Bucket=BUCKET)
+        if self.args.server == "rgw":
+            self.rgw = F.RGW(self.venv, os.path.join(self.work, "rgw"), *self.admin)
+            self.rgw.start(BUCKET)
+            self.client = self.rgw.client()
+            server, server_port = f"Ceph RGW ({self.rgw.endpoint})", self.rgw.s3_port
+        else:
+            self.weed = F.Weed(self.venv, os.path.join(self.work, "weed"), *self.admin)
+            self.weed.start()
+            self.weed.wait()
+            self.client = self.weed.client()
+            self.client.create_bucket(Bucket=BUCKET)
+            server, server_port = f"SeaweedFS (pid {self.weed.process.pid})", self.weed.s3_port
         self.client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
         status = self.client.get_bucket_versioning(Bucket=BUCKET).get("Status")
         self.versioned = status == "Enabled"
         if not self.versioned:
             F.log("bucket versioning is not available: 'replaced' can only be seen as a lost file")
-        self.proxy = F.Proxy(self.venv, self.weed.s3_port, self.seed, os.path.join(self.work, "proxy.log"))
-        F.log(f"SeaweedFS (pid {self.weed.process.pid}) on {self.weed.endpoint}, fault proxy on {self.proxy.endpoint}")
+        self.proxy = F.Proxy(self.venv, server_port, self.seed, os.path.join(self.work, "proxy.log"))
+        F.log(f"{server} on 127.0.0.1:{server_port}, fault proxy on {self.proxy.endpoint}")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "INGEST_"))}
         home = os.path.join(self.work, "home")
         os.makedirs(home, exist_ok=True)
@@ -2943,6 +2951,12 @@ def scenarios(short: bool, reps: int | None) -> list[tuple[str, object, int]]:
     return [(name, fn, 1 if short else reps_, ) for name, fn, reps_, in_short in out if in_short or not short]
 
 
+# Rows that need SeaweedFS itself (killed and restarted, its identities reloaded, a second
+# cluster, the fleet's cluster) or no S3 server at all (tus): left out with --server rgw.
+SEAWEEDFS_ONLY = re.compile(r"^(server killed and restarted|credentials expiring|verdict_foreign_cluster|fleet|tus:|"
+                            r"verdict_tus)")
+
+
 # ---------------------------------------------------------------------------
 # Report
 
@@ -2997,8 +3011,14 @@ def main() -> int:
     parser.add_argument("--markdown", help="also write the table and notes to this file")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (cards, states, logs)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument("--server", choices=["seaweedfs", "rgw"], default="seaweedfs",
+                        help="the S3 server every row runs against (rgw: a one-node Ceph RGW, scripts/rgw.sh); "
+                             "with rgw, the rows that need SeaweedFS itself (its restart, its identities, a second "
+                             "cluster, the fleet's) and the tus rows are left out")
     args = parser.parse_args()
     chosen = scenarios(args.short, args.reps)
+    if args.server != "seaweedfs":
+        chosen = [s for s in chosen if not SEAWEEDFS_ONLY.search(s[0])]
     if args.only:
         chosen = [s for s in chosen if re.search(args.only, s[0])]
     if args.list:
