@@ -17,7 +17,8 @@
 #
 # A failed start stops what it started. Every daemon runs in the foreground (-f) in a session of
 # its own, so that DIR/pids holds its real PID and it outlives this script.
-# env: VENV (default the repository's .venv: aws, python)
+# env: VENV (default the repository's .venv: aws, python); RGW_MEMSTORE_BYTES, the OSD's memory for
+# objects (default 1 GiB)
 set -euo pipefail
 
 venv=${VENV:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv}
@@ -70,7 +71,8 @@ start() {
   : >"$dir/pids"
   # auth none: a test bed on loopback. With it, a client cannot reach the monitor until `ms mon
   # client mode = crc` (the default asks for the secure mode, which needs cephx). The addresses
-  # keep every daemon on loopback; memstore keeps the OSD's data in its memory (1 GiB at most).
+  # keep every daemon on loopback; memstore keeps the OSD's data in its memory, RGW_MEMSTORE_BYTES
+  # at most (default 1 GiB; full, the OSD stalls and RGW stops answering).
   cat >"$dir/ceph.conf" <<EOF
 [global]
 fsid = $fsid
@@ -89,7 +91,7 @@ keyring = /dev/null
 mon data = $dir/mon/\$id
 osd data = $dir/osd/\$id
 osd objectstore = memstore
-memstore device bytes = 1073741824
+memstore device bytes = ${RGW_MEMSTORE_BYTES:-1073741824}
 osd pool default size = 1
 osd pool default min size = 1
 osd pool default pg num = 8
