@@ -105,6 +105,17 @@ def stop_process(process: subprocess.Popen, grace: float = 10.0) -> None:
 # SeaweedFS
 
 
+def s3_client(endpoint: str, admin: tuple[str, str], timeout: float = 30):
+    """A botocore S3 client of `endpoint` with the admin credentials: path-style addressing,
+    three attempts, `timeout` to connect (and at least 30 s to read)."""
+    session = botocore.session.get_session()
+    return session.create_client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=admin[0], aws_secret_access_key=admin[1],
+        config=botocore.config.Config(
+            s3={"addressing_style": "path"}, retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=timeout, read_timeout=max(timeout, 30)))
+
+
 class Weed:
     """`weed server -s3` on fixed free ports, restartable on the same ports and data."""
 
@@ -175,13 +186,7 @@ class Weed:
             self.process.send_signal(signal.SIGHUP)
 
     def client(self, timeout: float = 30):
-        session = botocore.session.get_session()
-        return session.create_client(
-            "s3", endpoint_url=self.endpoint, region_name="us-east-1",
-            aws_access_key_id=self.admin[0], aws_secret_access_key=self.admin[1],
-            config=botocore.config.Config(
-                s3={"addressing_style": "path"}, retries={"max_attempts": 3, "mode": "standard"},
-                connect_timeout=timeout, read_timeout=max(timeout, 30)))
+        return s3_client(self.endpoint, self.admin, timeout)
 
 
 class RGW:
@@ -217,13 +222,7 @@ class RGW:
         CLEANUP.remove(self.stop)
 
     def client(self, timeout: float = 30):
-        session = botocore.session.get_session()
-        return session.create_client(
-            "s3", endpoint_url=self.endpoint, region_name="us-east-1",
-            aws_access_key_id=self.admin[0], aws_secret_access_key=self.admin[1],
-            config=botocore.config.Config(
-                s3={"addressing_style": "path"}, retries={"max_attempts": 3, "mode": "standard"},
-                connect_timeout=timeout, read_timeout=max(timeout, 30)))
+        return s3_client(self.endpoint, self.admin, timeout)
 
 
 class Cluster:
@@ -353,13 +352,7 @@ class Cluster:
 
     def client(self, index: int = 0, timeout: float = 30):
         """A botocore S3 client of gateway `index`, as Weed.client."""
-        session = botocore.session.get_session()
-        return session.create_client(
-            "s3", endpoint_url=self.endpoints[index], region_name="us-east-1",
-            aws_access_key_id=self.admin[0], aws_secret_access_key=self.admin[1],
-            config=botocore.config.Config(
-                s3={"addressing_style": "path"}, retries={"max_attempts": 3, "mode": "standard"},
-                connect_timeout=timeout, read_timeout=max(timeout, 30)))
+        return s3_client(self.endpoints[index], self.admin, timeout)
 
 
 # ---------------------------------------------------------------------------
