@@ -56,7 +56,8 @@ struct CheckCommand: AsyncParsableCommand {
             Exit status: 0 when no check failed (warnings allowed); otherwise the status of \
             the first failed check, the one a run would end with: 78 configuration, bucket \
             missing, station files; 73 state directory, staging space; 77 credentials, \
-            clock; 69 the endpoint cannot be reached.
+            clock; 76 a server whose checksums match no form of the bytes sent; 69 the \
+            endpoint cannot be reached.
 
             With --json: one NDJSON "check" object per check (check, status: pass, warn, \
             fail or skip, detail, remedy, exit_status), then a "check_summary" (ready, \
