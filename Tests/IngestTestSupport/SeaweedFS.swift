@@ -81,37 +81,6 @@ public final class SeaweedFS {
         return failure
     }
 
-    /// Runs `aws` against this server with its credentials (never the machine's).
-    public func aws(_ arguments: [String], timeout: TimeInterval = 120) throws -> ProcessResult {
-        try run(try TestVenv.tool("aws"), ["--endpoint-url", endpoint, "--region", "us-east-1"] + arguments,
-                environment: awsEnvironment, timeout: timeout)
-    }
-
-    /// `aws … --output json` against this server, parsed; an empty answer is an empty object.
-    public func json(_ arguments: [String]) throws -> [String: Any] {
-        let result = try aws(arguments + ["--output", "json"])
-        guard result.status == 0 else { throw CommandFailed(command: arguments.joined(separator: " "), result: result) }
-        if result.stdout.isEmpty { return [:] }
-        return try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any])
-    }
-
-    /// Creates `bucket`; throws with aws's output if the server refuses.
-    public func createBucket(_ bucket: String) throws { _ = try json(["s3api", "create-bucket", "--bucket", bucket]) }
-
-    /// The multipart uploads `list-multipart-uploads` shows open in `bucket`.
-    public func openMultipartUploads(bucket: String) throws -> [[String: Any]] {
-        try json(["s3api", "list-multipart-uploads", "--bucket", bucket])["Uploads"] as? [[String: Any]] ?? []
-    }
-
-    public var awsEnvironment: [String: String] {
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("AWS_") }
-        env["AWS_ACCESS_KEY_ID"] = accessKey
-        env["AWS_SECRET_ACCESS_KEY"] = secretKey
-        env["AWS_CONFIG_FILE"] = "/dev/null"
-        env["AWS_SHARED_CREDENTIALS_FILE"] = "/dev/null"
-        return env
-    }
-
     /// SIGTERM, then SIGKILL after a grace period: weed can take long to stop.
     public func stop() {
         server?.terminate()
