@@ -98,12 +98,14 @@ actor Destinations {
         if let error = trial.leftInPlace {
             logger.info("the probe object stays", metadata: ["key": "\(probeKey)", "error": "\(error)"])
         }
-        var ready = ReadyDestination(client: client, conditionalWrites: true, keepsChecksums: trial.echoedCRC32C != false)
+        var conditionalWrites = true
         if case .notHonoured(let reason) = trial.conditionalWrites(key: probeKey) {
             logger.warning("conditional writes not honoured", metadata: ["bucket": "\(target.bucket)", "reason": "\(reason)"])
             sink.emit(.upload(.conditionalWritesNotHonoured(target, reason: reason)))
-            ready = ReadyDestination(client: client, conditionalWrites: false, keepsChecksums: ready.keepsChecksums)
+            conditionalWrites = false
         }
+        let ready = ReadyDestination(
+            client: client, conditionalWrites: conditionalWrites, keepsChecksums: trial.echoedCRC32C != false)
         if !ready.keepsChecksums {
             logger.notice("checksums not kept: parts go with Content-MD5", metadata: ["bucket": "\(target.bucket)"])
             sink.emit(.upload(.checksumsNotKept(target)))
